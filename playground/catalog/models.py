@@ -1,0 +1,67 @@
+"""The model catalogue and dated price cards.
+
+Reference data shared by every team (prices and capabilities are facts about the
+provider, not about a team). Usage records point at the price card that priced them, so
+history can be audited and re-priced when a card changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from django.db import models
+
+
+class CatalogModel(models.Model):
+    model_id = models.CharField(max_length=200, unique=True, help_text="e.g. @cf/moonshotai/kimi-k2.5")
+    display_name = models.CharField(max_length=120)
+    # Which connection kinds can serve it (comma-separated ConnectionKind values).
+    served_by = models.CharField(max_length=120, default="workers-ai")
+    supports_vision = models.BooleanField(default=False)
+    supports_tools = models.BooleanField(default=False)
+    supports_json_schema = models.BooleanField(default=False)
+    supports_json_schema_streaming = models.BooleanField(default=False)
+    supports_batch = models.BooleanField(default=False)
+    supports_reasoning = models.BooleanField(default=False)
+    context_window = models.PositiveIntegerField(null=True, blank=True)
+    deprecated_on = models.DateField(null=True, blank=True)
+    alias_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="aliases")
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["display_name"]
+
+    def __str__(self) -> str:
+        return self.model_id
+
+    def is_retired_on(self, day: dt.date) -> bool:
+        return self.deprecated_on is not None and day >= self.deprecated_on
+
+
+class PriceCard(models.Model):
+    """USD per million tokens for one model from `effective_from` until the next card."""
+
+    model = models.ForeignKey(CatalogModel, on_delete=models.CASCADE, related_name="price_cards")
+    effective_from = models.DateField()
+    input_per_m = models.DecimalField(max_digits=12, decimal_places=6)
+    cached_input_per_m = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Blank: no cache discount"
+    )
+    output_per_m = models.DecimalField(max_digits=12, decimal_places=6)
+    label = models.CharField(max_length=200, help_text="Where the price comes from, shown beside costs")
+    source = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["model", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "effective_from"], name="one_price_card_per_model_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model.model_id} from {self.effective_from}: {self.label}"
+
+    @property
+    def effective_cached_input_per_m(self) -> Decimal:
+        """Cached tokens cost the input price when the model has no cache discount."""
+        return self.input_per_m if self.cached_input_per_m is None else self.cached_input_per_m

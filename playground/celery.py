@@ -1,0 +1,13 @@
+"""The Celery app. Tasks take ids, call a service, and are enqueued on commit."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
+
+app = Celery("playground")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

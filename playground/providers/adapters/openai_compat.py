@@ -1,0 +1,19 @@
+"""Any OpenAI-compatible endpoint: `POST {base_url}/chat/completions` with a Bearer key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground.providers.adapters.base import ChatRequest, HTTPChatAdapter
+
+
+class OpenAICompatAdapter(HTTPChatAdapter):
+    def __init__(self, *, base_url: str, token: str) -> None:
+        super().__init__(token=token)
+        self.base_url = base_url.rstrip("/")
+
+    def endpoint(self, request: ChatRequest) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def payload(self, request: ChatRequest) -> dict[str, Any]:
+        return {"model": request.model, **super().payload(request)}

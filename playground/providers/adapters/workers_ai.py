@@ -1,0 +1,23 @@
+"""Cloudflare Workers AI native endpoint: `POST {base}/accounts/{account_id}/ai/run/{model}`.
+
+Also serves the embedded engine, which speaks the same API under account id "local".
+Replies may be native frames or OpenAI chunks, and JSON in a v4 envelope; the shared
+parsing in `base` handles all of them.
+"""
+
+from __future__ import annotations
+
+from playground.providers.adapters.base import ChatRequest, HTTPChatAdapter
+
+DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
+
+
+class WorkersAIAdapter(HTTPChatAdapter):
+    def __init__(self, *, base_url: str, account_id: str, token: str) -> None:
+        super().__init__(token=token)
+        self.base_url = base_url.rstrip("/")
+        self.account_id = account_id
+
+    def endpoint(self, request: ChatRequest) -> str:
+        # The model id (e.g. "@cf/moonshotai/kimi-k2.5") goes in the path, not the body.
+        return f"{self.base_url}/accounts/{self.account_id}/ai/run/{request.model}"

@@ -1,0 +1,52 @@
+"""The one normalized stream of events that every provider adapter yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.usage.normalize import NormalizedUsage
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of one tool call; `id` and `name` usually come only in the first piece."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    usage: NormalizedUsage
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str
+    upstream_request_id: str = ""
+
+
+@dataclass(frozen=True)
+class UpstreamError:
+    """The upstream failed; `message` is already redacted."""
+
+    message: str
+    http_status: int | None = None
+    code: str = ""
+    is_timeout: bool = False
+    upstream_request_id: str = ""
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish | UpstreamError

@@ -1,0 +1,281 @@
+"""The one outbound HTTP seam: every request to an upstream provider goes through here.
+
+Owns a pooled `httpx.AsyncClient` per event loop (tests, Channels and Celery each run their
+own loops, and an httpx client must not cross loops), applies explicit timeouts from
+settings, never follows redirects (a redirect could carry a stored key to another host),
+ignores proxy and netrc settings from the environment, and turns every failure into
+`UpstreamHTTPError`. Nothing here logs headers, URLs or bodies: only the host, the status
+and the elapsed time, so tokens cannot leak into logs.
+
+Timeouts:
+- `UPSTREAM_CONNECT_TIMEOUT`: opening the TCP/TLS connection;
+- `UPSTREAM_FIRST_TOKEN_TIMEOUT`: the longest silence allowed on the socket, which bounds
+  the wait for the response headers and the first event (and any later stall);
+- `UPSTREAM_TOTAL_TIMEOUT`: a deadline for the whole exchange, checked around every read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ID_HEADERS = ("cf-ray", "cf-aig-log-id", "x-request-id")
+ERROR_BODY_LIMIT = 16_384
+
+_clients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None]]] = {}
+
+
+class UpstreamHTTPError(Exception):
+    """An upstream call failed: an error status, a transport failure or a timeout.
+
+    `retryable` says whether the same request may be sent again (408/429/5xx, connect
+    failures, timeouts); the retry layer still refuses once any event reached the caller.
+    `body` is the raw (truncated) error body for the adapter to parse; it may contain
+    secrets echoed by the upstream and must be redacted before it is shown or stored.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str = "",
+        retry_after: float | None = None,
+        is_timeout: bool = False,
+        retryable: bool = False,
+        body: str = "",
+        request_id: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+        self.is_timeout = is_timeout
+        self.retryable = retryable
+        self.body = body
+        self.request_id = request_id
+
+
+@dataclass(frozen=True)
+class TimeoutPolicy:
+    connect: float
+    first_byte: float
+    total: float
+
+    @classmethod
+    def from_settings(cls) -> TimeoutPolicy:
+        return cls(
+            connect=settings.UPSTREAM_CONNECT_TIMEOUT,
+            first_byte=settings.UPSTREAM_FIRST_TOKEN_TIMEOUT,
+            total=settings.UPSTREAM_TOTAL_TIMEOUT,
+        )
+
+    def deadline(self) -> float:
+        """The event-loop time by which the whole exchange (retries included) must end."""
+        return asyncio.get_running_loop().time() + self.total
+
+
+class UpstreamResponse:
+    """A successful (2xx) upstream response whose body is read under the deadline."""
+
+    def __init__(self, response: httpx.Response, deadline: float) -> None:
+        self._response = response
+        self._deadline = deadline
+        self.status = response.status_code
+        self.headers = response.headers
+
+    @property
+    def is_event_stream(self) -> bool:
+        return self.headers.get("content-type", "").lower().startswith("text/event-stream")
+
+    @property
+    def request_id(self) -> str:
+        return request_id_from(self._response)
+
+    async def lines(self) -> AsyncGenerator[str]:
+        lines = self._response.aiter_lines()  # ends with the response, closed by upstream_stream
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    line = await anext(lines)
+            except StopAsyncIteration:
+                return
+            except (TimeoutError, httpx.TransportError) as exc:
+                raise transport_error(exc, request_id=self.request_id) from exc
+            yield line
+
+    async def read(self) -> bytes:
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                return await self._response.aread()
+        except (TimeoutError, httpx.TransportError) as exc:
+            raise transport_error(exc, request_id=self.request_id) from exc
+
+
+@asynccontextmanager
+async def upstream_stream(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str],
+    json: Any = None,
+    timeout_policy: TimeoutPolicy | None = None,
+    deadline: float | None = None,
+) -> AsyncIterator[UpstreamResponse]:
+    """Send one request and hand back the streaming response; the stream closes on exit.
+
+    Raises `UpstreamHTTPError` for transport failures, timeouts and any non-2xx status
+    (redirects included: they are refused, not followed).
+    """
+    policy = timeout_policy or TimeoutPolicy.from_settings()
+    if deadline is None:
+        deadline = policy.deadline()
+    client = await pooled_client()
+    request = client.build_request(
+        method,
+        url,
+        headers=headers,
+        json=json,
+        timeout=httpx.Timeout(policy.first_byte, connect=policy.connect, pool=policy.connect),
+    )
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout_at(deadline):
+            response = await client.send(request, stream=True)
+    except (TimeoutError, httpx.TransportError) as exc:
+        logger.info("upstream %s %s failed: %s", method, request.url.host, type(exc).__name__)
+        raise transport_error(exc) from exc
+    logger.debug(
+        "upstream %s %s -> %s after %.0f ms",
+        method,
+        request.url.host,
+        response.status_code,
+        (time.perf_counter() - started) * 1000,
+    )
+    try:
+        if not response.is_success:
+            raise await status_error(response, deadline)
+        yield UpstreamResponse(response, deadline)
+    finally:
+        await response.aclose()
+
+
+async def pooled_client() -> httpx.AsyncClient:
+    """The client for the running loop, created on first use and closed with the loop."""
+    loop = asyncio.get_running_loop()
+    if loop not in _clients:
+        for stale in [known for known in _clients if known.is_closed()]:
+            del _clients[stale]  # a loop closed without shutdown_asyncgens(); nothing left to await
+        client = httpx.AsyncClient(
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
+        )
+        keeper = _close_with_loop(loop, client)
+        _clients[loop] = (client, keeper)
+        await anext(keeper)
+    return _clients[loop][0]
+
+
+async def _close_with_loop(
+    loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
+) -> AsyncGenerator[None]:
+    """Stays suspended while the loop lives; `loop.shutdown_asyncgens()` (run by `asyncio.run`,
+    asgiref and pytest-asyncio) closes it, which closes the client's pooled connections."""
+    try:
+        yield
+    finally:
+        _clients.pop(loop, None)
+        await client.aclose()
+
+
+def request_id_from(response: httpx.Response) -> str:
+    for name in REQUEST_ID_HEADERS:
+        if value := response.headers.get(name):
+            return value
+    return ""
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+async def status_error(response: httpx.Response, deadline: float) -> UpstreamHTTPError:
+    status = response.status_code
+    body = b""
+    try:
+        async with asyncio.timeout_at(deadline):
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) >= ERROR_BODY_LIMIT:
+                    break
+    except (TimeoutError, httpx.TransportError):
+        pass  # the status alone is enough to report the error
+    if response.is_redirect:
+        message = f"The upstream answered with a redirect ({status}); redirects are not followed."
+    else:
+        message = f"The upstream answered {status} {_phrase(status)}."
+    return UpstreamHTTPError(
+        message,
+        status=status,
+        retry_after=parse_retry_after(response.headers.get("retry-after")),
+        retryable=status in (408, 429) or status >= 500,
+        body=body[:ERROR_BODY_LIMIT].decode("utf-8", errors="replace"),
+        request_id=request_id_from(response),
+    )
+
+
+def transport_error(exc: BaseException, *, request_id: str = "") -> UpstreamHTTPError:
+    """Map a timeout or transport failure; the text names no URL, header or body."""
+    if isinstance(exc, TimeoutError):
+        message, is_timeout = "The upstream did not finish within the total time limit.", True
+    elif isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        message, is_timeout = "Timed out connecting to the upstream.", True
+    elif isinstance(exc, httpx.TimeoutException):
+        message, is_timeout = "The upstream stopped sending data (read timeout).", True
+    elif isinstance(exc, httpx.ConnectError):
+        message, is_timeout = "Could not connect to the upstream.", False
+    else:
+        message, is_timeout = f"The connection to the upstream failed ({type(exc).__name__}).", False
+    return UpstreamHTTPError(
+        message,
+        code="timeout" if is_timeout else "connection_error",
+        is_timeout=is_timeout,
+        retryable=True,
+        request_id=request_id,
+    )
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""

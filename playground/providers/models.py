@@ -1,0 +1,37 @@
+"""A team's connections to upstream providers. Tokens are encrypted at rest."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from playground.accounts.models import Team
+
+
+class ConnectionKind(models.TextChoices):
+    WORKERS_AI = "workers-ai", "Cloudflare Workers AI"
+    OPENAI_COMPATIBLE = "openai-compatible", "OpenAI-compatible endpoint"
+    ENGINE = "engine", "Embedded engine"
+
+
+class ProviderConnection(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="connections")
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=20, choices=ConnectionKind.choices)
+    base_url = models.URLField(max_length=300, blank=True, help_text="Blank: the kind's default")
+    account_id = models.CharField(max_length=64, blank=True, help_text="Workers AI account id")
+    # Fernet ciphertext; read and written only through playground.providers.secrets.
+    token_ciphertext = models.TextField(blank=True, editable=False)
+    token_last4 = models.CharField(max_length=4, blank=True, editable=False)
+    is_default = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_connection_name_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def has_token(self) -> bool:
+        return bool(self.token_ciphertext)

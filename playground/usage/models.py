@@ -1,0 +1,78 @@
+"""One row per upstream request: the heart of the observability side.
+
+Written only by `playground.usage.services.usage_record_create`; costs are computed only by
+`playground.usage.pricing`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from playground.accounts.models import Team
+from playground.catalog.models import PriceCard
+from playground.providers.models import ProviderConnection
+
+
+class UsageStatus(models.TextChoices):
+    OK = "ok", "OK"
+    UPSTREAM_ERROR = "upstream_error", "Upstream error"
+    TIMEOUT = "timeout", "Timeout"
+    CLIENT_DISCONNECTED = "client_disconnected", "Client disconnected"
+    REJECTED = "rejected", "Rejected"
+
+
+class UsageSource(models.TextChoices):
+    PROVIDER = "provider", "Reported by the provider"
+    ESTIMATED = "estimated", "Estimated (provider sent no usage)"
+
+
+class RequestPath(models.TextChoices):
+    CHAT = "chat", "Chat"
+    BATCH = "batch", "Batch item"
+
+
+class UsageRecord(models.Model):
+    request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_records")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    connection = models.ForeignKey(ProviderConnection, null=True, on_delete=models.SET_NULL, related_name="+")
+    model_id = models.CharField(max_length=200)
+    conversation = models.ForeignKey(
+        "chat.Conversation", null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
+    )
+    path = models.CharField(max_length=10, choices=RequestPath.choices, default=RequestPath.CHAT)
+    affinity_key = models.CharField(max_length=120, blank=True)
+    streamed = models.BooleanField(default=True)
+    status = models.CharField(max_length=24, choices=UsageStatus.choices)
+
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    # NULL means the provider did not say; it is not the same as zero.
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage_source = models.CharField(max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER)
+    raw_usage = models.JSONField(null=True, blank=True)
+
+    price_card = models.ForeignKey(PriceCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    cached_input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    output_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    total_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    upstream_request_id = models.CharField(max_length=200, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    error_text = models.TextField(blank=True, help_text="Upstream error, secrets redacted")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["team", "created_at"]), models.Index(fields=["team", "model_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.model_id} {self.status}"

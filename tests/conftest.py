@@ -1,0 +1,32 @@
+"""Shared actors: every feature gets an owner, a teammate and an outsider test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import User
+
+from playground.accounts.models import Membership, Role, Team
+
+
+@dataclass
+class Actors:
+    team: Team
+    owner: User
+    teammate: User
+    outsider: User
+    other_team: Team
+
+
+@pytest.fixture
+def actors(db: None) -> Actors:
+    team = Team.objects.create(name="Alpha", slug="alpha")
+    other_team = Team.objects.create(name="Bravo", slug="bravo")
+    owner = User.objects.create_user("owner", password="password-owner")
+    teammate = User.objects.create_user("teammate", password="password-teammate")
+    outsider = User.objects.create_user("outsider", password="password-outsider")
+    Membership.objects.create(team=team, user=owner, role=Role.OWNER)
+    Membership.objects.create(team=team, user=teammate, role=Role.MEMBER)
+    Membership.objects.create(team=other_team, user=outsider, role=Role.OWNER)
+    return Actors(team=team, owner=owner, teammate=teammate, outsider=outsider, other_team=other_team)

@@ -1,0 +1,1 @@
+"""Real loopback servers that stand in for upstream providers in tests."""

@@ -1,0 +1,16 @@
+"""Fast settings for the test suite, on top of the real ones (embedded or services)."""
+
+from __future__ import annotations
+
+from playground.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CELERY_TASK_ALWAYS_EAGER = True
+# Tests point connections at loopback fake upstreams.
+PROVIDER_HOST_ALLOWLIST = ["127.0.0.1", "localhost"]
+UPSTREAM_MAX_RETRY_AFTER = 1.0
