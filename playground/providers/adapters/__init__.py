@@ -1,0 +1,41 @@
+"""Provider adapters: one per upstream wire format, all yielding `playground.providers.events`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from playground.providers.adapters.base import ChatAdapter, ChatRequest
+from playground.providers.adapters.openai_compat import OpenAICompatAdapter
+from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL, WorkersAIAdapter
+from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.services import connection_settings_validate, connection_token
+
+__all__ = ["ChatAdapter", "ChatRequest", "adapter_for"]
+
+
+def adapter_for(connection: ProviderConnection) -> ChatAdapter:
+    """The adapter for a connection's kind, with its base URL and decrypted token.
+
+    Blocking (it resolves the host to re-check the base-URL policy right before use, as a
+    name can be re-pointed after the connection was saved): call it via `sync_to_async`.
+    Raises `ValidationError` when the connection is not usable.
+    """
+    connection_settings_validate(connection=connection)
+    match connection.kind:
+        case ConnectionKind.ENGINE:
+            return WorkersAIAdapter(
+                base_url=settings.ENGINE_URL + "/client/v4",
+                account_id="local",
+                token=settings.ENGINE_API_TOKEN,
+            )
+        case ConnectionKind.WORKERS_AI:
+            return WorkersAIAdapter(
+                base_url=connection.base_url or DEFAULT_BASE_URL,
+                account_id=connection.account_id,
+                token=connection_token(connection=connection),
+            )
+        case ConnectionKind.OPENAI_COMPATIBLE:
+            return OpenAICompatAdapter(
+                base_url=connection.base_url, token=connection_token(connection=connection)
+            )
+    raise ValueError(f"Unknown connection kind {connection.kind!r}.")

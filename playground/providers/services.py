@@ -1,0 +1,72 @@
+"""Writes to provider connections. Tokens pass through here and `secrets` only."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from playground.accounts.models import Team
+from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.secrets import token_decrypt, token_encrypt, token_last4
+from playground.providers.urls_policy import base_url_validate
+
+ENGINE_CONNECTION_NAME = "Embedded engine"
+
+
+def connection_token(*, connection: ProviderConnection) -> str:
+    """The decrypted token, for the adapter that sends it; never render or log it."""
+    return token_decrypt(connection.token_ciphertext) if connection.token_ciphertext else ""
+
+
+def connection_save(
+    *,
+    connection: ProviderConnection,
+    token: str | None = None,
+    previous_base_url: str | None = None,
+) -> ProviderConnection:
+    """Validate and save; `token` replaces the stored one ("" clears it, None keeps it).
+
+    A changed base URL clears the stored token unless a new one comes with the change:
+    otherwise whoever may edit the URL could send the team's key to a host of their choice.
+    """
+    connection_settings_validate(connection=connection)
+    url_changed = previous_base_url is not None and previous_base_url != connection.base_url
+    if token is None and url_changed:
+        token = ""
+    if token is not None:
+        connection.token_ciphertext = token_encrypt(token) if token else ""
+        connection.token_last4 = token_last4(token)
+    connection.full_clean(exclude=["token_ciphertext", "token_last4"])
+    with transaction.atomic():
+        if connection.is_default:
+            ProviderConnection.objects.filter(team=connection.team, is_default=True).exclude(
+                pk=connection.pk
+            ).update(is_default=False)
+        connection.save()
+    return connection
+
+
+def connection_settings_validate(*, connection: ProviderConnection) -> None:
+    """What each kind needs, and the base-URL policy; also run before every request."""
+    if connection.kind == ConnectionKind.OPENAI_COMPATIBLE and not connection.base_url:
+        raise ValidationError({"base_url": "An OpenAI-compatible connection needs a base URL."})
+    if connection.kind == ConnectionKind.WORKERS_AI and not connection.account_id:
+        raise ValidationError({"account_id": "A Workers AI connection needs the Cloudflare account id."})
+    if connection.kind != ConnectionKind.ENGINE and connection.base_url:
+        try:
+            base_url_validate(connection.base_url)
+        except ValidationError as exc:
+            raise ValidationError({"base_url": exc.messages}) from exc
+
+
+def connection_engine_ensure(*, team: Team) -> ProviderConnection:
+    """The team's connection to the embedded engine, created (as the default) if missing."""
+    existing = ProviderConnection.objects.filter(team=team, kind=ConnectionKind.ENGINE).first()
+    if existing is not None:
+        return existing
+    has_default = ProviderConnection.objects.filter(team=team, is_default=True).exists()
+    return connection_save(
+        connection=ProviderConnection(
+            team=team, name=ENGINE_CONNECTION_NAME, kind=ConnectionKind.ENGINE, is_default=not has_default
+        )
+    )
