@@ -1,0 +1,205 @@
+"""The catalogue's starting data, from shared/reference/workers-ai-api.md §0, §4, §8.
+
+Applied by a data migration (with the historical models) and safe to apply again: rows
+are matched on their natural keys and updated in place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+PRICING_SOURCE = "https://developers.cloudflare.com/workers-ai/platform/pricing/ (2026-08-28)"
+ENGINE_MODEL_ID = "@local/gemma-3-270m"
+KIMI_K25 = "@cf/moonshotai/kimi-k2.5"
+KIMI_K26 = "@cf/moonshotai/kimi-k2.6"
+
+
+@dataclass(frozen=True)
+class Price:
+    effective_from: dt.date
+    input: str
+    cached: str | None
+    output: str
+    label: str
+    source: str = PRICING_SOURCE
+
+
+@dataclass(frozen=True)
+class SeedModel:
+    model_id: str
+    display_name: str
+    context_window: int | None
+    prices: tuple[Price, ...]
+    served_by: str = "workers-ai,openai-compatible"
+    capabilities: dict[str, bool] = field(default_factory=dict)
+    deprecated_on: dt.date | None = None
+    alias_of: str | None = None
+    notes: str = ""
+
+
+LAUNCH = dt.date(2026, 1, 1)  # the earliest date our cards claim; older requests are unpriced
+TOOLS = {"supports_tools": True}
+KIMI = {
+    "supports_vision": True,
+    "supports_tools": True,
+    "supports_json_schema": True,
+    "supports_reasoning": True,
+    "supports_batch": True,
+}
+
+
+def _list_price(model: str, input_: str, output: str, cached: str | None = None) -> tuple[Price, ...]:
+    cached_text = f" / ${cached} cached" if cached else ""
+    return (Price(LAUNCH, input_, cached, output, f"Workers AI list price for {model}{cached_text}"),)
+
+
+SEED: tuple[SeedModel, ...] = (
+    SeedModel(
+        KIMI_K26,
+        "Kimi K2.6",
+        262_144,
+        _list_price("Kimi K2.6", "0.95", "4.00", cached="0.16"),
+        capabilities=KIMI,
+        notes="Workers Paid plan only (403 / 5035 on Free). Reasoning arrives in `reasoning`.",
+    ),
+    SeedModel(
+        KIMI_K25,
+        "Kimi K2.5",
+        256_000,
+        (
+            Price(
+                LAUNCH, "0.60", "0.10", "3.00", "Workers AI list price for Kimi K2.5 ($0.60 / $0.10 / $3.00)"
+            ),
+        ),
+        capabilities=KIMI,
+        deprecated_on=dt.date(2026, 5, 30),
+        alias_of=KIMI_K26,
+        notes="Deprecated 2026-05-30: requests are served and billed as Kimi K2.6 from that day.",
+    ),
+    SeedModel(
+        "@cf/moonshotai/kimi-k2.7-code",
+        "Kimi K2.7 Code",
+        262_144,
+        _list_price("Kimi K2.7 Code", "0.95", "4.00", cached="0.19"),
+        capabilities=KIMI,
+        notes="Workers Paid plan only.",
+    ),
+    SeedModel(
+        "@cf/openai/gpt-oss-120b",
+        "GPT-OSS 120B",
+        128_000,
+        _list_price("gpt-oss-120b", "0.35", "0.75"),
+        capabilities={**TOOLS, "supports_reasoning": True, "supports_batch": True},
+    ),
+    SeedModel(
+        "@cf/openai/gpt-oss-20b",
+        "GPT-OSS 20B",
+        128_000,
+        _list_price("gpt-oss-20b", "0.20", "0.30"),
+        capabilities={**TOOLS, "supports_reasoning": True, "supports_batch": True},
+    ),
+    SeedModel(
+        "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+        "Llama 3.3 70B fp8 fast",
+        24_000,
+        _list_price("llama-3.3-70b-instruct-fp8-fast", "0.293", "2.253"),
+        capabilities={**TOOLS, "supports_json_schema": True, "supports_batch": True},
+    ),
+    SeedModel(
+        "@cf/meta/llama-4-scout-17b-16e-instruct",
+        "Llama 4 Scout 17B",
+        131_000,
+        _list_price("llama-4-scout-17b-16e-instruct", "0.27", "0.85"),
+        capabilities={**TOOLS, "supports_vision": True},
+    ),
+    SeedModel(
+        "@cf/mistralai/mistral-small-3.1-24b-instruct",
+        "Mistral Small 3.1 24B",
+        128_000,
+        _list_price("mistral-small-3.1-24b-instruct", "0.351", "0.555"),
+        capabilities={**TOOLS, "supports_vision": True},
+    ),
+    SeedModel(
+        "@cf/qwen/qwen3-30b-a3b-fp8",
+        "Qwen3 30B A3B fp8",
+        32_768,
+        _list_price("qwen3-30b-a3b-fp8", "0.051", "0.335"),
+        capabilities={**TOOLS, "supports_reasoning": True},
+    ),
+    SeedModel(
+        "@cf/zai-org/glm-4.7-flash",
+        "GLM 4.7 Flash",
+        131_072,
+        _list_price("glm-4.7-flash", "0.06", "0.40"),
+        capabilities={**TOOLS, "supports_reasoning": True},
+    ),
+    SeedModel(
+        "@cf/google/gemma-4-26b-a4b-it",
+        "Gemma 4 26B A4B",
+        256_000,
+        _list_price("gemma-4-26b-a4b-it", "0.10", "0.30"),
+        capabilities={"supports_vision": True},
+    ),
+    SeedModel(
+        ENGINE_MODEL_ID,
+        "Gemma 3 270M (embedded engine)",
+        32_768,
+        (
+            Price(
+                LAUNCH,
+                "0.60",
+                "0.10",
+                "3.00",
+                "Priced as Kimi K2.5 ($0.60 / $0.10 / $3.00): what these tokens would cost on Workers AI",
+                source="Local model: no real charge",
+            ),
+        ),
+        served_by="engine",
+        capabilities={"supports_tools": True, "supports_json_schema": True, "supports_batch": True},
+        notes="Runs on this machine's CPU. Text only.",
+    ),
+)
+
+CAPABILITY_FIELDS = (
+    "supports_vision",
+    "supports_tools",
+    "supports_json_schema",
+    "supports_json_schema_streaming",
+    "supports_batch",
+    "supports_reasoning",
+)
+
+
+def catalog_seed(catalog_model: Any, price_card: Any) -> None:
+    """Upsert `SEED` using the given model classes (real or historical)."""
+    rows = {}
+    for seed in SEED:
+        defaults = {
+            "display_name": seed.display_name,
+            "served_by": seed.served_by,
+            "context_window": seed.context_window,
+            "deprecated_on": seed.deprecated_on,
+            "notes": seed.notes,
+            **{name: seed.capabilities.get(name, False) for name in CAPABILITY_FIELDS},
+        }
+        rows[seed.model_id], _ = catalog_model.objects.update_or_create(
+            model_id=seed.model_id, defaults=defaults
+        )
+        for price in seed.prices:
+            price_card.objects.update_or_create(
+                model=rows[seed.model_id],
+                effective_from=price.effective_from,
+                defaults={
+                    "input_per_m": Decimal(price.input),
+                    "cached_input_per_m": Decimal(price.cached) if price.cached else None,
+                    "output_per_m": Decimal(price.output),
+                    "label": price.label,
+                    "source": price.source,
+                },
+            )
+    for seed in SEED:
+        if seed.alias_of:
+            catalog_model.objects.filter(model_id=seed.model_id).update(alias_of=rows[seed.alias_of])

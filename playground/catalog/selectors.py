@@ -1,0 +1,34 @@
+"""Reads of the model catalogue and price cards (shared reference data, not team data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import QuerySet
+
+from playground.catalog.models import CatalogModel, PriceCard
+
+
+def catalog_models_for_kind(*, kind: str) -> QuerySet[CatalogModel]:
+    """Models a connection of `kind` can serve, current ones first."""
+    return CatalogModel.objects.filter(served_by__contains=kind).order_by("deprecated_on", "display_name")
+
+
+def price_card_for(*, model_id: str, day: dt.date) -> PriceCard | None:
+    """The card that priced a request for `model_id` on `day`.
+
+    A model retired on or before `day` that is aliased to another is billed as that model
+    (Kimi K2.5 became K2.6 on 2026-05-30). None when the model or a card for the day is
+    unknown: such a request is recorded unpriced rather than priced wrongly.
+    """
+    model = CatalogModel.objects.select_related("alias_of").filter(model_id=model_id).first()
+    if model is None:
+        return None
+    if model.alias_of is not None and model.is_retired_on(day):
+        model = model.alias_of
+    return (
+        PriceCard.objects.select_related("model")
+        .filter(model=model, effective_from__lte=day)
+        .order_by("-effective_from")
+        .first()
+    )

@@ -1,0 +1,118 @@
+"""Watches one upstream request's event stream and says what its usage record must hold.
+
+Every path that calls an upstream (chat now, batch items later) feeds its events to a
+`UsageMeter` and hands the meter's `outcome()` to `usage_record_create`, so timing, status
+and the estimated-versus-reported rule live in one place.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from playground.providers.events import (
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    UpstreamError,
+    UsageReport,
+)
+from playground.usage.models import UsageSource, UsageStatus
+from playground.usage.normalize import NormalizedUsage
+
+# A rough, provider-independent rule for text we must estimate (no usage was sent).
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    usage: NormalizedUsage
+    usage_source: str
+    ttft_ms: int | None
+    latency_ms: int
+    upstream_request_id: str = ""
+    http_status: int | None = None
+    error_code: str = ""
+    error_text: str = ""
+
+
+class UsageMeter:
+    def __init__(self, *, prompt_chars: int) -> None:
+        self._prompt_chars = prompt_chars
+        self._started = time.perf_counter()
+        self._first_token_at: float | None = None
+        self._output_chars = 0
+        self._usage: NormalizedUsage | None = None
+        self._finish: Finish | None = None
+        self._error: UpstreamError | None = None
+
+    def observe(self, event: StreamEvent) -> None:
+        match event:
+            case TextDelta(text=text) | ReasoningDelta(text=text):
+                self._first_output(len(text))
+            case ToolCallDelta(arguments=arguments, name=name):
+                self._first_output(len(arguments) + len(name or ""))
+            case UsageReport(usage=usage):
+                self._usage = usage
+            case Finish():
+                self._finish = event
+            case UpstreamError():
+                self._error = event
+
+    def _first_output(self, chars: int) -> None:
+        if self._first_token_at is None:
+            self._first_token_at = time.perf_counter()
+        self._output_chars += chars
+
+    @property
+    def ttft_ms(self) -> int | None:
+        return None if self._first_token_at is None else _ms(self._first_token_at - self._started)
+
+    def outcome(self, *, cancelled: bool = False, rejected_reason: str = "") -> Outcome:
+        """The record's content. `cancelled`: the client went away before the end."""
+        status = self._status(cancelled=cancelled, rejected=bool(rejected_reason))
+        usage, source = self._usage_and_source(billed=status != UsageStatus.REJECTED)
+        error = self._error
+        return Outcome(
+            status=status,
+            usage=usage,
+            usage_source=source,
+            ttft_ms=self.ttft_ms,
+            latency_ms=_ms(time.perf_counter() - self._started),
+            upstream_request_id=(error.upstream_request_id if error else "")
+            or (self._finish.upstream_request_id if self._finish else ""),
+            http_status=error.http_status if error else None,
+            error_code=error.code if error else "",
+            error_text=rejected_reason or (error.message if error else ""),
+        )
+
+    def _status(self, *, cancelled: bool, rejected: bool) -> str:
+        if rejected:
+            return UsageStatus.REJECTED
+        if cancelled:
+            return UsageStatus.CLIENT_DISCONNECTED
+        if self._error is None:
+            return UsageStatus.OK if self._finish is not None else UsageStatus.UPSTREAM_ERROR
+        if self._error.is_timeout:
+            return UsageStatus.TIMEOUT
+        if self._error.http_status == 429:
+            return UsageStatus.REJECTED
+        return UsageStatus.UPSTREAM_ERROR
+
+    def _usage_and_source(self, *, billed: bool) -> tuple[NormalizedUsage, str]:
+        """The provider's figures, else an estimate of what was sent and received so far."""
+        if self._usage is not None:
+            return self._usage, UsageSource.PROVIDER
+        estimate = NormalizedUsage(
+            prompt_tokens=math.ceil(self._prompt_chars / CHARS_PER_TOKEN) if billed else 0,
+            completion_tokens=math.ceil(self._output_chars / CHARS_PER_TOKEN),
+        )
+        return estimate, UsageSource.ESTIMATED
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))

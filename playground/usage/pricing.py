@@ -1,0 +1,43 @@
+"""The one place that turns tokens into money.
+
+cost = (prompt − cached) × input + cached × cached_input + completion × output, with
+prices in USD per million tokens. `prompt_tokens` includes cached tokens, so cached tokens
+are never billed twice; unknown cached (None) is billed as fresh input, which is what the
+provider charges when it reports no cache hit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from playground.catalog.models import PriceCard
+from playground.usage.normalize import NormalizedUsage
+
+PER_MILLION = Decimal(1_000_000)
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class Cost:
+    input: Decimal
+    cached_input: Decimal
+    output: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.input + self.cached_input + self.output
+
+
+UNPRICED = Cost(ZERO, ZERO, ZERO)
+
+
+def cost_for(*, usage: NormalizedUsage, card: PriceCard | None) -> Cost:
+    if card is None:
+        return UNPRICED
+    cached = usage.cached_tokens or 0
+    return Cost(
+        input=Decimal(usage.prompt_tokens - cached) * card.input_per_m / PER_MILLION,
+        cached_input=Decimal(cached) * card.effective_cached_input_per_m / PER_MILLION,
+        output=Decimal(usage.completion_tokens) * card.output_per_m / PER_MILLION,
+    )
