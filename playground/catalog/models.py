@@ -26,7 +26,9 @@ class CatalogModel(models.Model):
     supports_reasoning = models.BooleanField(default=False)
     context_window = models.PositiveIntegerField(null=True, blank=True)
     deprecated_on = models.DateField(null=True, blank=True)
-    alias_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="aliases")
+    alias_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="aliases"
+    )
     notes = models.TextField(blank=True)
 
     class Meta:

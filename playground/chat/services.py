@@ -19,8 +19,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from playground.accounts.models import ROLES_THAT_CAN_RUN
-from playground.asyncutil import finish_even_if_cancelled
 from playground.accounts.selectors import membership_get
+from playground.asyncutil import finish_even_if_cancelled
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.selectors import conversation_get
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
@@ -64,7 +64,9 @@ def conversation_create(
     )
 
 
-def conversation_settings_update(*, user: AbstractBaseUser, conversation_id: int, use_affinity: bool) -> Conversation:
+def conversation_settings_update(
+    *, user: AbstractBaseUser, conversation_id: int, use_affinity: bool
+) -> Conversation:
     conversation = _conversation_for_run(user=user, conversation_id=conversation_id)
     conversation.use_affinity = use_affinity
     conversation.save(update_fields=["use_affinity", "updated_at"])
@@ -158,7 +160,11 @@ def chat_turn_start(*, user: AbstractBaseUser, conversation_id: int, text: str) 
         streamed=request.stream,
     )
     return ChatTurn(
-        conversation=conversation, user_message=user_message, adapter=adapter, request=request, context=context
+        conversation=conversation,
+        user_message=user_message,
+        adapter=adapter,
+        request=request,
+        context=context,
     )
 
 

@@ -27,7 +27,9 @@ class ProviderConnection(models.Model):
 
     class Meta:
         ordering = ["team", "name"]
-        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_connection_name_per_team")]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="unique_connection_name_per_team")
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"

@@ -29,7 +29,7 @@ def base_url_validate(url: str) -> None:
     if parts.username or parts.password:
         raise ValidationError("Put credentials in the token field, not in the base URL.")
     host = parts.hostname.lower()
-    if _is_allowlisted(host) or _is_engine_host(host):
+    if _is_allowlisted(host) or _is_engine_address(parts.hostname, parts.port):
         return
     for address in _resolve(host):
         if _is_allowlisted(str(address)):
@@ -59,8 +59,9 @@ def _is_internal(address: IPAddress) -> bool:
     return not address.is_global or address.is_multicast
 
 
-def _is_engine_host(host: str) -> bool:
-    return host == (urlsplit(settings.ENGINE_URL).hostname or "").lower()
+def _is_engine_address(host: str, port: int | None) -> bool:
+    engine = urlsplit(settings.ENGINE_URL)
+    return (host.lower(), port) == ((engine.hostname or "").lower(), engine.port)
 
 
 def _is_allowlisted(host: str) -> bool:

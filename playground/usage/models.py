@@ -56,7 +56,9 @@ class UsageRecord(models.Model):
     usage_source = models.CharField(max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER)
     raw_usage = models.JSONField(null=True, blank=True)
 
-    price_card = models.ForeignKey(PriceCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    price_card = models.ForeignKey(
+        PriceCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
     cached_input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
     output_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)

@@ -1,6 +1,6 @@
 """The one place that turns tokens into money.
 
-cost = (prompt − cached) × input + cached × cached_input + completion × output, with
+cost = (prompt - cached) * input + cached * cached_input + completion * output, with
 prices in USD per million tokens. `prompt_tokens` includes cached tokens, so cached tokens
 are never billed twice; unknown cached (None) is billed as fresh input, which is what the
 provider charges when it reports no cache hit.

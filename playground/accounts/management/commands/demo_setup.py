@@ -1,0 +1,32 @@
+"""`make run` calls this: a demo team and its owner, created once, the login printed once."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand
+
+from playground.accounts.services import team_create
+from playground.env import env_secret, env_str
+
+DEMO_TEAM = "Demo team"
+
+
+class Command(BaseCommand):
+    help = "Create the demo team and its owner account if they do not exist."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        username = env_str("PLAYGROUND_DEMO_USER", "demo")
+        if User.objects.filter(username=username).exists():
+            self.stdout.write(
+                f"Log in as {username!r} (the password was printed on the first run; "
+                f"reset it with: .venv/bin/python manage.py changepassword {username})"
+            )
+            return
+        password = env_secret("PLAYGROUND_DEMO_PASSWORD") or secrets.token_urlsafe(12)
+        # Staff so the owner can manage the team's connections in the admin (scoped to the team).
+        owner = User.objects.create_user(username, password=password, is_staff=True)
+        team_create(name=DEMO_TEAM, owner=owner)
+        self.stdout.write(self.style.SUCCESS(f"Created {DEMO_TEAM!r}. Log in as {username!r} / {password}"))

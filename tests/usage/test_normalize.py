@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+
+from playground.usage.normalize import normalize_usage
+
+
+def test_it_reads_the_openai_and_workers_ai_shape() -> None:
+    usage = normalize_usage(
+        {
+            "prompt_tokens": 1386,
+            "completion_tokens": 1306,
+            "total_tokens": 2692,
+            "prompt_tokens_details": {"cached_tokens": 1024},
+            "completion_tokens_details": {"reasoning_tokens": 900},
+        }
+    )
+
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, usage.reasoning_tokens) == (
+        1386,
+        1024,
+        1306,
+        900,
+    )
+
+
+def test_it_keeps_an_unreported_cache_figure_unknown_not_zero() -> None:
+    usage = normalize_usage(
+        {"prompt_tokens": 10, "completion_tokens": 50, "total_tokens": 60, "neurons": 3.1}
+    )
+
+    assert usage.cached_tokens is None
+    assert usage.reasoning_tokens is None
+
+
+def test_it_keeps_a_reported_zero_as_zero() -> None:
+    usage = normalize_usage(
+        {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 0}}
+    )
+
+    assert usage.cached_tokens == 0
+
+
+def test_it_adds_anthropic_cache_reads_and_writes_back_into_the_prompt() -> None:
+    usage = normalize_usage(
+        {
+            "input_tokens": 100,
+            "cache_read_input_tokens": 900,
+            "cache_creation_input_tokens": 50,
+            "output_tokens": 7,
+        }
+    )
+
+    assert usage.prompt_tokens == 1050
+    assert usage.cached_tokens == 900
+    assert usage.completion_tokens == 7
+
+
+def test_it_reads_moonshots_top_level_cached_tokens() -> None:
+    usage = normalize_usage({"prompt_tokens": 500, "completion_tokens": 20, "cached_tokens": 384})
+
+    assert usage.cached_tokens == 384
+
+
+def test_it_counts_cache_write_tokens_as_fresh_input() -> None:
+    usage = normalize_usage({"input_tokens": 10, "cache_write_tokens": 90, "output_tokens": 1})
+
+    assert usage.prompt_tokens == 100
+    assert usage.cached_tokens is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 99}},
+        {"prompt_tokens": 10, "completion_tokens": 1, "cached_tokens": 11},
+    ],
+)
+def test_it_never_reports_more_cached_tokens_than_prompt_tokens(raw: dict[str, object]) -> None:
+    assert normalize_usage(raw).cached_tokens == 10
+
+
+def test_it_ignores_garbage_figures() -> None:
+    usage = normalize_usage({"prompt_tokens": "12", "completion_tokens": True, "prompt_tokens_details": None})
+
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens) == (0, 0, None)
+
+
+def test_it_keeps_the_raw_usage() -> None:
+    raw = {"prompt_tokens": 3, "completion_tokens": 4, "neurons": 0.5}
+
+    assert normalize_usage(raw).raw == raw

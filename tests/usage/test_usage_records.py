@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.providers.events import Finish, TextDelta, UpstreamError, UsageReport
+from playground.usage.metering import UsageMeter
+from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+from playground.usage.normalize import NormalizedUsage
+from playground.usage.services import RequestContext, ausage_record_create, usage_record_create
+
+
+def context(actors: Any, **overrides: Any) -> RequestContext:
+    return RequestContext(
+        team_id=actors.team.pk,
+        user_id=actors.owner.pk,
+        connection_id=None,
+        model_id=ENGINE_MODEL_ID,
+        **overrides,
+    )
+
+
+def meter_after(*events: Any, prompt_chars: int = 400) -> UsageMeter:
+    meter = UsageMeter(prompt_chars=prompt_chars)
+    for event in events:
+        meter.observe(event)
+    return meter
+
+
+@pytest.mark.django_db
+def test_a_finished_answer_is_recorded_with_the_providers_figures_and_its_price(actors: Any) -> None:
+    usage = NormalizedUsage(
+        prompt_tokens=2000, cached_tokens=1500, completion_tokens=100, raw={"prompt_tokens": 2000}
+    )
+    meter = meter_after(TextDelta("Hi"), UsageReport(usage), Finish("stop", upstream_request_id="ray-1"))
+
+    record = usage_record_create(context=context(actors, affinity_key="pg-1"), outcome=meter.outcome())
+
+    assert record.status == UsageStatus.OK
+    assert record.usage_source == UsageSource.PROVIDER
+    assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (2000, 1500, 100)
+    assert record.price_card is not None and "Kimi K2.5" in record.price_card.label
+    assert record.input_cost == Decimal("0.0003")  # 500 fresh x $0.60/M
+    assert record.cached_input_cost == Decimal("0.00015")
+    assert record.output_cost == Decimal("0.0003")
+    assert record.total_cost == Decimal("0.00075")
+    assert record.upstream_request_id == "ray-1"
+    assert record.affinity_key == "pg-1"
+    assert record.raw_usage == {"prompt_tokens": 2000}
+    assert record.ttft_ms is not None and record.latency_ms is not None
+
+
+@pytest.mark.django_db
+def test_a_stream_cut_short_by_the_client_is_recorded_with_estimated_tokens_so_far(actors: Any) -> None:
+    meter = meter_after(TextDelta("x" * 40), prompt_chars=400)
+
+    record = usage_record_create(context=context(actors), outcome=meter.outcome(cancelled=True))
+
+    assert record.status == UsageStatus.CLIENT_DISCONNECTED
+    assert record.usage_source == UsageSource.ESTIMATED
+    assert (record.prompt_tokens, record.completion_tokens) == (100, 10)
+    assert record.cached_tokens is None
+    assert record.total_cost > 0
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (UpstreamError("The upstream did not finish.", code="timeout", is_timeout=True), UsageStatus.TIMEOUT),
+        (UpstreamError("Capacity temporarily exceeded", http_status=429, code="3040"), UsageStatus.REJECTED),
+        (UpstreamError("Internal error", http_status=500), UsageStatus.UPSTREAM_ERROR),
+    ],
+)
+@pytest.mark.django_db
+def test_upstream_failures_are_recorded_with_their_status_and_text(
+    actors: Any, error: UpstreamError, status: str
+) -> None:
+    record = usage_record_create(context=context(actors), outcome=meter_after(error).outcome())
+
+    assert record.status == status
+    assert record.error_text == error.message
+    assert record.http_status == error.http_status
+
+
+@pytest.mark.django_db
+def test_a_stream_that_ends_without_finishing_is_an_upstream_error(actors: Any) -> None:
+    record = usage_record_create(context=context(actors), outcome=meter_after(TextDelta("partial")).outcome())
+
+    assert record.status == UsageStatus.UPSTREAM_ERROR
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_record_is_written_even_when_the_writer_is_cancelled(actors: Any) -> None:
+    outcome = meter_after(TextDelta("Hello")).outcome(cancelled=True)
+    writer = asyncio.ensure_future(ausage_record_create(context=context(actors), outcome=outcome))
+    await asyncio.sleep(0)
+
+    writer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+
+    assert await UsageRecord.objects.filter(status=UsageStatus.CLIENT_DISCONNECTED).acount() == 1
