@@ -79,7 +79,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "playground.sqlite3",
+            "NAME": str(DATA_DIR / "playground.sqlite3"),
             # WAL lets the web process, the Celery worker and tests read while one writes.
             "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20},
         }

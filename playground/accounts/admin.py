@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -19,7 +22,7 @@ class TeamAdmin(TeamScopedAdmin):
     prepopulated_fields = {"slug": ["name"]}
     search_fields = ["name"]
 
-    def get_inlines(self, request: HttpRequest, obj: Team | None) -> list[type[MembershipInline]]:
+    def get_inlines(self, request: HttpRequest, obj: Team | None) -> list[type[InlineModelAdmin[Any, Any]]]:
         # Picking a user lists every account, so only superusers manage memberships here.
         return [MembershipInline] if request.user.is_superuser else []
 

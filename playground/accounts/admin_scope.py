@@ -19,6 +19,8 @@ def managed_teams(request: HttpRequest) -> QuerySet[Team]:
     user = request.user
     if user.is_superuser:
         return Team.objects.all()
+    if not user.is_authenticated:
+        return Team.objects.none()
     return Team.objects.filter(memberships__user=user, memberships__role__in=ROLES_THAT_CAN_MANAGE)
 
 

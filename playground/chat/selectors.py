@@ -11,7 +11,9 @@ from playground.chat.models import Conversation, Message
 def conversation_list(*, user: AnyUser) -> QuerySet[Conversation]:
     if not user.is_authenticated:
         return Conversation.objects.none()
-    return Conversation.objects.filter(team__memberships__user=user).select_related("team", "connection")
+    return Conversation.objects.filter(team__memberships__user_id=user.pk).select_related(
+        "team", "connection"
+    )
 
 
 def conversation_get(*, user: AnyUser, conversation_id: int) -> Conversation | None:

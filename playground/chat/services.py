@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
@@ -40,7 +40,7 @@ class ConversationNotFound(Exception):
 
 def conversation_create(
     *,
-    user: AbstractBaseUser,
+    user: User,
     connection_id: int,
     model_id: str,
     system_prompt: str = "",
@@ -65,7 +65,7 @@ def conversation_create(
 
 
 def conversation_settings_update(
-    *, user: AbstractBaseUser, conversation_id: int, use_affinity: bool
+    *, user: User, conversation_id: int, use_affinity: bool
 ) -> Conversation:
     conversation = _conversation_for_run(user=user, conversation_id=conversation_id)
     conversation.use_affinity = use_affinity
@@ -125,7 +125,7 @@ class ChatTurn:
         return message
 
 
-def chat_turn_start(*, user: AbstractBaseUser, conversation_id: int, text: str) -> ChatTurn:
+def chat_turn_start(*, user: User, conversation_id: int, text: str) -> ChatTurn:
     """Check the user may send, save their message, and build the upstream request.
 
     Blocking (ORM, decrypting the token, resolving the host): call via `sync_to_async`.
@@ -182,7 +182,7 @@ def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
     return messages
 
 
-def _conversation_for_run(*, user: AbstractBaseUser, conversation_id: int) -> Conversation:
+def _conversation_for_run(*, user: User, conversation_id: int) -> Conversation:
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     if conversation is None:
         raise ConversationNotFound(conversation_id)
@@ -190,7 +190,7 @@ def _conversation_for_run(*, user: AbstractBaseUser, conversation_id: int) -> Co
     return conversation
 
 
-def _require_run_role(*, user: AbstractBaseUser, team_id: int) -> None:
+def _require_run_role(*, user: User, team_id: int) -> None:
     membership = membership_get(user=user, team_id=team_id)
     if membership is None or membership.role not in ROLES_THAT_CAN_RUN:
         raise PermissionDenied("Viewers can read this team's conversations but not send requests.")

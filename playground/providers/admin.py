@@ -27,11 +27,11 @@ class ConnectionForm(forms.ModelForm):
         fields = ["team", "name", "kind", "base_url", "account_id", "is_default"]
 
     def _post_clean(self) -> None:
-        super()._post_clean()  # copies the cleaned fields onto the instance
+        super()._post_clean()  # type: ignore[misc]  # copies the cleaned fields onto the instance
         try:
             connection_settings_validate(connection=self.instance)
         except ValidationError as exc:
-            self._update_errors(exc)
+            self._update_errors(exc)  # type: ignore[attr-defined]
 
 
 @admin.register(ProviderConnection)

@@ -11,7 +11,7 @@ from playground.providers.models import ProviderConnection
 def connection_list(*, user: AnyUser) -> QuerySet[ProviderConnection]:
     if not user.is_authenticated:
         return ProviderConnection.objects.none()
-    return ProviderConnection.objects.filter(team__memberships__user=user).select_related("team")
+    return ProviderConnection.objects.filter(team__memberships__user_id=user.pk).select_related("team")
 
 
 def connection_get(*, user: AnyUser, connection_id: int) -> ProviderConnection | None:
