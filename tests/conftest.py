@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.contrib.auth.models import User
+from django.db import connections
 
 from playground.accounts.models import Membership, Role, Team
 
@@ -30,3 +33,14 @@ def actors(db: None) -> Actors:
     Membership.objects.create(team=team, user=teammate, role=Role.MEMBER)
     Membership.objects.create(team=other_team, user=outsider, role=Role.OWNER)
     return Actors(team=team, owner=owner, teammate=teammate, outsider=outsider, other_team=other_team)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def close_connections_of_async_tests(django_db_setup: None) -> Iterator[None]:
+    """Close the connection that async tests' ORM calls opened in asgiref's worker thread.
+
+    `sync_to_async` outside a request runs in one shared thread; its connection would keep
+    the PostgreSQL test database busy and make its teardown fail.
+    """
+    yield
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
