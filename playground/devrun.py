@@ -19,7 +19,7 @@ import django
 
 
 def _manage(*args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], check=True)
+    subprocess.run([sys.executable, "manage.py", *args], check=True)  # noqa: S603 (our own script)
 
 
 def _announce_when_ready(url: str) -> None:
@@ -56,7 +56,7 @@ def main() -> None:
     threading.Thread(target=_announce_when_ready, args=(url,), daemon=True).start()
     honcho = os.path.join(os.path.dirname(sys.executable), "honcho")
     try:
-        subprocess.run([honcho, "start", "-f", "Procfile"], env=env, check=False)
+        subprocess.run([honcho, "start", "-f", "Procfile"], env=env, check=False)  # noqa: S603 (our Procfile)
     except KeyboardInterrupt:
         pass
 

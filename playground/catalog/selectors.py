@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from playground.catalog.models import CatalogModel, PriceCard
 
 
 def catalog_models_for_kind(*, kind: str) -> QuerySet[CatalogModel]:
     """Models a connection of `kind` can serve, current ones first."""
-    return CatalogModel.objects.filter(served_by__contains=kind).order_by("deprecated_on", "display_name")
+    return CatalogModel.objects.filter(served_by__contains=kind).order_by(
+        F("deprecated_on").asc(nulls_first=True), "display_name"
+    )
 
 
 def price_card_for(*, model_id: str, day: dt.date) -> PriceCard | None:

@@ -75,7 +75,7 @@ class UsageMeter:
     def outcome(self, *, cancelled: bool = False, rejected_reason: str = "") -> Outcome:
         """The record's content. `cancelled`: the client went away before the end."""
         status = self._status(cancelled=cancelled, rejected=bool(rejected_reason))
-        usage, source = self._usage_and_source(billed=status != UsageStatus.REJECTED)
+        usage, source = self._usage_and_source(billed=self._prompt_was_processed(status))
         error = self._error
         return Outcome(
             status=status,
@@ -102,6 +102,13 @@ class UsageMeter:
         if self._error.http_status == 429:
             return UsageStatus.REJECTED
         return UsageStatus.UPSTREAM_ERROR
+
+    def _prompt_was_processed(self, status: str) -> bool:
+        """Whether an estimate should count the prompt: an upstream that failed before its
+        first token (a 5xx, a timeout, a 429) has not been shown to have read it."""
+        if status in (UsageStatus.OK, UsageStatus.CLIENT_DISCONNECTED):
+            return True
+        return status != UsageStatus.REJECTED and self._first_token_at is not None
 
     def _usage_and_source(self, *, billed: bool) -> tuple[NormalizedUsage, str]:
         """The provider's figures, else an estimate of what was sent and received so far."""

@@ -70,3 +70,10 @@ def test_an_unknown_model_has_no_price_card() -> None:
 def test_the_engine_kind_offers_only_the_local_model() -> None:
     assert [m.model_id for m in catalog_models_for_kind(kind="engine")] == [ENGINE_MODEL_ID]
     assert KIMI_K25 in {m.model_id for m in catalog_models_for_kind(kind="workers-ai")}
+
+
+def test_current_models_come_before_deprecated_ones() -> None:
+    deprecated = [m.deprecated_on is not None for m in catalog_models_for_kind(kind="workers-ai")]
+
+    assert True in deprecated and False in deprecated
+    assert deprecated == sorted(deprecated)  # every False (current) before every True

@@ -86,6 +86,16 @@ def test_upstream_failures_are_recorded_with_their_status_and_text(
     assert record.http_status == error.http_status
 
 
+def test_a_failure_before_the_first_token_bills_no_estimated_prompt() -> None:
+    before = meter_after(UpstreamError("Internal error", http_status=500), prompt_chars=400).outcome()
+    after = meter_after(
+        TextDelta("x" * 8), UpstreamError("Internal error", http_status=500), prompt_chars=400
+    ).outcome()
+
+    assert (before.usage.prompt_tokens, before.usage.completion_tokens) == (0, 0)
+    assert (after.usage.prompt_tokens, after.usage.completion_tokens) == (100, 2)
+
+
 @pytest.mark.django_db
 def test_a_stream_that_ends_without_finishing_is_an_upstream_error(actors: Any) -> None:
     record = usage_record_create(context=context(actors), outcome=meter_after(TextDelta("partial")).outcome())
