@@ -1,0 +1,317 @@
+"""The HTTP front end: Workers AI (`/ai/run`, v4 envelope) and OpenAI (`/ai/v1`) routes.
+
+Handlers only read and check the request, hand a job to the replica pool (or the batch
+queue) and render its events. Errors on `/ai/run` use the v4 envelope; errors on
+`/ai/v1` use OpenAI's `{"error": {...}}` shape, which OpenAI clients know how to raise,
+also mid-stream. Routing errors (no such path or method) use the v4 envelope on every
+path, as Cloudflare's own routing layer does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from playground.engine.batch_queue import BatchQueue
+from playground.engine.chat_input import ChatRequest, parse_chat
+from playground.engine.config import EngineConfig
+from playground.engine.errors import (
+    AUTHENTICATION,
+    INCOMPLETE_REQUEST,
+    INTERNAL,
+    NO_ROUTE,
+    REQUEST_TOO_LARGE,
+    EngineError,
+    invalid_input,
+    no_such_model,
+)
+from playground.engine.jobs import Job, collect
+from playground.engine.pool import ReplicaPool
+from playground.engine.protocol import Failed, Finished, GenerationSpec, TextDelta, ToolCall
+from playground.engine.replica import ReplicaSettings
+from playground.engine.shapes import (
+    Reply,
+    envelope,
+    error_envelope,
+    finish_reason,
+    openai_error,
+    sse,
+    tool_call_deltas,
+)
+
+logger = logging.getLogger(__name__)
+
+ACCOUNT = "/client/v4/accounts/{account_id}"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _is_openai_path(path: str) -> bool:
+    return "/ai/v1/" in path
+
+
+def _error_response(error: EngineError, *, openai: bool) -> JSONResponse:
+    body = openai_error(error) if openai else error_envelope(error)
+    return JSONResponse(body, status_code=error.status)
+
+
+def _answering_errors(handler: Handler, *, openai: bool) -> Handler:
+    """`handler`, with `EngineError` (and any surprise) turned into this route's error shape."""
+
+    @functools.wraps(handler)
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except EngineError as exc:
+            return _error_response(exc, openai=openai)
+        except Exception:
+            logger.exception("unexpected error on %s", request.url.path)
+            return _error_response(
+                EngineError(INTERNAL, 500, "Internal error; see the engine log."), openai=openai
+            )
+
+    return wrapper
+
+
+class BearerAuth:
+    """Requires `Authorization: Bearer <token>` on every request, compared in constant time."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._digest = hashlib.sha256(token.encode()).digest()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        error = EngineError(
+            AUTHENTICATION, 401, "Authentication error: send 'Authorization: Bearer <token>'."
+        )
+        response = _error_response(error, openai=_is_openai_path(scope["path"]))
+        response.headers["www-authenticate"] = "Bearer"
+        await response(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = next((value for name, value in scope["headers"] if name == b"authorization"), b"")
+        scheme, _, credentials = header.partition(b" ")
+        # Hashing both sides first makes the comparison constant-time in the length too.
+        offered = hashlib.sha256(credentials.strip()).digest()
+        return scheme.lower() == b"bearer" and hmac.compare_digest(offered, self._digest)
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    too_large = EngineError(
+        REQUEST_TOO_LARGE, 413, f"The request body is larger than the {limit}-byte limit."
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise too_large
+    if not raw.strip():
+        raise EngineError(INCOMPLETE_REQUEST, 400, "The request has no body; send a JSON object.")
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise invalid_input(f"The request body is not valid JSON: {exc}.") from exc
+    if not isinstance(body, dict):
+        raise invalid_input("The request body must be a JSON object.")
+    return body
+
+
+class Engine:
+    """The state the routes share: configuration, the replica pool and the batch queue."""
+
+    def __init__(self, config: EngineConfig, model_path: Path) -> None:
+        self.config = config
+        self.model_path = model_path
+        self.model_id = config.model_id
+        self.started = int(time.time())
+        self.pool: ReplicaPool
+        self.queue: BatchQueue
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self.queue = BatchQueue(self.config.queue_path, model=self.model_id)
+        settings = ReplicaSettings(
+            model_path=self.model_path,
+            chat_format=self.config.chat_format,
+            context_size=self.config.context_size,
+            threads=self.config.threads,
+            prefix_cache_bytes=self.config.prefix_cache_bytes,
+            log_level=self.config.log_level,
+        )
+        self.pool = ReplicaPool(
+            settings,
+            count=self.config.replicas,
+            queue=self.queue,
+            batch_spec=self._batch_spec,
+            model_id=self.model_id,
+        )
+        try:
+            await self.pool.start()
+            logger.info(
+                "serving %s from %s with %d replicas", self.model_id, self.model_path, self.config.replicas
+            )
+            yield
+        finally:
+            await self.pool.stop()
+            self.queue.close()
+
+    def _parse(self, body: Mapping[str, Any]) -> ChatRequest:
+        return parse_chat(body, model_id=self.model_id, default_max_tokens=self.config.default_max_tokens)
+
+    def _batch_spec(self, body: dict[str, Any]) -> GenerationSpec:
+        return self._parse(body).spec
+
+    # --- routes ---
+
+    async def run(self, request: Request) -> Response:
+        body = await read_json(request, self.config.max_body_bytes)
+        model = request.path_params["model"]
+        if model != self.model_id:
+            raise no_such_model(model, self.model_id)
+        if "request_id" in body:
+            return await self._poll(body["request_id"])
+        if request.query_params.get("queueRequest", "").lower() in ("true", "1"):
+            return await self._enqueue(body)
+        return await self._answer(self._parse(body), request, openai=False)
+
+    async def chat_completions(self, request: Request) -> Response:
+        body = await read_json(request, self.config.max_body_bytes)
+        model = body.get("model")
+        if not isinstance(model, str):
+            raise invalid_input(f"`model` is required; this engine serves {self.model_id!r}.")
+        if model != self.model_id:
+            raise no_such_model(model, self.model_id)
+        return await self._answer(self._parse(body), request, openai=True)
+
+    async def models(self, request: Request) -> Response:
+        model = {"id": self.model_id, "object": "model", "created": self.started, "owned_by": "playground"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def health(self, request: Request) -> Response:
+        replicas = self.pool.snapshot()
+        status = "ok" if all(replica["ready"] for replica in replicas) else "degraded"
+        return JSONResponse({"status": status, "model": self.model_id, "replicas": replicas})
+
+    # --- answering ---
+
+    async def _answer(self, chat: ChatRequest, request: Request, *, openai: bool) -> Response:
+        affinity = request.headers.get("x-session-affinity", "")
+        job = self.pool.submit(chat.spec, affinity=affinity, reject_if_busy=chat.reject_if_busy)
+        try:
+            first = await job.next_event()
+            if isinstance(first, Failed):
+                raise EngineError(first.code, first.status, first.message)
+            headers = {"x-engine-replica": str(job.replica_index)}
+            reply = Reply(model=self.model_id)
+            if chat.stream:  # from here on the frames own the job
+                usage = chat.include_usage or not openai  # /ai/run always ends with a usage frame
+                frames = self._frames(job, reply, openai=openai, usage=usage)
+                return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
+            outcome = await collect(job.events())
+        except BaseException:
+            job.cancel()  # the client went away (or the job failed, when this is a no-op)
+            raise
+        if isinstance(outcome.end, Failed):
+            raise EngineError(outcome.end.code, outcome.end.status, outcome.end.message)
+        completion = reply.completion(outcome.text, outcome.calls, outcome.end)
+        return JSONResponse(completion if openai else envelope(completion), headers=headers)
+
+    async def _frames(self, job: Job, reply: Reply, *, openai: bool, usage: bool) -> AsyncIterator[bytes]:
+        try:
+            yield sse(reply.chunk({"role": "assistant", "content": ""}))
+            async for event in job.events():
+                if isinstance(event, TextDelta):
+                    yield sse(reply.chunk({"content": event.text}))
+                elif isinstance(event, ToolCall):
+                    for delta in tool_call_deltas(event):
+                        yield sse(reply.chunk(delta))
+                elif isinstance(event, Finished):
+                    yield sse(reply.chunk({}, finish_reason(event)))
+                    if usage:
+                        yield sse(reply.usage_chunk(event))
+                    yield sse("[DONE]")
+                elif isinstance(event, Failed):
+                    yield sse(openai_error(event) if openai else error_envelope(event))
+        finally:
+            job.cancel()  # the client went away mid-stream, or a no-op once finished
+
+    async def _enqueue(self, body: Mapping[str, Any]) -> Response:
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not requests:
+            raise invalid_input("A queued request needs `requests`: a non-empty list of model inputs.")
+        items: list[tuple[dict[str, Any], str | None]] = []
+        for index, item in enumerate(requests):
+            if not isinstance(item, dict):
+                raise invalid_input(f"requests[{index}] must be an object.")
+            reference = item.get("external_reference")
+            if reference is not None and not isinstance(reference, str):
+                raise invalid_input(f"requests[{index}].external_reference must be a string.")
+            inputs = {key: value for key, value in item.items() if key != "external_reference"}
+            try:
+                if self._parse(inputs).stream:
+                    raise invalid_input("queued requests cannot stream.")
+            except EngineError as exc:
+                raise EngineError(exc.code, exc.status, f"requests[{index}]: {exc.message}") from exc
+            items.append((inputs, reference))
+        request_id = await asyncio.to_thread(self.queue.submit, items)
+        self.pool.notify_batch()
+        return JSONResponse(envelope({"status": "queued", "request_id": request_id, "model": self.model_id}))
+
+    async def _poll(self, request_id: Any) -> Response:
+        if not isinstance(request_id, str) or not request_id:
+            raise invalid_input("`request_id` must be the string returned when the batch was queued.")
+        status = await asyncio.to_thread(self.queue.status, request_id)
+        if status is None:
+            raise EngineError(8001, 404, f"No queued request has request_id {request_id!r}.")
+        return JSONResponse(envelope(status))
+
+
+async def _routing_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    message = "Method not allowed for that URI" if status == 405 else "No route for that URI"
+    return _error_response(EngineError(NO_ROUTE, status, message), openai=False)
+
+
+def create_app(config: EngineConfig, model_path: Path) -> Starlette:
+    engine = Engine(config, model_path)
+    routes = [
+        Route(
+            f"{ACCOUNT}/ai/run/{{model:path}}", _answering_errors(engine.run, openai=False), methods=["POST"]
+        ),
+        Route(
+            f"{ACCOUNT}/ai/v1/chat/completions",
+            _answering_errors(engine.chat_completions, openai=True),
+            methods=["POST"],
+        ),
+        Route(f"{ACCOUNT}/ai/v1/models", engine.models, methods=["GET"]),
+        Route("/healthz", engine.health, methods=["GET"]),
+    ]
+    middleware = [Middleware(BearerAuth, token=config.api_token)] if config.api_token else []
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=engine.lifespan,
+        exception_handlers={HTTPException: _routing_error},
+    )

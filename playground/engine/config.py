@@ -1,0 +1,142 @@
+"""Engine configuration: command-line flags, each mirrored by an `ENGINE_*` variable.
+
+A flag wins over its variable, which wins over the default. The API token is read only
+from the environment (`ENGINE_API_TOKEN` or `ENGINE_API_TOKEN_FILE`) so it never shows
+up in a process listing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from playground.env import env_int, env_secret, env_str
+
+DEFAULT_MODEL_ID = "@local/gemma-3-270m"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    host: str
+    port: int
+    replicas: int
+    model_path: Path | None  # None: the packaged Gemma 3 270M, assembled into cache_dir
+    model_id: str
+    chat_format: str  # a built-in name, a Jinja file, or "" for the template inside the GGUF
+    context_size: int
+    threads: int
+    prefix_cache_bytes: int
+    cache_dir: Path
+    queue_path: Path
+    max_body_bytes: int
+    default_max_tokens: int
+    api_token: str
+    log_level: str
+
+
+def _data_dir() -> Path:
+    return Path(env_str("PLAYGROUND_DATA_DIR", "var"))
+
+
+def _model_id_for(path: Path | None) -> str:
+    if path is None:
+        return DEFAULT_MODEL_ID
+    slug = re.sub(r"[^a-z0-9.-]+", "-", path.name.removesuffix(".gguf").lower()).strip("-")
+    return f"@local/{slug or 'model'}"
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    replicas = env_int("ENGINE_REPLICAS", 2)
+    parser = argparse.ArgumentParser(
+        prog="python -m playground.engine",
+        description="Serve a GGUF model over the Workers AI and OpenAI-compatible HTTP APIs.",
+    )
+    add = parser.add_argument
+    add("--host", default=env_str("ENGINE_HOST", "127.0.0.1"), help="bind address [ENGINE_HOST]")
+    add("--port", type=int, default=env_int("ENGINE_PORT", 8788), help="TCP port [ENGINE_PORT]")
+    add("--replicas", type=_positive, default=replicas, help="model processes [ENGINE_REPLICAS]")
+    add(
+        "--model",
+        type=Path,
+        default=env_str("ENGINE_MODEL_PATH") or None,
+        help="GGUF file [ENGINE_MODEL_PATH]",
+    )
+    add(
+        "--model-id",
+        default=env_str("ENGINE_MODEL_ID"),
+        help="id the model is served under [ENGINE_MODEL_ID]",
+    )
+    add(
+        "--chat-format",
+        default=env_str("ENGINE_CHAT_FORMAT"),
+        help="gemma, chatml, llama-3, mistral-instruct or a Jinja file [ENGINE_CHAT_FORMAT]",
+    )
+    add(
+        "--context-size",
+        type=_positive,
+        default=env_int("ENGINE_CONTEXT_SIZE", 4096),
+        help="context window in tokens [ENGINE_CONTEXT_SIZE]",
+    )
+    add(
+        "--threads",
+        type=_positive,
+        default=env_int("ENGINE_THREADS", 0) or None,
+        help="CPU threads per replica; default: cores / replicas [ENGINE_THREADS]",
+    )
+    add(
+        "--prefix-cache-bytes",
+        type=_positive,
+        default=env_int("ENGINE_PREFIX_CACHE_BYTES", 256 * 1024 * 1024),
+        help="prefix (KV state) cache per replica [ENGINE_PREFIX_CACHE_BYTES]",
+    )
+    add("--cache-dir", type=Path, default=env_str("ENGINE_CACHE_DIR") or None, help="[ENGINE_CACHE_DIR]")
+    add("--queue-path", type=Path, default=env_str("ENGINE_QUEUE_PATH") or None, help="[ENGINE_QUEUE_PATH]")
+    add(
+        "--max-body-bytes",
+        type=_positive,
+        default=env_int("ENGINE_MAX_BODY_BYTES", 10 * 1000 * 1000),
+        help="largest accepted request body [ENGINE_MAX_BODY_BYTES]",
+    )
+    add(
+        "--default-max-tokens",
+        type=_positive,
+        default=env_int("ENGINE_DEFAULT_MAX_TOKENS", 256),
+        help="completion budget when a request sets none [ENGINE_DEFAULT_MAX_TOKENS]",
+    )
+    add("--log-level", default=env_str("ENGINE_LOG_LEVEL", "INFO"), help="[ENGINE_LOG_LEVEL]")
+    return parser
+
+
+def load_config(argv: Sequence[str] | None = None) -> EngineConfig:
+    args = build_parser().parse_args(argv)
+    data_dir = _data_dir()
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.replicas)
+    return EngineConfig(
+        host=args.host,
+        port=args.port,
+        replicas=args.replicas,
+        model_path=args.model,
+        model_id=args.model_id or _model_id_for(args.model),
+        # The packaged Gemma GGUF carries no chat template of its own.
+        chat_format=args.chat_format or ("gemma" if args.model is None else ""),
+        context_size=args.context_size,
+        threads=threads,
+        prefix_cache_bytes=args.prefix_cache_bytes,
+        cache_dir=args.cache_dir or data_dir / "models",
+        queue_path=args.queue_path or data_dir / "engine-queue.sqlite3",
+        max_body_bytes=args.max_body_bytes,
+        default_max_tokens=args.default_max_tokens,
+        api_token=env_secret("ENGINE_API_TOKEN"),
+        log_level=args.log_level.upper(),
+    )

@@ -1,0 +1,90 @@
+"""A replica process: loads the model once, then answers jobs sent over its pipe.
+
+It runs one job at a time; the front end keeps the queue, so a crash loses at most the
+job in flight. Between tokens it polls the pipe for a cancel. When the front end goes
+away the pipe closes and the replica exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import llama_cpp
+
+from playground.engine.generator import Generator
+from playground.engine.prefix_cache import PrefixCache
+from playground.engine.protocol import CancelJob, Fatal, JobEvent, Ready, RunJob
+from playground.engine.templates import ChatTemplate, template_source
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    model_path: Path
+    chat_format: str
+    context_size: int
+    threads: int
+    prefix_cache_bytes: int
+    log_level: str
+
+
+def replica_main(conn: Connection, settings: ReplicaSettings) -> None:
+    """Entry point of the spawned process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the front end stops us
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s replica %(name)s: %(message)s"
+    )
+    try:
+        generator = _load(settings)
+    except Exception as exc:
+        logger.exception("could not load the model")
+        conn.send(Fatal(f"The model could not be loaded: {exc}"))
+        return
+    conn.send(Ready(pid=os.getpid(), context_size=generator.n_ctx))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if isinstance(message, RunJob):
+            _run(conn, generator, message)
+        # A CancelJob for a job that has already finished needs nothing.
+
+
+def _load(settings: ReplicaSettings) -> Generator:
+    llm = llama_cpp.Llama(
+        model_path=str(settings.model_path),
+        n_ctx=settings.context_size,
+        n_batch=512,
+        n_threads=settings.threads,
+        n_threads_batch=settings.threads,
+        # Full-size sliding-window KV (Gemma 3): without it a trimmed KV cannot be reused.
+        swa_full=True,
+        verbose=False,
+    )
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    template = ChatTemplate(
+        template_source(settings.chat_format, llm.metadata),
+        bos_token=llm.detokenize([llama_cpp.llama_vocab_bos(vocab)], special=True).decode(),
+        eos_token=llm.detokenize([llama_cpp.llama_vocab_eos(vocab)], special=True).decode(),
+    )
+    return Generator(llm, template, PrefixCache(settings.prefix_cache_bytes))
+
+
+def _run(conn: Connection, generator: Generator, job: RunJob) -> None:
+    cancelled = False
+
+    def is_cancelled() -> bool:
+        nonlocal cancelled
+        while not cancelled and conn.poll():
+            message = conn.recv()  # EOFError here ends the process, as it should
+            cancelled = isinstance(message, CancelJob) and message.job_id == job.job_id
+        return cancelled
+
+    generator.run(job.spec, lambda event: conn.send(JobEvent(job.job_id, event)), is_cancelled)

@@ -1,0 +1,32 @@
+"""Engine tests drive one real engine process with the official Cloudflare and OpenAI SDKs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from cloudflare import Cloudflare
+from openai import OpenAI
+
+from tests.support.engine import EngineProcess, running_engine
+
+__all__ = ["running_engine"]
+
+
+@pytest.fixture
+def engine(running_engine: EngineProcess) -> EngineProcess:
+    return running_engine
+
+
+@pytest.fixture
+def cf(engine: EngineProcess) -> Iterator[Cloudflare]:
+    # No SDK retries: a test must see the engine's first answer, errors included.
+    with Cloudflare(base_url=f"{engine.url}/client/v4", api_token=engine.token, max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def oa(engine: EngineProcess) -> Iterator[OpenAI]:
+    base_url = f"{engine.url}/client/v4/accounts/test/ai/v1"
+    with OpenAI(base_url=base_url, api_key=engine.token, max_retries=0) as client:
+        yield client

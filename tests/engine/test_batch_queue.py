@@ -1,0 +1,80 @@
+"""The durable queue file: claims, results, and recovery after a crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playground.engine.batch_queue import MAX_ATTEMPTS, BatchQueue
+
+BODY = {"prompt": "hi", "max_tokens": 1}
+RESULT = {
+    "object": "chat.completion",
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
+
+
+def test_it_hands_out_items_oldest_first_and_reports_progress(tmp_path: Path) -> None:
+    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
+    request_id = queue.submit([(BODY, "a"), (BODY, "b")])
+
+    assert queue.status(request_id) == {"status": "queued", "request_id": request_id, "model": "m"}
+    first = queue.claim()
+    assert first is not None and first.position == 0 and first.attempts == 1
+    assert queue.status(request_id)["status"] == "running"  # type: ignore[index]
+
+
+def test_it_reports_results_and_total_usage_once_every_item_is_done(tmp_path: Path) -> None:
+    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
+    request_id = queue.submit([(BODY, "a"), (BODY, None)])
+    first, second = queue.claim(), queue.claim()
+    assert first is not None and second is not None
+    queue.complete(first, success=True, result=RESULT)
+    queue.complete(second, success=False, result={"errors": [{"code": 8001, "message": "no"}]})
+
+    assert queue.status(request_id) == {
+        "responses": [
+            {"id": 0, "result": RESULT, "success": True, "external_reference": "a"},
+            {
+                "id": 1,
+                "result": {"errors": [{"code": 8001, "message": "no"}]},
+                "success": False,
+                "external_reference": None,
+            },
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+
+
+def test_it_requeues_running_items_when_reopened_after_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "q.sqlite3"
+    queue = BatchQueue(path, model="m")
+    request_id = queue.submit([(BODY, None)])
+    assert queue.claim() is not None  # running when the "crash" happens; never closed
+
+    reopened = BatchQueue(path, model="m")
+
+    assert reopened.status(request_id)["status"] == "queued"  # type: ignore[index]
+    item = reopened.claim()
+    assert item is not None and item.attempts == 2
+
+
+def test_it_gives_up_on_an_item_after_its_attempts(tmp_path: Path) -> None:
+    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
+    queue.submit([(BODY, None)])
+    for _ in range(MAX_ATTEMPTS - 1):
+        item = queue.claim()
+        assert item is not None and queue.release(item)
+    item = queue.claim()
+
+    assert item is not None and queue.release(item) is False
+
+
+def test_it_does_not_hand_out_another_models_items(tmp_path: Path) -> None:
+    path = tmp_path / "q.sqlite3"
+    BatchQueue(path, model="old").submit([(BODY, None)])
+
+    assert BatchQueue(path, model="new").claim() is None
+
+
+def test_it_knows_nothing_of_an_unknown_request_id(tmp_path: Path) -> None:
+    assert BatchQueue(tmp_path / "q.sqlite3", model="m").status("nope") is None

@@ -1,0 +1,72 @@
+"""Every flag has an ENGINE_* variable; flags win; defaults need nothing set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from playground.engine.config import load_config
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [
+        "ENGINE_HOST", "ENGINE_PORT", "ENGINE_REPLICAS", "ENGINE_MODEL_PATH", "ENGINE_MODEL_ID",
+        "ENGINE_CHAT_FORMAT", "ENGINE_CONTEXT_SIZE", "ENGINE_THREADS", "ENGINE_PREFIX_CACHE_BYTES",
+        "ENGINE_CACHE_DIR", "ENGINE_QUEUE_PATH", "ENGINE_MAX_BODY_BYTES", "ENGINE_DEFAULT_MAX_TOKENS",
+        "ENGINE_LOG_LEVEL", "ENGINE_API_TOKEN", "ENGINE_API_TOKEN_FILE", "PLAYGROUND_DATA_DIR",
+    ]:  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_it_serves_the_packaged_gemma_by_default() -> None:
+    config = load_config([])
+
+    assert (config.host, config.port, config.replicas) == ("127.0.0.1", 8788, 2)
+    assert config.model_path is None and config.model_id == "@local/gemma-3-270m"
+    assert config.chat_format == "gemma"
+    assert config.cache_dir == Path("var/models")
+    assert config.queue_path == Path("var/engine-queue.sqlite3")
+    assert config.api_token == ""
+
+
+def test_it_reads_every_setting_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PLAYGROUND_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ENGINE_PORT", "9000")
+    monkeypatch.setenv("ENGINE_REPLICAS", "3")
+    monkeypatch.setenv("ENGINE_MODEL_PATH", "/models/Qwen2.5-0.5B-Instruct-Q4_K_M.gguf")
+    monkeypatch.setenv("ENGINE_CHAT_FORMAT", "chatml")
+    monkeypatch.setenv("ENGINE_CONTEXT_SIZE", "8192")
+    monkeypatch.setenv("ENGINE_THREADS", "4")
+    monkeypatch.setenv("ENGINE_API_TOKEN", "s3cret")
+
+    config = load_config([])
+
+    assert (config.port, config.replicas, config.context_size, config.threads) == (9000, 3, 8192, 4)
+    assert config.model_id == "@local/qwen2.5-0.5b-instruct-q4-k-m"  # named after the file, not Gemma
+    assert config.chat_format == "chatml"
+    assert config.cache_dir == tmp_path / "models"
+    assert config.queue_path == tmp_path / "engine-queue.sqlite3"
+    assert config.api_token == "s3cret"
+
+
+def test_it_lets_a_flag_win_over_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_REPLICAS", "3")
+    monkeypatch.setenv("ENGINE_MODEL_ID", "@local/from-env")
+
+    config = load_config(["--replicas", "1", "--model-id", "@local/from-flag"])
+
+    assert config.replicas == 1 and config.model_id == "@local/from-flag"
+
+
+def test_it_reads_the_token_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("from-a-file\n")
+    monkeypatch.setenv("ENGINE_API_TOKEN_FILE", str(tmp_path / "token"))
+
+    assert load_config([]).api_token == "from-a-file"
+
+
+def test_it_refuses_zero_replicas() -> None:
+    with pytest.raises(SystemExit):
+        load_config(["--replicas", "0"])

@@ -1,0 +1,1 @@
+"""Helpers and fixtures shared by several test packages."""

@@ -1,0 +1,147 @@
+"""The real engine (`python -m playground.engine`) as a subprocess, for tests.
+
+`running_engine` starts one engine per test session (two replicas, a small context) and
+yields an `EngineProcess` with `.url`, `.token` and `.model_id`. Use it from a conftest:
+
+    from tests.support.engine import running_engine  # noqa: F401
+
+`start_engine` starts an extra, short-lived engine (e.g. to restart one on the same queue).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODEL_ID = "@local/gemma-3-270m"
+STARTUP_TIMEOUT = 300.0  # the first start assembles the model file
+
+
+@dataclass
+class EngineProcess:
+    url: str
+    token: str
+    model_id: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"}
+
+    def run_url(self, model: str | None = None) -> str:
+        return f"{self.url}/client/v4/accounts/test/ai/run/{model or self.model_id}"
+
+    def health(self) -> dict[str, Any]:
+        response = httpx.get(f"{self.url}/healthz", headers=self.headers, timeout=5)
+        response.raise_for_status()
+        return response.json()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait_until_healthy(self, timeout: float = STARTUP_TIMEOUT) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"The engine exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                health = self.health()
+                if health["status"] == "ok":
+                    return health
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"The engine was not healthy within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self, *, hard: bool = False) -> None:
+        """SIGTERM (graceful) or SIGKILL (a crash) to the engine and its replicas."""
+        if self.process.poll() is None:
+            if hard:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            else:
+                self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        try:  # the replicas share the engine's process group; none may outlive it
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_engine(
+    workdir: Path,
+    *,
+    replicas: int = 2,
+    context_size: int = 2048,
+    queue_path: Path | None = None,
+    token: str | None = None,
+) -> EngineProcess:
+    token = token or secrets.token_urlsafe(24)
+    port = free_port()
+    # The engine is configured here and nowhere else: drop ENGINE_* settings of the shell.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ENGINE_")}
+    env.update(
+        ENGINE_API_TOKEN=token,
+        ENGINE_QUEUE_PATH=str(queue_path or workdir / "queue.sqlite3"),
+        ENGINE_CACHE_DIR=str(REPO_ROOT / "var" / "models"),
+        ENGINE_LOG_LEVEL="INFO",
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "playground.engine",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--replicas",
+        str(replicas),
+        "--context-size",
+        str(context_size),
+    ]
+    log_path = workdir / f"engine-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    engine = EngineProcess(
+        url=f"http://127.0.0.1:{port}", token=token, model_id=MODEL_ID, process=process, log_path=log_path
+    )
+    try:
+        engine.wait_until_healthy()
+    except BaseException:
+        engine.stop(hard=True)
+        raise
+    return engine
+
+
+@pytest.fixture(scope="session")
+def running_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
+    engine = start_engine(tmp_path_factory.mktemp("engine"))
+    try:
+        yield engine
+    finally:
+        engine.stop()
