@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +65,7 @@ def conversation_create(
     )
 
 
-def conversation_settings_update(
-    *, user: User, conversation_id: int, use_affinity: bool
-) -> Conversation:
+def conversation_settings_update(*, user: User, conversation_id: int, use_affinity: bool) -> Conversation:
     conversation = _conversation_for_run(user=user, conversation_id=conversation_id)
     conversation.use_affinity = use_affinity
     conversation.save(update_fields=["use_affinity", "updated_at"])
@@ -90,10 +89,11 @@ class ChatTurn:
         meter = UsageMeter(prompt_chars=sum(len(str(m.get("content") or "")) for m in self.request.messages))
         cancelled = True  # until the stream ends by itself
         try:
-            async for event in self.adapter.stream(self.request):
-                meter.observe(event)
-                self._collect(event)
-                yield event
+            async with aclosing(self.adapter.stream(self.request)) as upstream:
+                async for event in upstream:
+                    meter.observe(event)
+                    self._collect(event)
+                    yield event
             cancelled = False
         finally:
             record = await ausage_record_create(

@@ -31,7 +31,9 @@ def test_env_list_drops_blanks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env_list("HOSTS") == ["a", "b"]
 
 
-def test_env_secret_reads_a_file_when_name_file_is_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_env_secret_reads_a_file_when_name_file_is_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     secret_file = tmp_path / "token"
     secret_file.write_text("s3cret\n")
     monkeypatch.delenv("API_TOKEN", raising=False)
@@ -46,7 +48,9 @@ def test_env_secret_fails_loudly_on_a_missing_file(monkeypatch: pytest.MonkeyPat
         env_secret("API_TOKEN")
 
 
-def test_persistent_secret_is_generated_once_and_reused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_persistent_secret_is_generated_once_and_reused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("SOME_KEY", raising=False)
     path = tmp_path / "some_key"
     first = persistent_secret("SOME_KEY", path)

@@ -1,0 +1,173 @@
+"""The chat WebSocket: a transport adapter over `playground.chat.services`.
+
+`connect()` lets in only a signed-in member of the conversation's team; `receive()` parses
+one command and hands it to the chat service, which re-checks membership and role on
+every message (a role change applies to sockets that are already open). A turn streams in
+a task of its own so that Stop and a disconnect can reach it: both cancel the task, and
+`ChatTurn.events()` then writes the usage record (status client_disconnected) before the
+task ends. We wait for it, so the record exists once the socket is gone.
+
+Every frame sent is a rendered template from `templates/chat/ws/` whose top-level elements
+carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import aclosing
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.template.loader import render_to_string
+
+from playground.chat.forms import BadCommand, SendCommand, StopCommand, chat_command_parse
+from playground.chat.presenters import message_view
+from playground.chat.selectors import aconversation_get
+from playground.chat.services import ChatTurn, ConversationNotFound, chat_turn_start
+from playground.providers.events import ReasoningDelta, StreamEvent, TextDelta
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+BUSY = "An answer is still streaming: wait for it to finish, or press Stop."
+GONE = "This conversation is no longer available to you."
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    # A turn streams to its own socket and nothing is broadcast, so the consumer stays off
+    # the channel layer: no Redis round trip per socket, and no dependency on its health.
+    channel_layer_alias = None
+    conversation_id: int
+    turn: ChatTurn | None = None
+    turn_task: asyncio.Task[None] | None = None
+    finished_sent: bool = False
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        conversation = await aconversation_get(user=user, conversation_id=conversation_id)
+        if conversation is None:  # another team's conversation: refused like a 404
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.conversation_id = conversation.pk
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self._stop_turn()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            command = chat_command_parse(text_data)
+        except BadCommand as exc:
+            await self._notice(str(exc))
+            return
+        match command:
+            case StopCommand():
+                if await self._stop_turn() and self.turn is not None:
+                    await self._send_finished(self.turn)
+            case SendCommand(text=text):
+                await self._start_turn(text)
+
+    # --- turns ---------------------------------------------------------------------------
+
+    def _turn_running(self) -> bool:
+        return self.turn_task is not None and not self.turn_task.done()
+
+    async def _start_turn(self, text: str) -> None:
+        if self._turn_running():
+            await self._notice(BUSY)
+            return
+        try:
+            turn = await database_sync_to_async(chat_turn_start)(
+                user=self.scope["user"], conversation_id=self.conversation_id, text=text
+            )
+        except ConversationNotFound:
+            await self._notice(GONE)
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        except PermissionDenied as exc:
+            await self._notice(str(exc) or "You may not send messages in this conversation.")
+            return
+        except ValidationError as exc:
+            await self._notice(" ".join(exc.messages))
+            return
+        self.turn, self.finished_sent = turn, False
+        await self._send_template(
+            "chat/ws/turn_started.html",
+            {
+                "user_message": message_view(turn.user_message),
+                "key": _key(turn),
+                "conversation": turn.conversation,
+            },
+        )
+        self.turn_task = asyncio.create_task(self._run_turn(turn), name=f"chat-turn-{turn.user_message.pk}")
+
+    async def _run_turn(self, turn: ChatTurn) -> None:
+        try:
+            async with aclosing(turn.events()) as events:
+                async for event in events:
+                    await self._send_event(turn, event)
+            await self._send_finished(turn)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("chat turn failed while streaming")
+            if turn.assistant_message is not None:
+                await self._send_finished(turn)
+            else:  # nothing was stored: do not leave the page waiting on "Streaming…"
+                await self._send_quietly("chat/ws/turn_failed.html", {"key": _key(turn)})
+
+    async def _stop_turn(self) -> bool:
+        """Cancel the running turn and wait until its record is written; False if none ran."""
+        task = self.turn_task
+        if task is None or task.done():
+            return False
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("chat turn ended with %r", task.exception())
+        return True
+
+    # --- frames ----------------------------------------------------------------------------
+
+    async def _send_event(self, turn: ChatTurn, event: StreamEvent) -> None:
+        match event:
+            case TextDelta(text=text):
+                await self._send_template("chat/ws/text_delta.html", {"key": _key(turn), "text": text})
+            case ReasoningDelta(text=text):
+                await self._send_template("chat/ws/reasoning_delta.html", {"key": _key(turn), "text": text})
+            case _:
+                pass  # usage, finish and errors are shown from the stored record at the end
+
+    async def _send_finished(self, turn: ChatTurn) -> None:
+        """Replace the streamed text with the stored answer (once per turn)."""
+        if turn.assistant_message is None or self.finished_sent:
+            return
+        self.finished_sent = True
+        context = {"oob_target": f"answer-{_key(turn)}", "message": message_view(turn.assistant_message)}
+        await self._send_quietly("chat/ws/turn_finished.html", context)
+
+    async def _notice(self, text: str) -> None:
+        await self._send_template("chat/ws/notice.html", {"text": text})
+
+    async def _send_template(self, template: str, context: dict[str, Any]) -> None:
+        await self.send(text_data=render_to_string(template, context))
+
+    async def _send_quietly(self, template: str, context: dict[str, Any]) -> None:
+        """For the end of a turn: the client may be gone, and the answer is stored anyway."""
+        try:
+            await self._send_template(template, context)
+        except Exception:
+            logger.info("could not send %s: the client went away", template)
+
+
+def _key(turn: ChatTurn) -> int:
+    """The stable DOM key of a streaming answer: its question's message id."""
+    return turn.user_message.pk

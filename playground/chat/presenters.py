@@ -1,0 +1,203 @@
+"""Display strings for chat pages and fragments: pure functions, no ORM, no templates.
+
+Templates only print what these return; every number shown in the chat (tokens, cached
+ratio, cost, timings) is formatted here, so the rules ("unknown is not zero", the price
+card beside every cost, "estimated" when the provider sent no usage) live in one place.
+Callers pass objects whose relations are already loaded (`message_list` selects them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
+
+from playground.catalog.models import CatalogModel
+from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.rendering import render_markdown
+from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+
+NOT_REPORTED = "—"
+SEPARATOR = " · "
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """One answer's usage, ready to print: "1,234 in · 1,000 cached (81%) · 56 out · …"."""
+
+    tokens_in: str
+    cached: str
+    cached_note: str
+    tokens_out: str
+    cost: str
+    price_label: str
+    ttft: str
+    latency: str
+    estimated: bool
+    status: str
+    status_label: str
+    error_text: str
+    http_status: int | None = None
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status == UsageStatus.OK
+
+    @property
+    def summary(self) -> str:
+        parts = [self.tokens_in, self.cached, self.tokens_out, self.cost]
+        parts += [part for part in (self.ttft, self.latency) if part]
+        text = SEPARATOR.join(parts)
+        return f"{text} (estimated)" if self.estimated else text
+
+
+@dataclass(frozen=True)
+class MessageView:
+    id: int
+    role: str
+    dom_id: str
+    text: str  # the raw text; templates escape it (user messages are shown as typed)
+    html: SafeString  # assistant answers: rendered, sanitized markdown
+    reasoning: str
+    usage: UsageLine | None
+
+    @property
+    def is_user(self) -> bool:
+        return self.role == MessageRole.USER
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    value: str
+    label: str
+
+
+def usage_line(record: UsageRecord) -> UsageLine:
+    card = record.price_card
+    return UsageLine(
+        tokens_in=f"{record.prompt_tokens:,} in",
+        cached=cached_text(prompt_tokens=record.prompt_tokens, cached_tokens=record.cached_tokens),
+        cached_note=(
+            "The provider did not report cached tokens."
+            if record.cached_tokens is None
+            else "Input tokens served from the provider's prompt cache (billed at the cached rate)."
+        ),
+        tokens_out=_tokens_out(record.completion_tokens, record.reasoning_tokens),
+        cost=cost_text(record.total_cost) if card is not None else "unpriced",
+        price_label=card.label if card is not None else "No price card for this model and day",
+        ttft=f"TTFT {duration_text(record.ttft_ms)}" if record.ttft_ms is not None else "",
+        latency=duration_text(record.latency_ms) if record.latency_ms is not None else "",
+        estimated=record.usage_source == UsageSource.ESTIMATED,
+        status=record.status,
+        status_label=status_label(record.status),
+        error_text=record.error_text,
+        http_status=record.http_status,
+    )
+
+
+def cached_text(*, prompt_tokens: int, cached_tokens: int | None) -> str:
+    """ "1,000 cached (81%)"; "— cached" when the provider did not say (unknown is not zero)."""
+    if cached_tokens is None:
+        return f"{NOT_REPORTED} cached"
+    if prompt_tokens <= 0:
+        return f"{cached_tokens:,} cached"
+    share = round(100 * cached_tokens / prompt_tokens)
+    return f"{cached_tokens:,} cached ({share}%)"
+
+
+def cost_text(amount: Decimal) -> str:
+    """US dollars with enough digits for sub-cent requests: $0.000123, $0.0421, $12.50."""
+    if amount == 0:
+        return "$0"
+    if amount < Decimal("0.000001"):
+        return "<$0.000001"
+    if amount < Decimal("0.01"):
+        return f"${amount:.6f}"
+    if amount < Decimal(1):
+        return f"${amount:.4f}"
+    return f"${amount:,.2f}"
+
+
+def duration_text(ms: int) -> str:
+    """ "120 ms" below a second, "1.4 s" above."""
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+def status_label(status: str) -> str:
+    if status == UsageStatus.CLIENT_DISCONNECTED:
+        return "Stopped (client disconnected)"
+    return UsageStatus(status).label if status in UsageStatus.values else status
+
+
+def message_view(message: Message) -> MessageView:
+    record = message.usage_record if message.role == MessageRole.ASSISTANT else None
+    return MessageView(
+        id=message.pk,
+        role=message.role,
+        dom_id=f"message-{message.pk}",
+        text=message.content,
+        html=render_markdown(message.content) if message.role == MessageRole.ASSISTANT else SafeString(""),
+        reasoning=message.reasoning,
+        usage=usage_line(record) if record is not None else None,
+    )
+
+
+def message_views(messages: Iterable[Message]) -> list[MessageView]:
+    return [message_view(message) for message in messages]
+
+
+def model_choices(models: Iterable[CatalogModel], *, today: dt.date) -> list[ModelChoice]:
+    """Catalogue models as select options, current ones first, retired ones labelled."""
+    ordered = sorted(models, key=lambda model: (model.is_retired_on(today), model.display_name))
+    choices = []
+    for model in ordered:
+        label = model.display_name  # the id is the option's value and shows on the chat page
+        if model.deprecated_on is not None:
+            verb = "retired" if model.is_retired_on(today) else "retires"
+            label += f" · {verb} {model.deprecated_on.isoformat()}"
+        choices.append(ModelChoice(value=model.model_id, label=label))
+    return choices
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    id: int
+    title: str
+    model_id: str
+    team_name: str
+    updated_at: dt.datetime
+    updated: str  # "just now", "3 hours ago"
+
+
+def conversation_rows(conversations: Iterable[Conversation], *, now: dt.datetime) -> list[ConversationRow]:
+    """List entries; `conversations` must come with their team (`conversation_list` selects it)."""
+    return [
+        ConversationRow(
+            id=conversation.pk,
+            title=conversation.title or "Untitled conversation",
+            model_id=conversation.model_id,
+            team_name=conversation.team.name,
+            updated_at=conversation.updated_at,
+            updated=ago_text(conversation.updated_at, now=now),
+        )
+        for conversation in conversations
+    ]
+
+
+def ago_text(when: dt.datetime, *, now: dt.datetime) -> str:
+    if (now - when).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(when, now, depth=1)} ago"
+
+
+def _tokens_out(completion: int, reasoning: int | None) -> str:
+    text = f"{completion:,} out"
+    if reasoning:
+        text += f" ({reasoning:,} reasoning)"
+    return text

@@ -1,0 +1,218 @@
+"""Chat pages: thin views over the chat service and selectors.
+
+Every lookup goes through a selector scoped to the user's teams, so another team's
+conversation or connection is a 404 on every path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from playground.accounts.models import ROLES_THAT_CAN_RUN
+from playground.accounts.selectors import membership_get, team_list_for_user
+from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.forms import AFFINITY_HELP, AffinityForm, ConversationCreateForm, connection_label
+from playground.chat.presenters import conversation_rows, message_views, model_choices
+from playground.chat.routing import chat_socket_path
+from playground.chat.selectors import conversation_get, conversation_list, message_list
+from playground.chat.services import ConversationNotFound, conversation_create, conversation_settings_update
+from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.selectors import connection_get, connection_list
+
+SIDEBAR_CONVERSATIONS = 50
+KIND_HELP = {
+    ConnectionKind.ENGINE: "Runs on this machine's CPU, priced as if it were Kimi K2.5 to compare costs.",
+    ConnectionKind.WORKERS_AI: "Models from the catalogue, billed at Workers AI list prices.",
+    ConnectionKind.OPENAI_COMPATIBLE: "Pick a catalogued model or type the id your endpoint expects.",
+}
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request behind `login_required`, through django-htmx's middleware."""
+
+    user: User
+    htmx: HtmxDetails
+
+
+@never_cache  # live data: going back must not show a stale copy
+@login_required
+@require_GET
+def conversation_list_view(request: HtmxHttpRequest) -> HttpResponse:
+    connections = _runnable_connections(request)
+    form = ConversationCreateForm(connections=connections, initial=_initial(connections))
+    return _list_page(request, form=form, connections=connections)
+
+
+@login_required
+@require_POST
+def conversation_create_view(request: HtmxHttpRequest) -> HttpResponse:
+    connections = _runnable_connections(request)
+    form = ConversationCreateForm(request.POST, connections=connections)
+    if form.is_valid():
+        try:
+            conversation = conversation_create(
+                user=request.user,
+                connection_id=form.cleaned_data["connection"],
+                model_id=form.cleaned_data["model"],
+                system_prompt=form.cleaned_data["system_prompt"],
+                use_affinity=form.cleaned_data["use_affinity"],
+            )
+        except ValidationError as exc:
+            _add_service_errors(form, exc)
+        except PermissionDenied as exc:
+            form.add_error(None, str(exc) or "You may not start conversations in this team.")
+        else:
+            return redirect("chat:conversation-detail", conversation_id=conversation.pk)
+    return _list_page(request, form=form, connections=connections, status=400)
+
+
+@login_required
+@require_GET
+def model_options_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The model picker for one connection (swapped in when the connection changes)."""
+    try:
+        connection_id = int(request.GET.get("connection", ""))
+    except ValueError:
+        raise Http404("No such connection.") from None
+    connection = connection_get(user=request.user, connection_id=connection_id)
+    if connection is None:
+        raise Http404("No such connection.")
+    return render(request, "chat/conversation_list.html#model_field", _model_field_context(connection))
+
+
+@never_cache  # live data: going back must not show an answer-less copy
+@login_required
+@require_GET
+def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    membership = membership_get(user=request.user, team_id=conversation.team_id)
+    can_run = membership is not None and membership.role in ROLES_THAT_CAN_RUN
+    connection = conversation.connection
+    if not can_run:
+        composer_note = (
+            f"You are a viewer in {conversation.team.name}: you can read this conversation but not send "
+            "messages (sending costs money). Ask a team owner for the member role."
+        )
+    elif connection is None:
+        composer_note = "This conversation's connection was deleted; start a new conversation to continue."
+    else:
+        composer_note = ""
+    context = {
+        "conversation": conversation,
+        "connection_label": connection_label(connection) if connection else "deleted connection",
+        "messages_list": message_views(message_list(conversation=conversation)),
+        "can_send": not composer_note,
+        "can_run": can_run,
+        "composer_note": composer_note,
+        "socket_path": chat_socket_path(conversation.pk),
+        "sidebar": conversation_list(user=request.user)[:SIDEBAR_CONVERSATIONS],
+        "affinity_help": AFFINITY_HELP,
+        **_chrome(request),
+    }
+    return render(request, "chat/conversation_detail.html", context)
+
+
+@login_required
+@require_http_methods(["POST"])
+def conversation_affinity_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
+    form = AffinityForm(request.POST)
+    form.is_valid()  # a missing checkbox is just "off"
+    try:
+        conversation = conversation_settings_update(
+            user=request.user,
+            conversation_id=conversation_id,
+            use_affinity=form.cleaned_data.get("use_affinity", False),
+        )
+    except ConversationNotFound:
+        raise Http404("No such conversation.") from None
+    if not request.htmx:
+        return redirect("chat:conversation-detail", conversation_id=conversation.pk)
+    context = {"conversation": conversation, "can_run": True, "affinity_help": AFFINITY_HELP}
+    return render(request, "chat/conversation_detail.html#affinity", context)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _chrome(request: HttpRequest) -> dict[str, Any]:
+    """What the top bar shows on every page."""
+    return {"teams": team_list_for_user(user=request.user)}
+
+
+def _runnable_connections(request: HttpRequest) -> list[ProviderConnection]:
+    """Connections of the teams where the user may send requests (viewers may not)."""
+    connections = list(connection_list(user=request.user).order_by("team__name", "-is_default", "name"))
+    runnable: dict[int, bool] = {}
+    for connection in connections:
+        if connection.team_id not in runnable:
+            membership = membership_get(user=request.user, team_id=connection.team_id)
+            runnable[connection.team_id] = membership is not None and membership.role in ROLES_THAT_CAN_RUN
+    return [connection for connection in connections if runnable[connection.team_id]]
+
+
+def _initial(connections: list[ProviderConnection]) -> dict[str, Any]:
+    default = next((c for c in connections if c.is_default), connections[0] if connections else None)
+    return {"connection": default.pk} if default else {}
+
+
+def _list_page(
+    request: HttpRequest,
+    *,
+    form: ConversationCreateForm,
+    connections: list[ProviderConnection],
+    status: int = 200,
+) -> HttpResponse:
+    selected_id = form["connection"].value()
+    selected = next((c for c in connections if str(c.pk) == str(selected_id)), None)
+    if selected is None and connections:
+        selected = connections[0]
+    context = {
+        "form": form,
+        "conversations": conversation_rows(conversation_list(user=request.user), now=timezone.now()),
+        "has_connections": bool(connections),
+        **(_model_field_context(selected, form=form) if selected else {}),
+        **_chrome(request),
+    }
+    return render(request, "chat/conversation_list.html", context, status=status)
+
+
+def _model_field_context(
+    connection: ProviderConnection, *, form: ConversationCreateForm | None = None
+) -> dict[str, Any]:
+    choices = model_choices(catalog_models_for_kind(kind=connection.kind), today=timezone.now().date())
+    selected = (form["model_id"].value() if form is not None else "") or ""
+    custom = (form["custom_model_id"].value() if form is not None else "") or ""
+    if not selected and choices:
+        selected = choices[0].value
+    return {
+        "model_choices": choices,
+        "selected_model": selected,
+        "custom_model_id": custom,
+        "allows_custom_model": connection.kind == ConnectionKind.OPENAI_COMPATIBLE,
+        "kind_help": KIND_HELP.get(ConnectionKind(connection.kind), ""),
+        "model_errors": form.errors.get("model_id", []) if form is not None else [],
+        "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],
+    }
+
+
+def _add_service_errors(form: ConversationCreateForm, exc: ValidationError) -> None:
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.message_dict.items():
+            target = field if field in form.fields else None
+            if field == "model_id":
+                target = "model_id"
+            form.add_error(target, errors)
+    else:
+        form.add_error(None, exc.messages)

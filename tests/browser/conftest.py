@@ -1,0 +1,105 @@
+"""Browser fixtures: the real ASGI app served by uvicorn, and Debian's headless Chromium.
+
+The server runs in a thread of the test process, so it uses the test database: with
+SQLite, Django's test database is a named in-memory database in shared-cache mode, which
+every connection of the process sees; with PostgreSQL it is an ordinary database. Tests
+that use it must be transactional (`transactional_db`), or the server could not see
+what the test wrote. The server's ORM work all runs in asgiref's single sync thread, so
+SQLite sees one writer at a time.
+
+Static files are served by Django's `ASGIStaticFilesHandler` around the application (as
+Django's own live server does): WhiteNoise serves only collected files, and tests do not
+run `collectstatic`. WebSockets pass straight through to the real router.
+
+Chromium is Debian's (`/usr/bin/chromium`, installed by `make browser`); Playwright never
+downloads a browser here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
+
+
+@dataclass(frozen=True)
+class LiveApp:
+    url: str
+
+
+@pytest.fixture
+def live_app(transactional_db: None) -> Iterator[LiveApp]:
+    from playground.asgi import application
+
+    # Django runs each request's ORM work in a thread of its own; with persistent
+    # connections (the services profile) those would outlive the test and keep PostgreSQL
+    # from dropping the test database. The dict is shared by every thread's connection.
+    db_settings = connections.settings[DEFAULT_DB_ALIAS]
+    conn_max_age = db_settings.get("CONN_MAX_AGE", 0)
+    db_settings["CONN_MAX_AGE"] = 0
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        ASGIStaticFilesHandler(application),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="live-app", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the live app did not start")
+        time.sleep(0.02)
+    yield LiveApp(url=f"http://127.0.0.1:{port}")
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+    asyncio.run(sync_to_async(connections.close_all)())  # asgiref's shared sync thread
+    db_settings["CONN_MAX_AGE"] = conn_max_age
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    path = shutil.which("chromium") or CHROMIUM
+    if not Path(path).exists():
+        pytest.fail("Debian's chromium is missing: run `make browser` (apt-get install chromium)")
+    return path
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

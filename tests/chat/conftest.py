@@ -1,0 +1,167 @@
+"""Chat fixtures: connections to the loopback fake upstream, conversations, and sockets.
+
+Consumer tests are `django_db(transaction=True)`: the consumer reaches the database from
+worker threads, which cannot see a test transaction that is never committed. A flush
+after such a test also empties the seeded catalogue, so fixtures seed it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+
+from playground.accounts.models import Membership, Role, Team
+from playground.catalog.models import CatalogModel, PriceCard
+from playground.catalog.seed import KIMI_K26, catalog_seed
+from playground.chat.models import Conversation
+from playground.chat.services import conversation_create
+from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.services import connection_engine_ensure, connection_save
+from tests.conftest import Actors
+from tests.fakes.fixtures import fake_upstream  # noqa: F401
+from tests.fakes.upstream import FakeUpstream
+
+WORKERS_TOKEN = "cf-test-token-abcdef"
+ACCOUNT_ID = "0123456789abcdef0123456789abcdef"
+FRAME_TIMEOUT = 5
+
+
+@pytest.fixture
+def catalogue(db: None) -> None:
+    catalog_seed(CatalogModel, PriceCard)
+
+
+@pytest.fixture
+def viewer(actors: Actors) -> User:
+    user = User.objects.create_user("viewer", password="password-viewer")
+    Membership.objects.create(team=actors.team, user=user, role=Role.VIEWER)
+    return user
+
+
+def _workers_connection(
+    team: Team, upstream: FakeUpstream, *, name: str, token: str, is_default: bool = False
+) -> ProviderConnection:
+    connection = ProviderConnection(
+        team=team,
+        name=name,
+        kind=ConnectionKind.WORKERS_AI,
+        base_url=upstream.workers_base_url,
+        account_id=ACCOUNT_ID,
+        is_default=is_default,
+    )
+    return connection_save(connection=connection, token=token)
+
+
+@pytest.fixture
+def workers_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+    return _workers_connection(
+        actors.team, fake_upstream, name="Workers AI (fake)", token=WORKERS_TOKEN, is_default=True
+    )
+
+
+@pytest.fixture
+def engine_connection(actors: Actors, catalogue: None) -> ProviderConnection:
+    return connection_engine_ensure(team=actors.team)
+
+
+@pytest.fixture
+def openai_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+    connection = ProviderConnection(
+        team=actors.team,
+        name="Gateway",
+        kind=ConnectionKind.OPENAI_COMPATIBLE,
+        base_url=fake_upstream.url + "/v1",
+    )
+    return connection_save(connection=connection, token="sk-test")
+
+
+@pytest.fixture
+def other_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+    return _workers_connection(
+        actors.other_team, fake_upstream, name="Bravo Workers AI", token="cf-other-token"
+    )
+
+
+@pytest.fixture
+def conversation(actors: Actors, workers_connection: ProviderConnection) -> Conversation:
+    return conversation_create(
+        user=actors.owner, connection_id=workers_connection.pk, model_id=KIMI_K26, system_prompt="Be brief."
+    )
+
+
+@pytest.fixture
+def other_conversation(actors: Actors, other_connection: ProviderConnection) -> Conversation:
+    return conversation_create(user=actors.outsider, connection_id=other_connection.pk, model_id=KIMI_K26)
+
+
+@pytest.fixture
+def session_cookies(actors: Actors, viewer: User) -> dict[str, str]:
+    """A logged-in session cookie per actor (made here: async tests cannot use the sync ORM)."""
+    cookies = {}
+    for name, user in {
+        "owner": actors.owner,
+        "teammate": actors.teammate,
+        "outsider": actors.outsider,
+        "viewer": viewer,
+    }.items():
+        client = Client()
+        client.force_login(user)
+        cookies[name] = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return cookies
+
+
+@dataclass
+class Socket:
+    """A WebSocket client on the real ASGI application (origin check, session auth, routing)."""
+
+    communicator: WebsocketCommunicator
+    frames: list[str]
+
+    async def connect(self) -> tuple[bool, int | str | None]:
+        return await self.communicator.connect(timeout=FRAME_TIMEOUT)
+
+    async def send(self, **data: Any) -> None:
+        await self.communicator.send_to(text_data=json.dumps(data))
+
+    async def send_raw(self, text: str) -> None:
+        await self.communicator.send_to(text_data=text)
+
+    async def receive(self) -> str:
+        frame = await self.communicator.receive_from(timeout=FRAME_TIMEOUT)
+        self.frames.append(frame)
+        return frame
+
+    async def receive_until(self, marker: str) -> list[str]:
+        """Frames up to and including the first that contains `marker`."""
+        frames = []
+        while True:
+            frame = await self.receive()
+            frames.append(frame)
+            if marker in frame:
+                return frames
+
+    async def disconnect(self) -> None:
+        await self.communicator.disconnect(timeout=FRAME_TIMEOUT)
+
+
+@pytest.fixture
+def open_socket(session_cookies: dict[str, str]) -> Callable[[str | None, int], Socket]:
+    from playground.asgi import application
+
+    def make(actor: str | None, conversation_id: int) -> Socket:
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
+        if actor is not None:
+            cookie = f"{settings.SESSION_COOKIE_NAME}={session_cookies[actor]}"
+            headers.append((b"cookie", cookie.encode()))
+        communicator = WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
+        return Socket(communicator=communicator, frames=[])
+
+    return make

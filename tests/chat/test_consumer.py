@@ -1,0 +1,398 @@
+"""The chat WebSocket against the real ASGI app and the loopback fake Workers AI upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.conf import LazySettings
+
+from playground.accounts.models import Membership, Role
+from playground.chat.models import Conversation, Message, MessageRole
+from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+from tests.chat.conftest import WORKERS_TOKEN, Socket
+from tests.conftest import Actors
+from tests.fakes.upstream import FakeUpstream, error, native_frame, openai_chunk, sse, usage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OpenSocket = Callable[[str | None, int], Socket]
+FINISHED = 'hx-swap-oob="outerHTML:#answer-'  # the stored answer replaces the streamed one
+STREAMING = 'data-state="streaming"'
+
+
+def delta_frames(frames: list[str], user_message_id: int) -> list[str]:
+    return [frame for frame in frames if f'id="answer-{user_message_id}-text"' in frame]
+
+
+async def last_user_message(conversation: Conversation) -> Message:
+    return await Message.objects.filter(conversation=conversation, role=MessageRole.USER).alast()
+
+
+async def the_record(conversation: Conversation) -> UsageRecord:
+    return await UsageRecord.objects.select_related("price_card").aget(conversation=conversation)
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+async def test_a_streamed_answer_arrives_in_several_frames_and_ends_with_the_usage_line(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(
+        sse(
+            [
+                native_frame("Hello "),
+                native_frame("**bold** "),
+                native_frame("world."),
+                native_frame("", usage=usage(1234, 56, cached=1000)),
+            ],
+            delay=0.01,
+        )
+    )
+    socket = open_socket("owner", conversation.pk)
+    assert (await socket.connect())[0]
+
+    await socket.send(action="send", message="Say hello <b>please</b>")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+
+    question = await last_user_message(conversation)
+    started, *streamed, finished = frames
+    assert "Say hello &lt;b&gt;please&lt;/b&gt;" in started
+    assert STREAMING in started
+    assert 'id="chat-title" hx-swap-oob="true">Say hello &lt;b&gt;please&lt;/b&gt;</h1>' in started
+    deltas = delta_frames(streamed, question.pk)
+    assert len(deltas) == 3
+    assert 'hx-swap-oob="beforeend"' in deltas[0]
+    assert "**bold**" in deltas[1]  # raw while streaming, escaped by the template
+    assert "<strong>bold</strong>" in finished  # rendered once the answer ended
+    assert f'hx-swap-oob="outerHTML:#answer-{question.pk}"' in finished
+    assert "1,234 in" in finished
+    assert "1,000 cached (81%)" in finished
+    assert "56 out" in finished
+    assert "TTFT" in finished
+    assert "Workers AI list price for Kimi K2.6" in finished
+    assert 'data-state="idle"' in finished
+
+    record = await the_record(conversation)
+    assert record.status == UsageStatus.OK
+    assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (1234, 1000, 56)
+    assert record.usage_source == UsageSource.PROVIDER
+    request = fake_upstream.requests[0]
+    assert request.path.endswith("/ai/run/@cf/moonshotai/kimi-k2.6")
+    assert request.headers["authorization"] == f"Bearer {WORKERS_TOKEN}"
+    assert request.headers["x-session-affinity"] == conversation.affinity_key
+    assert request.json["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+async def test_reasoning_streams_into_a_collapsed_section(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(
+        sse(
+            [
+                openai_chunk(reasoning="Let me think. "),
+                openai_chunk(reasoning="Two plus two."),
+                openai_chunk("4"),
+                openai_chunk(finish_reason="stop"),
+                native_frame("", usage=usage(20, 9)),
+            ]
+        )
+    )
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send(action="send", message="2+2?")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+
+    question = await last_user_message(conversation)
+    assert any(f'id="answer-{question.pk}-reasoning-text"' in frame for frame in frames)
+    assert '<details class="reasoning">' in frames[-1]
+    assert "Two plus two." in frames[-1]
+    assert "— cached" in frames[-1]  # the provider did not say: not "0 cached"
+
+
+async def test_hostile_model_output_is_escaped_while_streaming_and_sanitized_at_the_end(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(
+        sse(
+            [
+                native_frame("<img src=x onerror=alert(1)> "),
+                native_frame("[click](javascript:alert(1)) "),
+                native_frame("<script>alert(2)</script>"),
+                native_frame("", usage=usage(5, 5)),
+            ]
+        )
+    )
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send(action="send", message="Be evil")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+
+    everything = "".join(frames)
+    assert "<img" not in everything
+    assert "<script" not in everything
+    assert 'href="javascript' not in everything
+    assert "&lt;img src=x onerror=alert(1)&gt;" in frames[-1]
+
+
+# --- upstream failures ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"), [(503, UsageStatus.UPSTREAM_ERROR), (429, UsageStatus.REJECTED)]
+)
+async def test_an_upstream_failure_ends_with_the_error_shown_and_recorded(
+    open_socket: OpenSocket,
+    conversation: Conversation,
+    fake_upstream: FakeUpstream,
+    settings: LazySettings,
+    status: int,
+    expected: str,
+) -> None:
+    settings.UPSTREAM_MAX_RETRIES = 0
+    fake_upstream.script(error(status, retry_after=0))
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send(action="send", message="Hello?")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+
+    finished = frames[-1]
+    record = await the_record(conversation)
+    assert record.status == expected
+    assert record.http_status == status
+    assert 'class="answer-error" role="alert"' in finished
+    assert record.error_text and record.error_text in finished.replace("&#x27;", "'")
+    assert f"badge-{expected}" in finished
+    assert WORKERS_TOKEN not in finished
+
+
+# --- stopping and disconnecting -------------------------------------------------------------
+
+SLOW_WORDS = [native_frame(f"word{i} ") for i in range(30)]
+
+
+async def test_disconnecting_mid_stream_leaves_a_client_disconnected_record_and_hangs_up_upstream(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+    await socket.send(action="send", message="Count slowly")
+    await socket.receive()  # turn started
+    await socket.receive()  # the first word
+    await socket.receive()  # the second word
+
+    await socket.disconnect()  # returns once the consumer finished, record written
+
+    record = await the_record(conversation)
+    assert record.status == UsageStatus.CLIENT_DISCONNECTED
+    assert record.usage_source == UsageSource.ESTIMATED
+    assert record.prompt_tokens > 0
+    assert 0 < record.completion_tokens < 30
+    answer = await Message.objects.aget(conversation=conversation, role=MessageRole.ASSISTANT)
+    assert answer.content.startswith("word0 word1")
+    assert answer.usage_record_id == record.pk
+    upstream = await fake_upstream.wait_ended(0)
+    assert upstream.disconnected
+
+
+async def test_stop_cancels_the_upstream_request_shows_the_partial_answer_and_keeps_the_socket(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+    await socket.send(action="send", message="Count slowly")
+    await socket.receive()
+    await socket.receive()
+
+    await socket.send(action="stop")
+    stopped = (await socket.receive_until(FINISHED))[-1]
+
+    assert "Stopped (client disconnected)" in stopped
+    assert "word0" in stopped
+    assert "estimated" in stopped
+    record = await the_record(conversation)
+    assert record.status == UsageStatus.CLIENT_DISCONNECTED
+    assert record.completion_tokens > 0
+    assert (await fake_upstream.wait_ended(0)).disconnected
+
+    await socket.send(action="send", message="Again, quickly")  # the socket still works
+    again = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+    assert "Hello from the fake upstream." in again[-1]
+
+
+async def test_only_one_turn_runs_at_a_time_per_socket(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+    await socket.send(action="send", message="First")
+    await socket.receive()
+
+    await socket.send(action="send", message="Second")
+    frames = await socket.receive_until('id="chat-notice"')
+    await socket.disconnect()
+
+    assert "still streaming" in frames[-1]
+    assert len(fake_upstream.requests) == 1
+    assert await Message.objects.filter(conversation=conversation, role=MessageRole.USER).acount() == 1
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '{"action": "dance"}', '{"message": 42}'])
+async def test_bad_input_gets_an_error_fragment_and_the_socket_stays_open(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream, raw: str
+) -> None:
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send_raw(raw)
+    notice = await socket.receive()
+    assert 'id="chat-notice"' in notice
+    assert 'role="alert"' in notice
+
+    await socket.send(action="send", message="Now properly")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+    assert "Hello from the fake upstream." in frames[-1]
+
+
+async def test_an_empty_message_is_refused_with_a_notice(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send(action="send", message="   ")
+    notice = await socket.receive()
+    await socket.disconnect()
+
+    assert "Type a message first." in notice
+    assert fake_upstream.requests == []
+
+
+# --- who may connect and send ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("who", "whose"),
+    [("outsider", "conversation"), (None, "conversation"), ("owner", "other_conversation")],
+    ids=["an outsider", "an anonymous visitor", "the owner on another team's conversation"],
+)
+async def test_a_socket_to_a_conversation_outside_ones_teams_is_refused_at_connect(
+    open_socket: OpenSocket,
+    conversation: Conversation,
+    other_conversation: Conversation,
+    who: str | None,
+    whose: str,
+) -> None:
+    target = conversation if whose == "conversation" else other_conversation
+    socket = open_socket(who, target.pk)
+    connected, _ = await socket.connect()
+    assert not connected
+
+
+async def test_a_teammate_can_chat_in_the_teams_conversation(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    socket = open_socket("teammate", conversation.pk)
+    assert (await socket.connect())[0]
+
+    await socket.send(action="send", message="Hi from a teammate")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+
+    assert "Hello from the fake upstream." in frames[-1]
+
+
+@pytest.mark.parametrize("demote", [False, True], ids=["a viewer", "a teammate demoted while connected"])
+async def test_a_viewer_may_connect_but_sending_is_refused_with_a_clear_error(
+    open_socket: OpenSocket,
+    actors: Actors,
+    conversation: Conversation,
+    fake_upstream: FakeUpstream,
+    demote: bool,
+) -> None:
+    socket = open_socket("teammate" if demote else "viewer", conversation.pk)
+    assert (await socket.connect())[0]
+    if demote:
+        await Membership.objects.filter(user=actors.teammate, team=actors.team).aupdate(role=Role.VIEWER)
+
+    await socket.send(action="send", message="May I?")
+    notice = await socket.receive()
+    await socket.disconnect()
+
+    assert "Viewers can read this team" in notice
+    assert fake_upstream.requests == []
+    assert not await Message.objects.filter(conversation=conversation).aexists()
+
+
+async def test_leaving_the_team_closes_an_open_socket(
+    open_socket: OpenSocket, actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    socket = open_socket("teammate", conversation.pk)
+    await socket.connect()
+    await Membership.objects.filter(user=actors.teammate, team=actors.team).adelete()
+
+    await socket.send(action="send", message="Still here?")
+    notice = await socket.receive()
+    closed = await socket.communicator.receive_output(timeout=5)
+
+    assert "no longer available" in notice
+    assert closed["type"] == "websocket.close"
+    assert fake_upstream.requests == []
+
+
+async def test_a_turn_that_breaks_before_its_answer_is_stored_does_not_leave_the_page_streaming(
+    open_socket: OpenSocket,
+    conversation: Conversation,
+    fake_upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: object, record: UsageRecord) -> Message:
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr("playground.chat.services.ChatTurn._save_answer", broken)
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send(action="send", message="Hello?")
+    frames = await socket.receive_until("Something went wrong")
+    await socket.disconnect()
+
+    assert 'data-state="idle"' in frames[-1]
+    assert 'role="alert"' in frames[-1]
+
+
+class UnreachableLayer:
+    """A channel layer that cannot be reached (as a Redis read timeout would be)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        raise ConnectionError("the channel layer is down")
+
+
+async def test_chat_does_not_depend_on_the_channel_layer(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream, settings: LazySettings
+) -> None:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.UnreachableLayer"}}
+    socket = open_socket("owner", conversation.pk)
+    assert (await socket.connect())[0]
+
+    await socket.send(action="send", message="Hello?")
+    frames = await socket.receive_until(FINISHED)
+    await socket.disconnect()
+
+    assert "Hello from the fake upstream." in frames[-1]

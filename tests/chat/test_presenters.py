@@ -1,0 +1,125 @@
+"""Usage lines: what each answer shows under it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from playground.catalog.models import CatalogModel, PriceCard
+from playground.chat.presenters import (
+    ago_text,
+    cached_text,
+    cost_text,
+    duration_text,
+    model_choices,
+    usage_line,
+)
+from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+
+CARD = PriceCard(
+    input_per_m=Decimal("0.60"),
+    cached_input_per_m=Decimal("0.10"),
+    output_per_m=Decimal("3.00"),
+    label="Priced as Kimi K2.5 ($0.60 / $0.10 / $3.00)",
+)
+
+
+def record(**overrides: object) -> UsageRecord:
+    fields: dict[str, object] = {
+        "status": UsageStatus.OK,
+        "prompt_tokens": 1234,
+        "cached_tokens": 1000,
+        "completion_tokens": 56,
+        "usage_source": UsageSource.PROVIDER,
+        "price_card": CARD,
+        "total_cost": Decimal("0.000123"),
+        "ttft_ms": 120,
+        "latency_ms": 1400,
+    }
+    fields.update(overrides)
+    return UsageRecord(**fields)
+
+
+def test_the_usage_line_reads_like_the_spec() -> None:
+    line = usage_line(record())
+    assert line.summary == "1,234 in · 1,000 cached (81%) · 56 out · $0.000123 · TTFT 120 ms · 1.4 s"
+    assert line.price_label == CARD.label
+    assert line.is_ok
+    assert not line.estimated
+
+
+def test_unreported_cached_tokens_show_a_dash_never_zero() -> None:
+    line = usage_line(record(cached_tokens=None))
+    assert line.cached == "— cached"
+    assert "did not report" in line.cached_note
+
+
+def test_zero_cached_tokens_are_shown_as_zero_when_reported() -> None:
+    assert usage_line(record(cached_tokens=0)).cached == "0 cached (0%)"
+
+
+def test_estimated_usage_is_flagged() -> None:
+    line = usage_line(record(usage_source=UsageSource.ESTIMATED))
+    assert line.estimated
+    assert line.summary.endswith("(estimated)")
+
+
+def test_an_unpriced_record_says_so_instead_of_zero_dollars() -> None:
+    line = usage_line(record(price_card=None, total_cost=Decimal(0)))
+    assert line.cost == "unpriced"
+    assert "No price card" in line.price_label
+
+
+def test_reasoning_tokens_are_shown_with_the_output() -> None:
+    assert usage_line(record(reasoning_tokens=40)).tokens_out == "56 out (40 reasoning)"
+
+
+def test_a_stopped_answer_has_a_readable_status() -> None:
+    line = usage_line(record(status=UsageStatus.CLIENT_DISCONNECTED, ttft_ms=None))
+    assert line.status_label == "Stopped (client disconnected)"
+    assert not line.is_ok
+    assert "TTFT" not in line.summary
+
+
+@pytest.mark.parametrize(
+    ("amount", "text"),
+    [
+        ("0", "$0"),
+        ("0.0000004", "<$0.000001"),
+        ("0.000123", "$0.000123"),
+        ("0.0421", "$0.0421"),
+        ("12.5", "$12.50"),
+        ("1234.5", "$1,234.50"),
+    ],
+)
+def test_costs_keep_enough_digits_for_tiny_requests(amount: str, text: str) -> None:
+    assert cost_text(Decimal(amount)) == text
+
+
+@pytest.mark.parametrize(("ms", "text"), [(0, "0 ms"), (999, "999 ms"), (1000, "1.0 s"), (1449, "1.4 s")])
+def test_durations(ms: int, text: str) -> None:
+    assert duration_text(ms) == text
+
+
+def test_cached_share_is_of_the_prompt() -> None:
+    assert cached_text(prompt_tokens=0, cached_tokens=0) == "0 cached"
+    assert cached_text(prompt_tokens=200, cached_tokens=150) == "150 cached (75%)"
+
+
+def test_model_choices_put_current_models_first_and_label_retired_ones() -> None:
+    today = dt.date(2026, 11, 22)
+    retired = CatalogModel(model_id="@cf/old", display_name="Aardvark", deprecated_on=dt.date(2026, 5, 30))
+    current = CatalogModel(model_id="@cf/new", display_name="Zebra")
+
+    choices = model_choices([retired, current], today=today)
+
+    assert [choice.value for choice in choices] == ["@cf/new", "@cf/old"]
+    assert choices[1].label == "Aardvark · retired 2026-05-30"
+
+
+def test_list_times_read_naturally() -> None:
+    now = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+    assert ago_text(now - dt.timedelta(seconds=20), now=now) == "just now"
+    assert ago_text(now - dt.timedelta(hours=3, minutes=5), now=now) == "3\xa0hours ago"
