@@ -26,6 +26,10 @@ def connection_label(connection: ProviderConnection) -> str:
     return connection.name if connection.name == kind else f"{connection.name} · {kind}"
 
 
+# Kinds whose model list is not fixed by the catalogue: any gateway, or an engine serving another GGUF.
+KINDS_WITH_FREE_MODEL_ID = frozenset({ConnectionKind.OPENAI_COMPATIBLE, ConnectionKind.ENGINE})
+
+
 class ConversationCreateForm(forms.Form):
     connection = forms.TypedChoiceField(coerce=int, label="Connection")
     model_id = forms.CharField(required=False, max_length=200, label="Model")
@@ -64,9 +68,10 @@ class ConversationCreateForm(forms.Form):
         custom = (cleaned.get("custom_model_id") or "").strip()
         chosen = (cleaned.get("model_id") or "").strip()
         if custom:
-            if connection.kind != ConnectionKind.OPENAI_COMPATIBLE:
+            if connection.kind not in KINDS_WITH_FREE_MODEL_ID:
                 self.add_error(
-                    "custom_model_id", "Only OpenAI-compatible connections take a free-text model id."
+                    "custom_model_id",
+                    "Only OpenAI-compatible and engine connections take a free-text model id.",
                 )
             cleaned["model"] = custom
         elif not chosen:

@@ -21,7 +21,13 @@ from django_htmx.middleware import HtmxDetails
 from playground.accounts.models import ROLES_THAT_CAN_RUN
 from playground.accounts.selectors import membership_get, team_list_for_user
 from playground.catalog.selectors import catalog_models_for_kind
-from playground.chat.forms import AFFINITY_HELP, AffinityForm, ConversationCreateForm, connection_label
+from playground.chat.forms import (
+    AFFINITY_HELP,
+    KINDS_WITH_FREE_MODEL_ID,
+    AffinityForm,
+    ConversationCreateForm,
+    connection_label,
+)
 from playground.chat.presenters import conversation_rows, message_views, model_choices
 from playground.chat.routing import chat_socket_path
 from playground.chat.selectors import conversation_get, conversation_list, message_list
@@ -200,7 +206,7 @@ def _model_field_context(
         "model_choices": choices,
         "selected_model": selected,
         "custom_model_id": custom,
-        "allows_custom_model": connection.kind == ConnectionKind.OPENAI_COMPATIBLE,
+        "allows_custom_model": connection.kind in KINDS_WITH_FREE_MODEL_ID,
         "kind_help": KIND_HELP.get(ConnectionKind(connection.kind), ""),
         "model_errors": form.errors.get("model_id", []) if form is not None else [],
         "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],

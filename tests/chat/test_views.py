@@ -192,12 +192,14 @@ def test_a_model_the_connection_does_not_serve_is_refused(
     assert not Conversation.objects.exists()
 
 
-def test_an_openai_compatible_connection_takes_a_free_text_model_id(
-    actors: Actors, openai_connection: ProviderConnection
+@pytest.mark.parametrize("kind", ["openai_connection", "engine_connection"])
+def test_gateway_and_engine_connections_take_a_free_text_model_id(
+    actors: Actors, request: pytest.FixtureRequest, kind: str
 ) -> None:
+    connection: ProviderConnection = request.getfixturevalue(kind)
     client_for(actors.owner).post(
         reverse("chat:conversation-create"),
-        {"connection": openai_connection.pk, "model_id": KIMI_K26, "custom_model_id": " my-finetune-v2 "},
+        {"connection": connection.pk, "model_id": KIMI_K26, "custom_model_id": " my-finetune-v2 "},
     )
 
     assert Conversation.objects.get().model_id == "my-finetune-v2"
@@ -240,12 +242,12 @@ def test_the_model_picker_lists_the_catalogue_for_the_connections_kind(
     assert b"<html" not in workers.content
 
 
-def test_the_model_picker_offers_free_text_for_openai_compatible_connections(
-    actors: Actors, openai_connection: ProviderConnection
+@pytest.mark.parametrize("kind", ["openai_connection", "engine_connection"])
+def test_the_model_picker_offers_free_text_for_gateway_and_engine_connections(
+    actors: Actors, request: pytest.FixtureRequest, kind: str
 ) -> None:
-    response = client_for(actors.teammate).get(
-        reverse("chat:model-options"), {"connection": openai_connection.pk}
-    )
+    connection: ProviderConnection = request.getfixturevalue(kind)
+    response = client_for(actors.teammate).get(reverse("chat:model-options"), {"connection": connection.pk})
 
     assert b'name="custom_model_id"' in response.content
 
