@@ -1,0 +1,216 @@
+"""How much latency the app adds when it relays a streamed answer to the browser.
+
+A loopback upstream (the tests' fake, speaking OpenAI SSE) emits N chunks at a steady
+pace, each stamped with its send time. The same kind of client then reads them two ways,
+side by side in one run:
+- direct: straight from the upstream over HTTP (the floor: network + parsing);
+- relayed: through the full app — uvicorn, Channels, the chat consumer, the chat service,
+  the provider adapter, template rendering — as WebSocket frames.
+Added latency is the relayed figure minus the direct one, at p50 and p95, for 1 and for
+20 concurrent streams. Target: p95 added <= 10 ms.
+
+    .venv/bin/python benchmarks/stream_relay.py [--chunks 500] [--every-ms 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.upstream import FakeUpstream, paced  # noqa: E402  (needs the repo on sys.path)
+
+STAMP = re.compile(r"t=(\d+);")
+FINISHED_MARKER = 'hx-swap-oob="outerHTML:#answer-'  # the stored answer replaces the streamed one
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def prepare_app(data_dir: str, upstream_url: str, conversations: int) -> tuple[str, list[int]]:
+    """Migrate a fresh database; a user, a team, a connection to the upstream, conversations."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", "--noinput", verbosity=0)
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from playground.accounts.services import team_create
+    from playground.chat.services import conversation_create
+    from playground.providers.models import ConnectionKind, ProviderConnection
+    from playground.providers.services import connection_save
+
+    user = User.objects.create_user("bench", password="bench-password-123")
+    team = team_create(name="Bench", owner=user)
+    connection = connection_save(
+        connection=ProviderConnection(
+            team=team, name="Paced", kind=ConnectionKind.OPENAI_COMPATIBLE, base_url=upstream_url + "/v1"
+        ),
+        token="bench-token",
+    )
+    ids = [
+        conversation_create(user=user, connection_id=connection.pk, model_id="paced", use_affinity=False).pk
+        for _ in range(conversations)
+    ]
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value, ids
+
+
+async def read_direct(upstream_url: str, chunks: int) -> list[float]:
+    latencies: list[float] = []
+    async with (
+        httpx.AsyncClient(timeout=60) as client,
+        client.stream(
+            "POST",
+            upstream_url + "/v1/chat/completions",
+            json={"model": "paced", "stream": True, "messages": [{"role": "user", "content": "go"}]},
+        ) as response,
+    ):
+        async for line in response.aiter_lines():
+            now = time.time_ns()
+            latencies += [(now - int(sent)) / 1e6 for sent in STAMP.findall(line)]
+    assert len(latencies) == chunks, f"direct read {len(latencies)} of {chunks} chunks"
+    return latencies
+
+
+async def read_relayed(app_url: str, session: str, conversation_id: int, chunks: int) -> list[float]:
+    latencies: list[float] = []
+    ws_url = app_url.replace("http://", "ws://") + f"/ws/chat/{conversation_id}/"
+    headers = {"Cookie": f"sessionid={session}", "Origin": app_url}
+    async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as socket_:
+        await socket_.send('{"action": "send", "message": "go"}')
+        while len(latencies) < chunks:
+            frame = await asyncio.wait_for(socket_.recv(), timeout=60)
+            now = time.time_ns()
+            latencies += [(now - int(sent)) / 1e6 for sent in STAMP.findall(str(frame))]
+        while FINISHED_MARKER not in str(await asyncio.wait_for(socket_.recv(), timeout=60)):
+            pass  # let the turn end (record written) before the socket closes
+    return latencies
+
+
+async def run_mode(
+    upstream: FakeUpstream,
+    concurrency: int,
+    chunks: int,
+    every_ms: float,
+    app_url: str,
+    session: str,
+    ids: list[int],
+) -> tuple[list[float], list[float]]:
+    """Direct readers first, then relayed ones; each phase runs `concurrency` streams at once."""
+    upstream.script(*[paced(chunks, every_ms) for _ in range(concurrency)])
+    direct = await asyncio.gather(*[read_direct(upstream.url, chunks) for _ in range(concurrency)])
+    upstream.script(*[paced(chunks, every_ms) for _ in range(concurrency)])
+    relayed = await asyncio.gather(
+        *[read_relayed(app_url, session, ids[i], chunks) for i in range(concurrency)]
+    )
+    return [x for xs in direct for x in xs], [x for xs in relayed for x in xs]
+
+
+def wait_for_app(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit("the app server exited during start-up")
+        try:
+            httpx.get(url + "/login/", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit("the app server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=500)
+    parser.add_argument("--every-ms", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20])
+    args = parser.parse_args()
+
+    data_dir = tempfile.mkdtemp(prefix="stream-relay-")
+    Path(data_dir, "staticfiles").mkdir()  # WhiteNoise warns about a missing static root
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "playground.settings",
+            "PLAYGROUND_DATA_DIR": data_dir,
+            "PROVIDER_HOST_ALLOWLIST": "127.0.0.1",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("REDIS_URL", None)
+    upstream = FakeUpstream()
+    upstream.start()
+    session, ids = prepare_app(data_dir, upstream.url, max(args.concurrency))
+    port = free_port()
+    app_url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "playground.asgi:application",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+    )
+    try:
+        wait_for_app(app_url, server)
+        print(f"{args.chunks} chunks every {args.every_ms:g} ms; upstream send -> client receive, in ms")
+        print(f"{'streams':>7} {'path':>8} {'p50':>8} {'p95':>8} {'max':>8}   added p50 / p95")
+        for concurrency in args.concurrency:
+            direct, relayed = asyncio.run(
+                run_mode(upstream, concurrency, args.chunks, args.every_ms, app_url, session, ids)
+            )
+            for name, values in (("direct", direct), ("relayed", relayed)):
+                print(
+                    f"{concurrency:>7} {name:>8} {statistics.median(values):>8.2f} "
+                    f"{percentile(values, 95):>8.2f} {max(values):>8.2f}",
+                    end="",
+                )
+                if name == "relayed":
+                    added_p50 = statistics.median(relayed) - statistics.median(direct)
+                    added_p95 = percentile(relayed, 95) - percentile(direct, 95)
+                    verdict = "meets" if added_p95 <= 10 else "MISSES"
+                    print(f"   {added_p50:+.2f} / {added_p95:+.2f}  ({verdict} the 10 ms p95 target)", end="")
+                print()
+    finally:
+        server.terminate()
+        server.wait(10)
+        upstream.stop()
+
+
+if __name__ == "__main__":
+    main()
