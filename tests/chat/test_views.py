@@ -97,6 +97,16 @@ def test_the_list_shows_an_empty_state_and_the_new_conversation_form(
     assert "Alpha" in content  # the user's team in the top bar
 
 
+def test_only_staff_see_the_link_to_connections_and_usage(actors: Actors) -> None:
+    User.objects.filter(pk=actors.owner.pk).update(is_staff=True)
+    admin_link = f'href="{reverse("admin:index")}"'
+
+    assert admin_link in client_for(actors.owner).get(reverse("chat:conversation-list")).content.decode()
+    assert (
+        admin_link not in client_for(actors.teammate).get(reverse("chat:conversation-list")).content.decode()
+    )
+
+
 def test_the_owner_and_a_teammate_see_the_teams_conversations_but_the_outsider_does_not(
     actors: Actors, conversation: Conversation
 ) -> None:
