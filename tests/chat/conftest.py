@@ -118,6 +118,9 @@ def session_cookies(actors: Actors, viewer: User) -> dict[str, str]:
     return cookies
 
 
+FINISHED = 'hx-swap-oob="outerHTML:#answer-'  # the stored answer replaces the streamed one
+
+
 @dataclass
 class Socket:
     """A WebSocket client on the real ASGI application (origin check, session auth, routing)."""
@@ -150,6 +153,15 @@ class Socket:
 
     async def disconnect(self) -> None:
         await self.communicator.disconnect(timeout=FRAME_TIMEOUT)
+
+    async def exchange(self, message: str) -> list[str]:
+        """Connect, send `message`, and return the frames up to the stored answer."""
+        connected, _ = await self.connect()
+        assert connected
+        await self.send(action="send", message=message)
+        frames = await self.receive_until(FINISHED)
+        await self.disconnect()
+        return frames
 
 
 @pytest.fixture

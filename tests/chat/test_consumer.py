@@ -10,14 +10,13 @@ from django.conf import LazySettings
 from playground.accounts.models import Membership, Role
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from tests.chat.conftest import WORKERS_TOKEN, Socket
+from tests.chat.conftest import FINISHED, WORKERS_TOKEN, Socket
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error, native_frame, openai_chunk, sse, usage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 OpenSocket = Callable[[str | None, int], Socket]
-FINISHED = 'hx-swap-oob="outerHTML:#answer-'  # the stored answer replaces the streamed one
 STREAMING = 'data-state="streaming"'
 
 
@@ -50,12 +49,7 @@ async def test_a_streamed_answer_arrives_in_several_frames_and_ends_with_the_usa
             delay=0.01,
         )
     )
-    socket = open_socket("owner", conversation.pk)
-    assert (await socket.connect())[0]
-
-    await socket.send(action="send", message="Say hello <b>please</b>")
-    frames = await socket.receive_until(FINISHED)
-    await socket.disconnect()
+    frames = await open_socket("owner", conversation.pk).exchange("Say hello <b>please</b>")
 
     question = await last_user_message(conversation)
     started, *streamed, finished = frames
@@ -100,12 +94,7 @@ async def test_reasoning_streams_into_a_collapsed_section(
             ]
         )
     )
-    socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-
-    await socket.send(action="send", message="2+2?")
-    frames = await socket.receive_until(FINISHED)
-    await socket.disconnect()
+    frames = await open_socket("owner", conversation.pk).exchange("2+2?")
 
     question = await last_user_message(conversation)
     assert any(f'id="answer-{question.pk}-reasoning-text"' in frame for frame in frames)
@@ -127,12 +116,7 @@ async def test_hostile_model_output_is_escaped_while_streaming_and_sanitized_at_
             ]
         )
     )
-    socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-
-    await socket.send(action="send", message="Be evil")
-    frames = await socket.receive_until(FINISHED)
-    await socket.disconnect()
+    frames = await open_socket("owner", conversation.pk).exchange("Be evil")
 
     everything = "".join(frames)
     assert "<img" not in everything
@@ -157,12 +141,7 @@ async def test_an_upstream_failure_ends_with_the_error_shown_and_recorded(
 ) -> None:
     settings.UPSTREAM_MAX_RETRIES = 0
     fake_upstream.script(error(status, retry_after=0))
-    socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-
-    await socket.send(action="send", message="Hello?")
-    frames = await socket.receive_until(FINISHED)
-    await socket.disconnect()
+    frames = await open_socket("owner", conversation.pk).exchange("Hello?")
 
     finished = frames[-1]
     record = await the_record(conversation)
@@ -308,12 +287,7 @@ async def test_a_socket_to_a_conversation_outside_ones_teams_is_refused_at_conne
 async def test_a_teammate_can_chat_in_the_teams_conversation(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    socket = open_socket("teammate", conversation.pk)
-    assert (await socket.connect())[0]
-
-    await socket.send(action="send", message="Hi from a teammate")
-    frames = await socket.receive_until(FINISHED)
-    await socket.disconnect()
+    frames = await open_socket("teammate", conversation.pk).exchange("Hi from a teammate")
 
     assert "Hello from the fake upstream." in frames[-1]
 
@@ -388,11 +362,6 @@ async def test_chat_does_not_depend_on_the_channel_layer(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream, settings: LazySettings
 ) -> None:
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.UnreachableLayer"}}
-    socket = open_socket("owner", conversation.pk)
-    assert (await socket.connect())[0]
-
-    await socket.send(action="send", message="Hello?")
-    frames = await socket.receive_until(FINISHED)
-    await socket.disconnect()
+    frames = await open_socket("owner", conversation.pk).exchange("Hello?")
 
     assert "Hello from the fake upstream." in frames[-1]
