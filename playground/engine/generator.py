@@ -82,13 +82,17 @@ class Generator:
     def run(self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]) -> None:
         """Answer one job; always ends with exactly one `Finished` or `Failed` event."""
         try:
-            emit(self._generate(spec, emit, cancelled))
+            finished = self._generate(spec, emit, cancelled)
         except EngineError as exc:
             emit(Failed(exc.code, exc.status, exc.message))
         except Exception:
             logger.exception("generation failed")
             self._forget()
             emit(Failed(INTERNAL, 500, "The model failed while generating; see the engine log."))
+        else:
+            emit(finished)
+            # Saving the KV state copies tens of megabytes: do it after the client has its answer.
+            self._remember()
 
     def _generate(
         self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]
@@ -136,7 +140,6 @@ class Generator:
             free.close()
             if constrained:
                 constrained.close()
-            self._remember()
         return Finished(answer.finish(reason), len(tokens), len(completion), cached)
 
     def _tokenize(self, prompt: str) -> Tokens:
