@@ -6,19 +6,57 @@ PY := $(VENV)/bin/python
 # (pyenv shims exist for every installed version but fail unless selected, so try each.)
 PYTHON ?= $(shell for p in python3.13 python3.12; do $$p -c '' 2>/dev/null && command -v $$p && exit; done; \
 	ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[23]*/bin/python3 2>/dev/null | tail -n 1)
-# llama.cpp is compiled once by pip and then reused from pip's wheel cache.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+
+# --- llama.cpp, built once for a portable CPU baseline ---
+# PyPI ships llama-cpp-python as source only, and by default it compiles llama.cpp with
+# -march=native (GGML_NATIVE=ON): on a CPU with AMX that selects ggml's AMX kernels, which
+# crash on the first token, and the wheel only runs on CPUs like the one that built it.
+# So we turn native tuning off and name the baseline: on x86-64 AVX2, FMA and F16C (every
+# x86-64 CPU since Haswell / Zen), no AVX-512, no AMX; elsewhere (arm64) the generic build.
+# pip's own wheel cache keys a built wheel by the source, not by CMAKE_ARGS, so a wheel
+# tuned for another CPU could be reused from it silently. Instead we build with
+# --no-cache-dir into var/wheels/llama-cpp-python-<version>-<hash of Python, flags>/ and
+# install from there only; other flags mean another folder and a fresh build.
+# LLAMA_NATIVE=1 opts into -march=native (fastest, may pick AMX kernels: see README); the
+# CPU's own feature list then joins the hash, so that wheel is never used on another CPU.
+LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python==\([^ ]*\).*/\1/p' requirements.txt)
+ifeq ($(LLAMA_NATIVE),1)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=ON
+LLAMA_CPU := $(shell grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null)
+else ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+else
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+endif
+LLAMA_CMAKE_ARGS += -DLLAVA_BUILD=OFF
+# The venv's Python once it exists (the wheel's tag must match it), else the one that will make it.
+VENV_PYTHON := $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
+LLAMA_KEY := $(shell { $(VENV_PYTHON) -c 'import sys, sysconfig; print(sys.implementation.cache_tag, sysconfig.get_platform())'; \
+	echo '$(LLAMA_CMAKE_ARGS)' '$(LLAMA_CPU)'; } | sha256sum | cut -c1-12)
+LLAMA_WHEELS := var/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_KEY)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
+
 SERVICES_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
 
 .PHONY: run test test-services lint typecheck browser install bench
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/bin/python:
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ not found (Django 6 needs it)"; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+
+$(LLAMA_WHEELS)/.built: | $(VENV)/bin/python
+	@echo "Compiling llama.cpp $(LLAMA_VERSION) for a portable CPU baseline ($(LLAMA_CMAKE_ARGS)); several minutes."
+	rm -rf $(LLAMA_WHEELS) && mkdir -p $(LLAMA_WHEELS)
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip wheel -q --no-cache-dir --no-deps --no-binary llama-cpp-python \
+		-w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
+	@touch $@
+
+$(VENV)/.installed: requirements.txt $(LLAMA_WHEELS)/.built
+	$(PY) -m pip install -q --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -r requirements.txt
+	$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	@touch $@
 
 install: $(VENV)/.installed
