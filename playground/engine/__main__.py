@@ -1,18 +1,45 @@
-"""`python -m playground.engine`: serve a GGUF model over the Workers AI and OpenAI APIs."""
+"""`python -m playground.engine`: serve a GGUF model over the Workers AI and OpenAI APIs.
+
+The port opens only after every replica has loaded the model and passed its self-test;
+if one cannot, the engine says why and exits with status 1 (`make run` then stops).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
 
-from playground.engine.app import create_app
-from playground.engine.config import load_config
+from playground.engine.app import Engine, create_app
+from playground.engine.config import EngineConfig, load_config
 from playground.engine.model_file import ModelFileError, resolve_model_path
+from playground.engine.pool import EngineStartupError
 
 logger = logging.getLogger("playground.engine")
+
+
+async def serve(config: EngineConfig, model_path: Path) -> None:
+    engine = Engine(config, model_path)
+    await engine.open()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine),
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level.lower(),
+            access_log=False,  # request lines would add nothing the engine log lacks
+            lifespan="off",  # the engine is opened above, before the port
+            timeout_graceful_shutdown=5,
+        )
+    )
+    try:
+        await server.serve()
+    finally:
+        await engine.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -20,17 +47,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         model_path = resolve_model_path(config.model_path, config.cache_dir)
-    except ModelFileError as exc:
-        logger.error("%s", exc)
+        asyncio.run(serve(config, model_path))
+    except (ModelFileError, EngineStartupError) as exc:
+        logger.error("The engine cannot start. %s", exc)
         sys.exit(1)
-    uvicorn.run(
-        create_app(config, model_path),
-        host=config.host,
-        port=config.port,
-        log_level=config.log_level.lower(),
-        access_log=False,  # request lines would add nothing the engine log lacks
-        timeout_graceful_shutdown=5,
-    )
 
 
 if __name__ == "__main__":

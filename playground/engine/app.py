@@ -5,6 +5,9 @@ queue) and render its events. Errors on `/ai/run` use the v4 envelope; errors on
 `/ai/v1` use OpenAI's `{"error": {...}}` shape, which OpenAI clients know how to raise,
 also mid-stream. Routing errors (no such path or method) use the v4 envelope on every
 path, as Cloudflare's own routing layer does.
+
+The account id in the path scopes the prefix cache and the batch queue: a request never
+reuses KV that another account's request left, and a batch is polled by its own account.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from playground.engine.batch_queue import BatchQueue
+from playground.engine.batch_queue import BatchQueue, QueuedItem
 from playground.engine.chat_input import ChatRequest, parse_chat
 from playground.engine.config import EngineConfig
 from playground.engine.errors import (
@@ -139,7 +142,11 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
 
 
 class Engine:
-    """The state the routes share: configuration, the replica pool and the batch queue."""
+    """The state the routes share: configuration, the replica pool and the batch queue.
+
+    `open` runs before the server listens, so nothing is served until every replica has
+    passed its self-test; it raises `EngineStartupError` when one cannot.
+    """
 
     def __init__(self, config: EngineConfig, model_path: Path) -> None:
         self.config = config
@@ -149,8 +156,7 @@ class Engine:
         self.pool: ReplicaPool
         self.queue: BatchQueue
 
-    @asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+    async def open(self) -> None:
         self.queue = BatchQueue(self.config.queue_path, model=self.model_id)
         settings = ReplicaSettings(
             model_path=self.model_path,
@@ -166,35 +172,45 @@ class Engine:
             queue=self.queue,
             batch_spec=self._batch_spec,
             model_id=self.model_id,
+            balance=self.config.balance,
         )
         try:
             await self.pool.start()
-            logger.info(
-                "serving %s from %s with %d replicas", self.model_id, self.model_path, self.config.replicas
-            )
-            yield
-        finally:
-            await self.pool.stop()
-            self.queue.close()
+        except BaseException:
+            await self.close()
+            raise
+        logger.info(
+            "serving %s from %s with %d replicas (%s without x-session-affinity)",
+            self.model_id,
+            self.model_path,
+            self.config.replicas,
+            self.config.balance,
+        )
 
-    def _parse(self, body: Mapping[str, Any]) -> ChatRequest:
-        return parse_chat(body, model_id=self.model_id, default_max_tokens=self.config.default_max_tokens)
+    async def close(self) -> None:
+        await self.pool.stop()
+        self.queue.close()
 
-    def _batch_spec(self, body: dict[str, Any]) -> GenerationSpec:
-        return self._parse(body).spec
+    def _parse(self, body: Mapping[str, Any], account: str) -> ChatRequest:
+        chat = parse_chat(body, model_id=self.model_id, default_max_tokens=self.config.default_max_tokens)
+        return replace(chat, spec=replace(chat.spec, cache_scope=account))
+
+    def _batch_spec(self, item: QueuedItem) -> GenerationSpec:
+        return self._parse(item.body, item.account).spec
 
     # --- routes ---
 
     async def run(self, request: Request) -> Response:
         body = await read_json(request, self.config.max_body_bytes)
         model = request.path_params["model"]
+        account = request.path_params["account_id"]
         if model != self.model_id:
             raise no_such_model(model, self.model_id)
         if "request_id" in body:
-            return await self._poll(body["request_id"])
+            return await self._poll(body["request_id"], account)
         if request.query_params.get("queueRequest", "").lower() in ("true", "1"):
-            return await self._enqueue(body)
-        return await self._answer(self._parse(body), request, openai=False)
+            return await self._enqueue(body, account)
+        return await self._answer(self._parse(body, account), request, openai=False)
 
     async def chat_completions(self, request: Request) -> Response:
         body = await read_json(request, self.config.max_body_bytes)
@@ -203,7 +219,7 @@ class Engine:
             raise invalid_input(f"`model` is required; this engine serves {self.model_id!r}.")
         if model != self.model_id:
             raise no_such_model(model, self.model_id)
-        return await self._answer(self._parse(body), request, openai=True)
+        return await self._answer(self._parse(body, request.path_params["account_id"]), request, openai=True)
 
     async def models(self, request: Request) -> Response:
         model = {"id": self.model_id, "object": "model", "created": self.started, "owned_by": "playground"}
@@ -257,7 +273,7 @@ class Engine:
         finally:
             job.cancel()  # the client went away mid-stream, or a no-op once finished
 
-    async def _enqueue(self, body: Mapping[str, Any]) -> Response:
+    async def _enqueue(self, body: Mapping[str, Any], account: str) -> Response:
         requests = body.get("requests")
         if not isinstance(requests, list) or not requests:
             raise invalid_input("A queued request needs `requests`: a non-empty list of model inputs.")
@@ -270,19 +286,19 @@ class Engine:
                 raise invalid_input(f"requests[{index}].external_reference must be a string.")
             inputs = {key: value for key, value in item.items() if key != "external_reference"}
             try:
-                if self._parse(inputs).stream:
+                if self._parse(inputs, account).stream:
                     raise invalid_input("queued requests cannot stream.")
             except EngineError as exc:
                 raise EngineError(exc.code, exc.status, f"requests[{index}]: {exc.message}") from exc
             items.append((inputs, reference))
-        request_id = await asyncio.to_thread(self.queue.submit, items)
+        request_id = await asyncio.to_thread(self.queue.submit, items, account)
         self.pool.notify_batch()
         return JSONResponse(envelope({"status": "queued", "request_id": request_id, "model": self.model_id}))
 
-    async def _poll(self, request_id: Any) -> Response:
+    async def _poll(self, request_id: Any, account: str) -> Response:
         if not isinstance(request_id, str) or not request_id:
             raise invalid_input("`request_id` must be the string returned when the batch was queued.")
-        status = await asyncio.to_thread(self.queue.status, request_id)
+        status = await asyncio.to_thread(self.queue.status, request_id, account)
         if status is None:
             raise EngineError(8001, 404, f"No queued request has request_id {request_id!r}.")
         return JSONResponse(envelope(status))
@@ -294,8 +310,9 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
     return _error_response(EngineError(NO_ROUTE, status, message), openai=False)
 
 
-def create_app(config: EngineConfig, model_path: Path) -> Starlette:
-    engine = Engine(config, model_path)
+def create_app(engine: Engine) -> Starlette:
+    """The HTTP app over an engine that is already open."""
+    config = engine.config
     routes = [
         Route(
             f"{ACCOUNT}/ai/run/{{model:path}}", _answering_errors(engine.run, openai=False), methods=["POST"]
@@ -312,6 +329,5 @@ def create_app(config: EngineConfig, model_path: Path) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=middleware,
-        lifespan=engine.lifespan,
         exception_handlers={HTTPException: _routing_error},
     )

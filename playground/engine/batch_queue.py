@@ -2,7 +2,9 @@
 
 Items are claimed by replicas that have no interactive work (pull-based). An item that
 was running when the engine stopped or its replica died goes back to `queued`, and is
-given up with an error after `MAX_ATTEMPTS`. Every write is a committed transaction in
+given up with an error after `MAX_ATTEMPTS`. A batch belongs to the account id it was
+queued under: only that account can poll it, and its items use that account's prefix
+cache. Every write is a committed transaction in
 WAL mode with `synchronous=FULL`, so a finished result survives a crash of the engine.
 
 The methods are synchronous and serialised by a lock; the front end calls them through
@@ -28,6 +30,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     request_id TEXT PRIMARY KEY,
     model TEXT NOT NULL,
+    account TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS items (
@@ -51,6 +54,7 @@ class QueuedItem:
     position: int
     body: dict[str, Any]
     attempts: int
+    account: str
 
 
 class BatchQueue:
@@ -62,6 +66,9 @@ class BatchQueue:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(batches)")}
+        if "account" not in columns:  # a queue file written before batches had an account
+            self._db.execute("ALTER TABLE batches ADD COLUMN account TEXT NOT NULL DEFAULT ''")
         # Whatever was running when the engine last stopped runs again.
         self._db.execute("UPDATE items SET status = 'queued' WHERE status = 'running'")
 
@@ -80,13 +87,13 @@ class BatchQueue:
                 raise
             self._db.execute("COMMIT")
 
-    def submit(self, items: list[tuple[dict[str, Any], str | None]]) -> str:
-        """Store (body, external_reference) items; returns the batch's request id."""
+    def submit(self, items: list[tuple[dict[str, Any], str | None]], account: str) -> str:
+        """Store (body, external_reference) items for `account`; returns the batch's request id."""
         request_id = str(uuid.uuid4())
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO batches (request_id, model, created) VALUES (?, ?, ?)",
-                (request_id, self.model, time.time()),
+                "INSERT INTO batches (request_id, model, account, created) VALUES (?, ?, ?, ?)",
+                (request_id, self.model, account, time.time()),
             )
             db.executemany(
                 "INSERT INTO items (request_id, position, body, external_reference) VALUES (?, ?, ?, ?)",
@@ -98,18 +105,18 @@ class BatchQueue:
         """Mark the oldest queued item of this engine's model as running and return it."""
         with self._transaction() as db:
             row = db.execute(
-                "SELECT items.rowid, items.request_id, position, body, attempts FROM items "
+                "SELECT items.rowid, items.request_id, position, body, attempts, account FROM items "
                 "JOIN batches USING (request_id) WHERE status = 'queued' AND model = ? "
                 "ORDER BY items.rowid LIMIT 1",
                 (self.model,),
             ).fetchone()
             if row is None:
                 return None
-            rowid, request_id, position, body, attempts = row
+            rowid, request_id, position, body, attempts, account = row
             db.execute(
                 "UPDATE items SET status = 'running', attempts = attempts + 1 WHERE rowid = ?", (rowid,)
             )
-        return QueuedItem(request_id, position, json.loads(body), attempts + 1)
+        return QueuedItem(request_id, position, json.loads(body), attempts + 1, account)
 
     def complete(self, item: QueuedItem, *, success: bool, result: Mapping[str, Any]) -> None:
         with self._transaction() as db:
@@ -139,11 +146,14 @@ class BatchQueue:
                 (item.request_id, item.position),
             )
 
-    def status(self, request_id: str) -> dict[str, Any] | None:
-        """`{status, request_id, model}` while unfinished, the results once done; None if unknown."""
+    def status(self, request_id: str, account: str) -> dict[str, Any] | None:
+        """`{status, request_id, model}` while unfinished, the results once done.
+
+        None if `account` queued no batch with that id.
+        """
         with self._lock:
             batch = self._db.execute(
-                "SELECT model FROM batches WHERE request_id = ?", (request_id,)
+                "SELECT model FROM batches WHERE request_id = ? AND account = ?", (request_id, account)
             ).fetchone()
             if batch is None:
                 return None

@@ -2,21 +2,24 @@
 
 A flag wins over its variable, which wins over the default. The API token is read only
 from the environment (`ENGINE_API_TOKEN` or `ENGINE_API_TOKEN_FILE`) so it never shows
-up in a process listing.
+up in a process listing. Without a token the engine serves loopback addresses only.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from playground.engine.routing import BALANCES
 from playground.env import env_int, env_secret, env_str
 
 DEFAULT_MODEL_ID = "@local/gemma-3-270m"
+DEFAULT_REPLICAS = 4
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class EngineConfig:
     host: str
     port: int
     replicas: int
+    balance: str  # round-robin | least-loaded, for requests without x-session-affinity
     model_path: Path | None  # None: the packaged Gemma 3 270M, assembled into cache_dir
     model_id: str
     chat_format: str  # a built-in name, a Jinja file, or "" for the template inside the GGUF
@@ -49,6 +53,15 @@ def _model_id_for(path: Path | None) -> str:
     return f"@local/{slug or 'model'}"
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number < 1:
@@ -57,7 +70,7 @@ def _positive(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    replicas = env_int("ENGINE_REPLICAS", 2)
+    replicas = env_int("ENGINE_REPLICAS", DEFAULT_REPLICAS)
     parser = argparse.ArgumentParser(
         prog="python -m playground.engine",
         description="Serve a GGUF model over the Workers AI and OpenAI-compatible HTTP APIs.",
@@ -66,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--host", default=env_str("ENGINE_HOST", "127.0.0.1"), help="bind address [ENGINE_HOST]")
     add("--port", type=int, default=env_int("ENGINE_PORT", 8788), help="TCP port [ENGINE_PORT]")
     add("--replicas", type=_positive, default=replicas, help="model processes [ENGINE_REPLICAS]")
+    add(
+        "--balance",
+        choices=BALANCES,
+        default=env_str("ENGINE_BALANCE", "round-robin"),
+        help="placement of requests without x-session-affinity [ENGINE_BALANCE]",
+    )
     add(
         "--model",
         type=Path,
@@ -119,13 +138,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_config(argv: Sequence[str] | None = None) -> EngineConfig:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    api_token = env_secret("ENGINE_API_TOKEN")
+    if not api_token and not is_loopback(args.host):
+        parser.error(
+            f"refusing to serve {args.host} without authentication: set ENGINE_API_TOKEN (or "
+            "ENGINE_API_TOKEN_FILE), or bind to a loopback address such as 127.0.0.1."
+        )
+    if args.balance not in BALANCES:  # a flag is checked by argparse, the variable is not
+        parser.error(f"ENGINE_BALANCE must be one of {', '.join(BALANCES)}; got {args.balance!r}.")
     data_dir = _data_dir()
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.replicas)
     return EngineConfig(
         host=args.host,
         port=args.port,
         replicas=args.replicas,
+        balance=args.balance,
         model_path=args.model,
         model_id=args.model_id or _model_id_for(args.model),
         # The packaged Gemma GGUF carries no chat template of its own.
@@ -137,6 +166,6 @@ def load_config(argv: Sequence[str] | None = None) -> EngineConfig:
         queue_path=args.queue_path or data_dir / "engine-queue.sqlite3",
         max_body_bytes=args.max_body_bytes,
         default_max_tokens=args.default_max_tokens,
-        api_token=env_secret("ENGINE_API_TOKEN"),
+        api_token=api_token,
         log_level=args.log_level.upper(),
     )

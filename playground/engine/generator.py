@@ -78,6 +78,7 @@ class Generator:
         self._memory = llama_cpp.llama_get_memory(llm.ctx)
         self._bos = int(llama_cpp.llama_vocab_bos(self.vocab))
         self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+        self._live_scope = ""  # the cache scope of the sequence in the KV now
 
     def run(self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]) -> None:
         """Answer one job; always ends with exactly one `Finished` or `Failed` event."""
@@ -87,12 +88,17 @@ class Generator:
             emit(Failed(exc.code, exc.status, exc.message))
         except Exception:
             logger.exception("generation failed")
-            self._forget()
+            self.forget()
             emit(Failed(INTERNAL, 500, "The model failed while generating; see the engine log."))
         else:
             emit(finished)
             # Saving the KV state copies tens of megabytes: do it after the client has its answer.
             self._remember()
+
+    def forget(self) -> None:
+        """Drop the live sequence, so the next job starts from an empty KV."""
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self.llm.n_tokens = 0
 
     def _generate(
         self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]
@@ -103,7 +109,7 @@ class Generator:
                 f"The prompt is {len(tokens)} tokens long, but the context window is {self.n_ctx} tokens; "
                 "shorten the conversation."
             )
-        cached = self._reuse_prefix(tokens)
+        cached = self._reuse_prefix(tokens, spec.cache_scope)
         emit(Started(prompt_tokens=len(tokens), cached_tokens=cached))
         if not self._prefill(tokens, cached, cancelled):
             return Finished("cancelled", len(tokens), 0, cached)
@@ -148,19 +154,23 @@ class Generator:
             tokens.insert(0, self._bos)
         return np.array(tokens, dtype=np.intc)
 
-    def _reuse_prefix(self, tokens: Tokens) -> int:
-        """Keep the longest prefix of `tokens` already in the KV (live or from the cache).
+    def _reuse_prefix(self, tokens: Tokens, scope: str) -> int:
+        """Keep the longest prefix of `tokens` already in the KV (live or from `scope`'s cache).
 
         Returns the number of prompt tokens whose KV is kept: that is `cached_tokens`. At
         least one prompt token is always evaluated, because sampling needs fresh logits.
+        The live KV counts only when the job before this one had the same scope.
         """
-        live = common_prefix_length(self.llm.input_ids[: self.llm.n_tokens], tokens)
-        entry, cached = self.cache.best_match(tokens)
+        live = 0
+        if scope == self._live_scope:
+            live = common_prefix_length(self.llm.input_ids[: self.llm.n_tokens], tokens)
+        self._live_scope = scope
+        entry, cached = self.cache.best_match(scope, tokens)
         if entry is not None and cached > live:
             live = cached if self._restore(entry) else 0
         keep = min(live, len(tokens) - 1)
         if not llama_cpp.llama_memory_seq_rm(self._memory, SEQUENCE, keep, -1):
-            self._forget()  # this model's KV cannot be trimmed in place
+            self.forget()  # this model's KV cannot be trimmed in place
             return 0
         self.llm.n_tokens = keep
         return keep
@@ -182,7 +192,9 @@ class Generator:
         written = llama_cpp.llama_state_seq_get_data(self.llm.ctx, buffer, size, SEQUENCE)
         if written:
             self.cache.put(
-                np.array(self.llm.input_ids[:n_tokens], dtype=np.intc), ctypes.string_at(buffer, written)
+                self._live_scope,
+                np.array(self.llm.input_ids[:n_tokens], dtype=np.intc),
+                ctypes.string_at(buffer, written),
             )
 
     def _restore(self, entry: CachedState) -> bool:
@@ -190,12 +202,8 @@ class Generator:
         llama_cpp.llama_memory_clear(self._memory, True)
         if not llama_cpp.llama_state_seq_set_data(self.llm.ctx, buffer, len(entry.data), SEQUENCE):
             logger.warning("could not restore a cached KV state; evaluating the prompt in full")
-            self._forget()
+            self.forget()
             return False
         self.llm.input_ids[: len(entry.tokens)] = entry.tokens
         self.llm.n_tokens = len(entry.tokens)
         return True
-
-    def _forget(self) -> None:
-        llama_cpp.llama_memory_clear(self._memory, True)
-        self.llm.n_tokens = 0

@@ -6,6 +6,10 @@ item from the durable batch queue, so interactive calls always come first. A rea
 thread per process turns pipe messages into job events on the event loop; when the pipe
 reports end-of-file the process is gone: its job in flight gets an error (a batch item
 goes back in the queue), its waiting jobs move to live replicas, and it is restarted.
+
+A replica is ready only once its start-up self-test has generated a few tokens. If one
+cannot get there while the engine starts, `start` raises `EngineStartupError` with what
+went wrong and how to fix it, and the engine exits instead of serving nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import signal
 import threading
 import time
 from collections import deque
@@ -31,16 +36,32 @@ from playground.engine.protocol import (
     Finished,
     GenerationSpec,
     JobEvent,
+    Loaded,
     Ready,
     RunJob,
+    SelfTest,
 )
 from playground.engine.replica import ReplicaSettings, replica_main
-from playground.engine.routing import least_loaded_pick, rendezvous_pick
+from playground.engine.routing import least_loaded_pick, rendezvous_pick, round_robin_pick
+from playground.engine.self_test import LIKELY_CAUSE, PROMPT, TOKENS
 from playground.engine.shapes import Reply, error_envelope
 
 logger = logging.getLogger(__name__)
 
 QUICK_EXIT_SECONDS = 30.0  # a replica dying sooner than this after starting backs off before restarting
+
+
+class EngineStartupError(Exception):
+    """A replica could not load the model or pass its self-test while the engine started."""
+
+
+def _exit_description(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            pass
+    return f"exit code {exitcode}"
 
 
 class Replica:
@@ -49,6 +70,8 @@ class Replica:
         self.process: BaseProcess | None = None
         self.conn: Connection | None = None
         self.ready = False
+        self.loaded = False  # the model is in memory (the self-test may still be running)
+        self.self_test: SelfTest | None = None
         self.restarts = 0
         self.started_at = 0.0
         self.quick_exits = 0
@@ -68,8 +91,9 @@ class ReplicaPool:
         *,
         count: int,
         queue: BatchQueue,
-        batch_spec: Callable[[dict[str, Any]], GenerationSpec],
+        batch_spec: Callable[[QueuedItem], GenerationSpec],
         model_id: str,
+        balance: str = "round-robin",  # or least-loaded: see `routing`
     ) -> None:
         self._settings = settings
         self._context = multiprocessing.get_context("spawn")
@@ -78,7 +102,8 @@ class ReplicaPool:
         self._batch_spec = batch_spec
         self._model_id = model_id
         self._batch_waiting = True  # there may be items left from an earlier run
-        self._turn = 0
+        self._balance = balance
+        self._turn = -1
         self._stopping = False
         self._fatal = ""
         self._started = False
@@ -88,13 +113,13 @@ class ReplicaPool:
     # --- lifecycle ---
 
     async def start(self) -> None:
-        """Spawn every replica and wait until all have loaded the model (or one cannot)."""
+        """Spawn every replica and wait until all have passed their self-test (or one cannot)."""
         self._loop = asyncio.get_running_loop()
         for replica in self.replicas:
             self._spawn(replica)
         while not all(replica.ready for replica in self.replicas):
             if self._fatal:
-                raise RuntimeError(self._fatal)
+                raise EngineStartupError(self._fatal)
             await asyncio.sleep(0.05)
         self._started = True
         self._tasks = [asyncio.create_task(self._drive(replica)) for replica in self.replicas]
@@ -137,6 +162,7 @@ class ReplicaPool:
                 "busy": replica.current is not None,
                 "load": replica.load,
                 "restarts": replica.restarts,
+                "self_test": _self_test_report(replica),
             }
             for replica in self.replicas
         ]
@@ -145,6 +171,9 @@ class ReplicaPool:
         live = [replica for replica in self.replicas if replica.ready] or self.replicas
         if affinity:
             return self.replicas[rendezvous_pick(affinity, [replica.index for replica in live])]
+        if self._balance == "round-robin":
+            self._turn = round_robin_pick(self._turn, [replica.index for replica in live], len(self.replicas))
+            return self.replicas[self._turn]
         self._turn += 1
         return self.replicas[
             least_loaded_pick([(replica.index, replica.load) for replica in live], self._turn)
@@ -203,7 +232,7 @@ class ReplicaPool:
 
     async def _batch_job(self, item: QueuedItem) -> Job | None:
         try:
-            spec = self._batch_spec(item.body)
+            spec = self._batch_spec(item)
         except EngineError as exc:
             await asyncio.to_thread(self._queue.complete, item, success=False, result=error_envelope(exc))
             return None
@@ -237,6 +266,7 @@ class ReplicaPool:
         process.start()
         child_end.close()
         replica.process, replica.conn = process, parent_end
+        replica.loaded, replica.self_test = False, None
         replica.started_at = time.monotonic()
         logger.info("replica %d starting (pid %s)", replica.index, process.pid)
         threading.Thread(
@@ -267,17 +297,21 @@ class ReplicaPool:
         if isinstance(message, JobEvent):
             if replica.current is not None and replica.current.id == message.job_id:
                 replica.current.deliver(message.event)
+        elif isinstance(message, Loaded):
+            replica.loaded = True
         elif isinstance(message, Ready):
-            replica.ready = True
+            replica.ready, replica.self_test = True, message.self_test
             logger.info(
-                "replica %d ready (pid %d, context %d tokens)",
+                "replica %d ready (pid %d, context %d tokens, self-test %d tokens in %.2f s)",
                 replica.index,
                 message.pid,
                 message.context_size,
+                message.self_test.tokens,
+                message.self_test.seconds,
             )
             replica.wakeup.set()
         elif isinstance(message, Fatal):
-            self._fatal = message.message
+            self._fatal = f"Replica {replica.index}: {message.message}"
             logger.error("replica %d: %s", replica.index, message.message)
 
     def _on_exit(self, replica: Replica, process: BaseProcess) -> None:
@@ -291,9 +325,7 @@ class ReplicaPool:
         if self._stopping:
             return
         if not self._started:
-            self._fatal = (
-                self._fatal or f"Replica {replica.index} exited with code {process.exitcode} while loading."
-            )
+            self._fatal = self._fatal or self._startup_death(replica, process.exitcode)
             return
         logger.warning(
             "replica %d (pid %s) exited with code %s", replica.index, process.pid, process.exitcode
@@ -312,6 +344,22 @@ class ReplicaPool:
         delay = min(30.0, 2.0 ** (replica.quick_exits - 1)) if replica.quick_exits > 1 else 0.0
         assert self._loop is not None
         self._loop.call_later(delay, self._spawn, replica)
+
+    @staticmethod
+    def _startup_death(replica: Replica, exitcode: int | None) -> str:
+        how = _exit_description(exitcode)
+        if not replica.loaded:
+            return f"Replica {replica.index} died ({how}) while loading the model (out of memory?)."
+        return (
+            f"Replica {replica.index} crashed ({how}) during its start-up self-test, which generates "
+            f"{TOKENS} tokens of the prompt {PROMPT[0]['content']!r}. {LIKELY_CAUSE}"
+        )
+
+
+def _self_test_report(replica: Replica) -> dict[str, Any]:
+    if replica.self_test is None:
+        return {"passed": False, "state": "loading" if not replica.loaded else "running"}
+    return {"passed": True, "tokens": replica.self_test.tokens, "seconds": replica.self_test.seconds}
 
 
 def _reap(processes: list[BaseProcess]) -> None:

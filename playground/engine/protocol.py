@@ -27,6 +27,8 @@ class GenerationSpec:
     # Schemas the output is checked against after generation (the grammar already enforces them).
     response_schema: dict[str, Any] | None = None
     tool_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Whose prefix cache this job may read and write: the account id of the request path.
+    cache_scope: str = ""
 
 
 # --- events of one job (replica -> front end) ---
@@ -84,9 +86,23 @@ class CancelJob:
 
 
 @dataclass(frozen=True)
+class Loaded:
+    """The model is in memory; the start-up self-test comes next."""
+
+
+@dataclass(frozen=True)
+class SelfTest:
+    """What a replica's start-up self-test generated, and how long it took."""
+
+    tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Ready:
     pid: int
     context_size: int
+    self_test: SelfTest
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A replica process: loads the model once, then answers jobs sent over its pipe.
+"""A replica process: loads the model once, passes its self-test, then answers jobs sent over its pipe.
 
 It runs one job at a time; the front end keeps the queue, so a crash loses at most the
 job in flight. Between tokens it polls the pipe for a cancel. When the front end goes
@@ -18,7 +18,8 @@ import llama_cpp
 
 from playground.engine.generator import Generator
 from playground.engine.prefix_cache import PrefixCache
-from playground.engine.protocol import CancelJob, Fatal, JobEvent, Ready, RunJob
+from playground.engine.protocol import CancelJob, Fatal, JobEvent, Loaded, Ready, RunJob
+from playground.engine.self_test import LIKELY_CAUSE, SelfTestError, run_self_test
 from playground.engine.templates import ChatTemplate, template_source
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,14 @@ def replica_main(conn: Connection, settings: ReplicaSettings) -> None:
         logger.exception("could not load the model")
         conn.send(Fatal(f"The model could not be loaded: {exc}"))
         return
-    conn.send(Ready(pid=os.getpid(), context_size=generator.n_ctx))
+    conn.send(Loaded())
+    try:
+        self_test = run_self_test(generator)
+    except SelfTestError as exc:
+        conn.send(Fatal(f"The start-up self-test failed: {exc}. {LIKELY_CAUSE}"))
+        return
+    logger.info("self-test passed: %d tokens in %.2f s", self_test.tokens, self_test.seconds)
+    conn.send(Ready(pid=os.getpid(), context_size=generator.n_ctx, self_test=self_test))
     while True:
         try:
             message = conn.recv()

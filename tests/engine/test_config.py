@@ -12,8 +12,9 @@ from playground.engine.config import load_config
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [
-        "ENGINE_HOST", "ENGINE_PORT", "ENGINE_REPLICAS", "ENGINE_MODEL_PATH", "ENGINE_MODEL_ID",
-        "ENGINE_CHAT_FORMAT", "ENGINE_CONTEXT_SIZE", "ENGINE_THREADS", "ENGINE_PREFIX_CACHE_BYTES",
+        "ENGINE_HOST", "ENGINE_PORT", "ENGINE_REPLICAS", "ENGINE_BALANCE", "ENGINE_MODEL_PATH",
+        "ENGINE_MODEL_ID", "ENGINE_CHAT_FORMAT", "ENGINE_CONTEXT_SIZE", "ENGINE_THREADS",
+        "ENGINE_PREFIX_CACHE_BYTES",
         "ENGINE_CACHE_DIR", "ENGINE_QUEUE_PATH", "ENGINE_MAX_BODY_BYTES", "ENGINE_DEFAULT_MAX_TOKENS",
         "ENGINE_LOG_LEVEL", "ENGINE_API_TOKEN", "ENGINE_API_TOKEN_FILE", "PLAYGROUND_DATA_DIR",
     ]:  # fmt: skip
@@ -23,7 +24,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_it_serves_the_packaged_gemma_by_default() -> None:
     config = load_config([])
 
-    assert (config.host, config.port, config.replicas) == ("127.0.0.1", 8788, 2)
+    assert (config.host, config.port, config.replicas) == ("127.0.0.1", 8788, 4)
+    assert config.balance == "round-robin"
     assert config.model_path is None and config.model_id == "@local/gemma-3-270m"
     assert config.chat_format == "gemma"
     assert config.cache_dir == Path("var/models")
@@ -35,6 +37,7 @@ def test_it_reads_every_setting_from_the_environment(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PLAYGROUND_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ENGINE_PORT", "9000")
     monkeypatch.setenv("ENGINE_REPLICAS", "3")
+    monkeypatch.setenv("ENGINE_BALANCE", "least-loaded")
     monkeypatch.setenv("ENGINE_MODEL_PATH", "/models/Qwen2.5-0.5B-Instruct-Q4_K_M.gguf")
     monkeypatch.setenv("ENGINE_CHAT_FORMAT", "chatml")
     monkeypatch.setenv("ENGINE_CONTEXT_SIZE", "8192")
@@ -45,7 +48,7 @@ def test_it_reads_every_setting_from_the_environment(monkeypatch: pytest.MonkeyP
 
     assert (config.port, config.replicas, config.context_size, config.threads) == (9000, 3, 8192, 4)
     assert config.model_id == "@local/qwen2.5-0.5b-instruct-q4-k-m"  # named after the file, not Gemma
-    assert config.chat_format == "chatml"
+    assert config.chat_format == "chatml" and config.balance == "least-loaded"
     assert config.cache_dir == tmp_path / "models"
     assert config.queue_path == tmp_path / "engine-queue.sqlite3"
     assert config.api_token == "s3cret"
@@ -70,3 +73,33 @@ def test_it_reads_the_token_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_it_refuses_zero_replicas() -> None:
     with pytest.raises(SystemExit):
         load_config(["--replicas", "0"])
+
+
+def test_it_refuses_an_unknown_balance_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ENGINE_BALANCE", "random")
+
+    with pytest.raises(SystemExit):
+        load_config([])
+    assert "ENGINE_BALANCE must be one of round-robin, least-loaded" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::", "engine.example.com"])
+def test_without_a_token_it_refuses_to_serve_beyond_loopback(
+    host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        load_config(["--host", host])
+    assert f"refusing to serve {host} without authentication" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_without_a_token_it_serves_loopback(host: str) -> None:
+    assert load_config(["--host", host]).host == host
+
+
+def test_with_a_token_it_serves_any_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_API_TOKEN", "s3cret")
+
+    assert load_config(["--host", "0.0.0.0"]).host == "0.0.0.0"

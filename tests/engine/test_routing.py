@@ -1,10 +1,16 @@
-"""Replica choice: stable rendezvous hashing for affinity, rotating least-loaded otherwise."""
+"""Replica choice: rendezvous hashing for affinity; round-robin or rotating least-loaded otherwise."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
-from playground.engine.routing import least_loaded_pick, rendezvous_pick
+from playground.engine.batch_queue import BatchQueue
+from playground.engine.jobs import Job
+from playground.engine.pool import ReplicaPool
+from playground.engine.protocol import GenerationSpec
+from playground.engine.replica import ReplicaSettings
+from playground.engine.routing import least_loaded_pick, rendezvous_pick, round_robin_pick
 
 
 def test_it_sends_a_session_to_the_same_replica_every_time() -> None:
@@ -34,3 +40,66 @@ def test_it_rotates_between_equally_loaded_replicas() -> None:
     picks = [least_loaded_pick([(0, 0), (1, 0)], turn=turn) for turn in range(4)]
 
     assert picks == [0, 1, 0, 1]
+
+
+def test_round_robin_takes_each_replica_in_turn() -> None:
+    picks, previous = [], -1
+    for _ in range(6):
+        previous = round_robin_pick(previous, [0, 1, 2], 3)
+        picks.append(previous)
+
+    assert picks == [0, 1, 2, 0, 1, 2]
+
+
+def test_round_robin_skips_dead_replicas() -> None:
+    picks, previous = [], 0
+    for _ in range(4):
+        previous = round_robin_pick(previous, [0, 2, 3], 4)  # replica 1 is down
+        picks.append(previous)
+
+    assert picks == [2, 3, 0, 2]
+
+
+def idle_pool(tmp_path: Path, balance: str, *, live: tuple[int, ...] = (0, 1, 2)) -> ReplicaPool:
+    """A pool of three replicas whose processes are never started, `live` of them ready."""
+    settings = ReplicaSettings(tmp_path / "none.gguf", "", 512, 1, 1, "INFO")
+    queue = BatchQueue(tmp_path / "queue.sqlite3", model="m")
+    pool = ReplicaPool(
+        settings, count=3, queue=queue, batch_spec=lambda item: SPEC, model_id="m", balance=balance
+    )
+    for index in live:
+        pool.replicas[index].ready = True
+    return pool
+
+
+SPEC = GenerationSpec(messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
+
+
+def placements(pool: ReplicaPool, count: int) -> list[int | None]:
+    """Where `count` requests without affinity go, each answered before the next arrives."""
+    picks = []
+    for _ in range(count):
+        job = pool.submit(SPEC)
+        picks.append(job.replica_index)
+        pool.replicas[job.replica_index or 0].pending.remove(job)
+    return picks
+
+
+async def test_round_robin_takes_a_busy_replica_in_its_turn(tmp_path: Path) -> None:
+    pool = idle_pool(tmp_path, "round-robin")
+    pool.replicas[0].current = Job(SPEC)  # a long answer keeps replica 0 busy
+
+    assert placements(pool, 4) == [0, 1, 2, 0]
+
+
+async def test_least_loaded_avoids_a_busy_replica(tmp_path: Path) -> None:
+    pool = idle_pool(tmp_path, "least-loaded")
+    pool.replicas[0].current = Job(SPEC)
+
+    assert 0 not in placements(pool, 4)
+
+
+async def test_round_robin_skips_replicas_that_are_not_ready(tmp_path: Path) -> None:
+    pool = idle_pool(tmp_path, "round-robin", live=(0, 2))
+
+    assert placements(pool, 4) == [0, 2, 0, 2]

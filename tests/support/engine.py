@@ -5,7 +5,8 @@ yields an `EngineProcess` with `.url`, `.token` and `.model_id`. Use it from a c
 
     from tests.support.engine import running_engine  # noqa: F401
 
-`start_engine` starts an extra, short-lived engine (e.g. to restart one on the same queue).
+`start_engine` starts an extra, short-lived engine (e.g. to restart one on the same queue);
+`spawn_engine` starts one without waiting for it to become healthy (e.g. one that must fail).
 """
 
 from __future__ import annotations
@@ -91,23 +92,27 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_engine(
+def spawn_engine(
     workdir: Path,
     *,
     replicas: int = 2,
     context_size: int = 2048,
     queue_path: Path | None = None,
     token: str | None = None,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> EngineProcess:
+    """Start an engine process; `env` and `args` add to the test defaults."""
     token = token or secrets.token_urlsafe(24)
     port = free_port()
     # The engine is configured here and nowhere else: drop ENGINE_* settings of the shell.
-    env = {name: value for name, value in os.environ.items() if not name.startswith("ENGINE_")}
-    env.update(
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("ENGINE_")}
+    environment.update(
         ENGINE_API_TOKEN=token,
         ENGINE_QUEUE_PATH=str(queue_path or workdir / "queue.sqlite3"),
         ENGINE_CACHE_DIR=str(REPO_ROOT / "var" / "models"),
         ENGINE_LOG_LEVEL="INFO",
+        **(env or {}),
     )
     command = [
         sys.executable,
@@ -121,15 +126,26 @@ def start_engine(
         str(replicas),
         "--context-size",
         str(context_size),
+        *args,
     ]
     log_path = workdir / f"engine-{port}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=REPO_ROOT,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-    engine = EngineProcess(
+    return EngineProcess(
         url=f"http://127.0.0.1:{port}", token=token, model_id=MODEL_ID, process=process, log_path=log_path
     )
+
+
+def start_engine(workdir: Path, **options: Any) -> EngineProcess:
+    """`spawn_engine`, then wait until every replica has passed its self-test."""
+    engine = spawn_engine(workdir, **options)
     try:
         engine.wait_until_healthy()
     except BaseException:
