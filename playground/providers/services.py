@@ -59,6 +59,15 @@ def connection_settings_validate(*, connection: ProviderConnection) -> None:
             raise ValidationError({"base_url": exc.messages}) from exc
 
 
+def engine_account_id(*, team_id: int) -> str:
+    """The account id a team's requests carry to the embedded engine.
+
+    The engine keeps prefix caches and batches apart per account id, so each team gets its
+    own: no team can learn from `cached_tokens` which prompts another team sent.
+    """
+    return f"team-{team_id}"
+
+
 def connection_engine_ensure(*, team: Team) -> ProviderConnection:
     """The team's connection to the embedded engine, created (as the default) if missing."""
     existing = ProviderConnection.objects.filter(team=team, kind=ConnectionKind.ENGINE).first()

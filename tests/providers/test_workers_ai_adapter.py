@@ -294,17 +294,22 @@ def test_it_builds_a_workers_ai_adapter_from_a_connection(fake_upstream: FakeUps
 
 
 @pytest.mark.django_db
-def test_it_points_an_engine_connection_at_the_embedded_engine(
+def test_it_points_an_engine_connection_at_the_embedded_engine_under_the_teams_own_account_id(
     fake_upstream: FakeUpstream, actors: Any, settings: Any
 ) -> None:
     settings.ENGINE_URL = fake_upstream.url
     settings.ENGINE_API_TOKEN = "engine-token-abc"
-    connection = ProviderConnection.objects.create(
-        team=actors.team, name="Engine", kind=ConnectionKind.ENGINE
+    ours, theirs = (
+        ProviderConnection.objects.create(team=team, name="Engine", kind=ConnectionKind.ENGINE)
+        for team in (actors.team, actors.other_team)
     )
 
-    asyncio.run(collect(adapter_for(connection).stream(ask(model="@local/gemma-3-270m"))))
+    for connection in (ours, theirs):
+        asyncio.run(collect(adapter_for(connection).stream(ask(model="@local/gemma-3-270m"))))
 
-    sent = fake_upstream.requests[0]
-    assert sent.path == "/client/v4/accounts/local/ai/run/@local/gemma-3-270m"
-    assert sent.headers["authorization"] == "Bearer engine-token-abc"
+    paths = [request.path for request in fake_upstream.requests]
+    assert paths == [
+        f"/client/v4/accounts/team-{actors.team.pk}/ai/run/@local/gemma-3-270m",
+        f"/client/v4/accounts/team-{actors.other_team.pk}/ai/run/@local/gemma-3-270m",
+    ]
+    assert fake_upstream.requests[0].headers["authorization"] == "Bearer engine-token-abc"

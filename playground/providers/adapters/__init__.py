@@ -8,7 +8,11 @@ from playground.providers.adapters.base import ChatAdapter, ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL, WorkersAIAdapter
 from playground.providers.models import ConnectionKind, ProviderConnection
-from playground.providers.services import connection_settings_validate, connection_token
+from playground.providers.services import (
+    connection_settings_validate,
+    connection_token,
+    engine_account_id,
+)
 
 __all__ = ["ChatAdapter", "ChatRequest", "adapter_for"]
 
@@ -25,7 +29,7 @@ def adapter_for(connection: ProviderConnection) -> ChatAdapter:
         case ConnectionKind.ENGINE:
             return WorkersAIAdapter(
                 base_url=settings.ENGINE_URL + "/client/v4",
-                account_id="local",
+                account_id=engine_account_id(team_id=connection.team_id),
                 token=settings.ENGINE_API_TOKEN,
             )
         case ConnectionKind.WORKERS_AI:
