@@ -2,11 +2,15 @@
 
 Migrates, collects static files, creates the demo team and owner (printing the login the
 first time), then hands the three processes to honcho, which stops them all on Ctrl-C.
-The engine gets the same API token the web app uses to call it.
+The engine gets the same API token the web app uses to call it. The URL is printed only
+once the web app answers and every engine replica has passed its self-test; when the
+engine cannot start, honcho stops the group and this exits non-zero after the engine's
+own message.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,16 +26,32 @@ def _manage(*args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], check=True)  # noqa: S603 (our own script)
 
 
-def _announce_when_ready(url: str) -> None:
-    """Print the URL once the web server answers, so it is not lost in the logs."""
-    deadline = time.monotonic() + 600
+def _engine_ready(engine_url: str, token: str) -> bool:
+    headers = {"Authorization": f"Bearer {token}"}
+    request = urllib.request.Request(engine_url + "/healthz", headers=headers)  # noqa: S310 (our own URL)
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
+            return json.load(response).get("status") == "ok"
+    except (OSError, ValueError):
+        return False
+
+
+def _web_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "login/", timeout=2):  # noqa: S310 (our own URL)
+            return True
+    except OSError:
+        return False
+
+
+def _announce_when_ready(url: str, engine_url: str, token: str) -> None:
+    """Print the URL once the app can answer, so it is not lost in the logs."""
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "login/", timeout=2):  # noqa: S310 (our own URL)
-                break
-        except OSError:
-            time.sleep(0.5)
-    print(f"\n  The playground is running at {url}  (Ctrl-C stops everything)\n", flush=True)
+        if _engine_ready(engine_url, token) and _web_ready(url):
+            print(f"\n  The playground is running at {url}  (Ctrl-C stops everything)\n", flush=True)
+            return
+        time.sleep(0.5)
 
 
 def main() -> None:
@@ -48,17 +68,21 @@ def main() -> None:
         **os.environ,
         "ENGINE_API_TOKEN": settings.ENGINE_API_TOKEN,
         "ENGINE_PORT": str(engine.port or 8788),
-        "ENGINE_REPLICAS": os.environ.get("ENGINE_REPLICAS", "2"),
         "APP_HOST": os.environ.get("APP_HOST", "127.0.0.1"),
         "APP_PORT": os.environ.get("APP_PORT", "8000"),
     }
     url = f"http://{env['APP_HOST']}:{env['APP_PORT']}/"
-    threading.Thread(target=_announce_when_ready, args=(url,), daemon=True).start()
+    threading.Thread(
+        target=_announce_when_ready, args=(url, settings.ENGINE_URL, settings.ENGINE_API_TOKEN), daemon=True
+    ).start()
     honcho = os.path.join(os.path.dirname(sys.executable), "honcho")
     try:
-        subprocess.run([honcho, "start", "-f", "Procfile"], env=env, check=False)  # noqa: S603 (our Procfile)
+        result = subprocess.run([honcho, "start", "-f", "Procfile"], env=env, check=False)  # noqa: S603
     except KeyboardInterrupt:
-        pass
+        return
+    if result.returncode not in (0, -2, 130):  # not a Ctrl-C
+        print("\n  make run stopped: a process exited; its last lines above say why.\n", file=sys.stderr)
+        sys.exit(result.returncode or 1)
 
 
 if __name__ == "__main__":
