@@ -7,6 +7,11 @@ ignores proxy and netrc settings from the environment, and turns every failure i
 `UpstreamHTTPError`. Nothing here logs headers, URLs or bodies: only the host, the status
 and the elapsed time, so tokens cannot leak into logs.
 
+Every new connection is opened by `CheckedAddressBackend`: it resolves the host once,
+checks every address against the base-URL policy, and connects to a checked address.
+httpcore still uses the URL's host for TLS SNI and certificate checks, and httpx for the
+`Host` header, so pinning the address changes nothing else (DNS rebinding, issue 8 B).
+
 Timeouts:
 - `UPSTREAM_CONNECT_TIMEOUT`: opening the TCP/TLS connection;
 - `UPSTREAM_FIRST_TOKEN_TIMEOUT`: the longest silence allowed on the socket, which bounds
@@ -19,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +32,12 @@ from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any
 
+import httpcore
 import httpx
 from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from playground.providers.urls_policy import host_addresses_checked
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +192,7 @@ async def pooled_client() -> httpx.AsyncClient:
         client = httpx.AsyncClient(
             follow_redirects=False,
             trust_env=False,
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
+            transport=checked_transport(httpx.Limits(max_connections=512, max_keepalive_connections=64)),
         )
         keeper = _close_with_loop(loop, client)
         _clients[loop] = (client, keeper)
@@ -201,6 +210,67 @@ async def _close_with_loop(
     finally:
         _clients.pop(loop, None)
         await client.aclose()
+
+
+class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
+    """Connects only to addresses the base-URL policy checked, resolving each name once."""
+
+    def __init__(self) -> None:
+        self._network = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109  (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                addresses = await host_addresses_checked(host, port)
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(f"{host} cannot be resolved") from exc
+        except ValidationError as exc:
+            logger.warning("refused to connect to %s: it resolves to an internal address", host)
+            raise UpstreamHTTPError(" ".join(exc.messages), code="address_not_allowed") from exc
+        failure: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
+        for address in addresses:
+            try:
+                return await self._network.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        raise failure or httpcore.ConnectError(f"{host} has no address")
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109  (httpcore's interface)
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("unix sockets are not used for upstream calls")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._network.sleep(seconds)
+
+
+def checked_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """httpx's own transport over a connection pool that opens connections through
+    `CheckedAddressBackend`. httpx has no public option for the network backend, so the pool
+    it builds is replaced with one built with the same settings plus the backend."""
+    transport = httpx.AsyncHTTPTransport(trust_env=False, limits=limits)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=CheckedAddressBackend(),
+    )
+    return transport
 
 
 def request_id_from(response: httpx.Response) -> str:
