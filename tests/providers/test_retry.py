@@ -9,7 +9,7 @@ import pytest
 
 from playground.providers.adapters.base import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
-from playground.providers.events import Finish, TextDelta, UpstreamError
+from playground.providers.events import TextDelta, UpstreamError
 from playground.providers.http import UpstreamHTTPError, parse_retry_after
 from playground.providers.retry import retry_delay
 from tests.fakes.upstream import FakeUpstream, collect, error, hang, openai_chunk, openai_error, sse
@@ -24,7 +24,7 @@ def fast_retries(settings: Any) -> None:
 
 
 async def run(fake: FakeUpstream) -> list[Any]:
-    return await collect(OpenAICompatAdapter(base_url=fake.url, token="k").stream(REQUEST))
+    return await collect(OpenAICompatAdapter(base_url=fake.url, token="sk-retry-test").stream(REQUEST))
 
 
 def text_of(events: list[Any]) -> str:
@@ -35,25 +35,33 @@ async def test_it_retries_a_429_after_the_retry_after_delay(
     fake_upstream: FakeUpstream, settings: Any
 ) -> None:
     settings.UPSTREAM_MAX_RETRY_AFTER = 5.0
-    fake_upstream.script(error(429, retry_after="0.4"))
+    # Longer than the first backoff can be (0.25-0.5 s), so only honouring the header passes.
+    fake_upstream.script(error(429, retry_after="1"))
 
     started = time.monotonic()
     events = await run(fake_upstream)
 
-    assert time.monotonic() - started >= 0.4
+    assert time.monotonic() - started >= 1.0
     assert len(fake_upstream.requests) == 2
     assert text_of(events) == fake_upstream.default_text
 
 
-async def test_it_caps_a_long_retry_after(fake_upstream: FakeUpstream, settings: Any) -> None:
+async def test_a_retry_after_beyond_the_cap_fails_at_once_naming_the_wait(
+    fake_upstream: FakeUpstream, settings: Any
+) -> None:
     settings.UPSTREAM_MAX_RETRY_AFTER = 0.2
-    fake_upstream.script(error(429, retry_after="3600"))
+    fake_upstream.script(error(429, retry_after="120"))
 
     started = time.monotonic()
     events = await run(fake_upstream)
 
-    assert 0.2 <= time.monotonic() - started < 2
-    assert isinstance(events[-1], Finish)
+    assert time.monotonic() - started < 0.2
+    assert len(fake_upstream.requests) == 1
+    assert len(events) == 1 and isinstance(events[0], UpstreamError)
+    assert events[0].http_status == 429
+    assert events[0].code == "retry_after_too_long"
+    assert "asked to wait 2 min before trying again" in events[0].message
+    assert "not retried" in events[0].message
 
 
 async def test_it_retries_server_errors_then_succeeds(fake_upstream: FakeUpstream) -> None:
