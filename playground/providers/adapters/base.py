@@ -30,6 +30,7 @@ from playground.providers.events import (
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
 from playground.providers.retry import retrying
 from playground.providers.secrets import redact
+from playground.storable import storable_json
 from playground.usage.normalize import normalize_usage
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,11 @@ class ChatRequest:
     response_format: dict[str, Any] | None = None
     affinity_key: str = ""  # sent as x-session-affinity when non-empty
     stream: bool = True
+
+    @property
+    def prompt_chars(self) -> int:
+        """Characters of message content: what a token estimate of the prompt counts."""
+        return sum(len(str(message.get("content") or "")) for message in self.messages)
 
 
 class ChatAdapter(Protocol):
@@ -115,10 +121,12 @@ class HTTPChatAdapter(ABC):
             deadline=deadline,
         ) as response:
             assembler = EventAssembler(request_id=response.request_id)
+            complete = not response.is_event_stream  # a JSON body is whole once read
             if response.is_event_stream:
                 async with aclosing(sse_data(response.lines())) as payloads:
                     async for payload in payloads:
                         if payload == DONE:
+                            complete = True
                             break
                         chunk = decode_frame(payload)
                         if chunk is not None:
@@ -127,7 +135,7 @@ class HTTPChatAdapter(ABC):
             else:
                 for event in assembler.feed(unwrap_envelope(decode_body(await response.read()))):
                     yield event
-            for event in assembler.finish():
+            for event in assembler.finish(complete=complete):
                 yield event
 
     def _error_event(self, exc: UpstreamHTTPError) -> UpstreamError:
@@ -226,7 +234,18 @@ class EventAssembler:
             return [event for choice in choices for event in self._choice_events(choice)]
         return self._native_events(chunk)
 
-    def finish(self) -> list[StreamEvent]:
+    def finish(self, *, complete: bool) -> list[StreamEvent]:
+        """The usage report and the `Finish`, once the reply ended.
+
+        `complete`: the reply ended as it should ([DONE], or a whole JSON body). A stream
+        that just stops, with no finish reason, no usage and no [DONE], was cut short.
+        """
+        if not (complete or self.finish_reason or self.usages):
+            raise UpstreamHTTPError(
+                "The stream ended before the model finished.",
+                code="stream_incomplete",
+                request_id=self.request_id,
+            )
         events: list[StreamEvent] = []
         usage = normalize_usage(merge_usage(self.usages)) if self.usages else None
         if usage is not None:
@@ -241,6 +260,8 @@ class EventAssembler:
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
         delta = choice.get("delta") or choice.get("message") or {}
+        if not isinstance(delta, Mapping):
+            _raise_malformed("a choice's delta is not an object")
         events: list[StreamEvent] = []
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
@@ -305,21 +326,34 @@ def _parse_tool_calls(tool_calls: Any) -> list[StreamEvent]:
         events.append(
             ToolCallDelta(
                 index=index if isinstance(index, int) else position,
-                id=call.get("id") or None,
-                name=function.get("name") or None,
+                id=_optional_text(call.get("id"), "a tool call's id"),
+                name=_optional_text(function.get("name"), "a tool call's name"),
                 arguments=arguments,
             )
         )
     return events
 
 
+def _optional_text(value: Any, what: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        _raise_malformed(f"{what} is not text")
+    return value
+
+
 def _raise_for_error(body: Mapping[str, Any]) -> NoReturn:
     raise UpstreamHTTPError("The upstream reported an error.", body=json.dumps(body))
 
 
+def _raise_malformed(what: str) -> NoReturn:
+    raise UpstreamHTTPError(f"The upstream sent a malformed reply: {what}.", code="malformed_reply")
+
+
 def _json_or_none(raw: str | bytes) -> Any:
+    """Decoded upstream JSON, made storable (see `playground.storable`); None if not JSON."""
     try:
-        return json.loads(raw)
+        return storable_json(json.loads(raw))
     except ValueError:
         return None
 
