@@ -16,18 +16,27 @@ def catalog_models_for_kind(*, kind: str) -> QuerySet[CatalogModel]:
     )
 
 
+def catalog_model_serving(*, model_id: str, day: dt.date) -> CatalogModel | None:
+    """The model that serves a request for `model_id` on `day`.
+
+    A model retired on or before `day` that is aliased to another is served (and billed) as
+    that model (Kimi K2.5 became K2.6 on 2026-05-30). None for a model the catalogue lacks.
+    """
+    model = CatalogModel.objects.select_related("alias_of").filter(model_id=model_id).first()
+    if model is not None and model.alias_of is not None and model.is_retired_on(day):
+        return model.alias_of
+    return model
+
+
 def price_card_for(*, model_id: str, day: dt.date) -> PriceCard | None:
     """The card that priced a request for `model_id` on `day`.
 
-    A model retired on or before `day` that is aliased to another is billed as that model
-    (Kimi K2.5 became K2.6 on 2026-05-30). None when the model or a card for the day is
-    unknown: such a request is recorded unpriced rather than priced wrongly.
+    None when the model or a card for the day is unknown: such a request is recorded
+    unpriced rather than priced wrongly.
     """
-    model = CatalogModel.objects.select_related("alias_of").filter(model_id=model_id).first()
+    model = catalog_model_serving(model_id=model_id, day=day)
     if model is None:
         return None
-    if model.alias_of is not None and model.is_retired_on(day):
-        model = model.alias_of
     return (
         PriceCard.objects.select_related("model")
         .filter(model=model, effective_from__lte=day)

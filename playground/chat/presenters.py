@@ -20,8 +20,10 @@ from playground.catalog.models import CatalogModel
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.rendering import render_markdown
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+from playground.usage.services import RECORD_WRITE_FAILED
 
 NOT_REPORTED = "—"
+ESTIMATE_RULE = "counted from the text, about 4 characters per token."
 SEPARATOR = " · "
 
 
@@ -38,6 +40,7 @@ class UsageLine:
     ttft: str
     latency: str
     estimated: bool
+    estimated_note: str
     status: str
     status_label: str
     error_text: str
@@ -92,11 +95,21 @@ def usage_line(record: UsageRecord) -> UsageLine:
         ttft=f"TTFT {duration_text(record.ttft_ms)}" if record.ttft_ms is not None else "",
         latency=duration_text(record.latency_ms) if record.latency_ms is not None else "",
         estimated=record.usage_source == UsageSource.ESTIMATED,
+        estimated_note=_estimated_note(record),
         status=record.status,
         status_label=status_label(record.status),
         error_text=record.error_text,
         http_status=record.http_status,
     )
+
+
+def _estimated_note(record: UsageRecord) -> str:
+    """Why the figures are estimates: the three cases a user must tell apart."""
+    if record.error_code == RECORD_WRITE_FAILED:
+        return record.error_text
+    if record.usage_implausible:
+        return f"The provider's usage figures were absurd (not finite or out of range): {ESTIMATE_RULE}"
+    return f"The provider sent no usage: {ESTIMATE_RULE}"
 
 
 def cached_text(*, prompt_tokens: int, cached_tokens: int | None) -> str:

@@ -2,12 +2,14 @@
 
 A turn is `chat_turn_start` (sync: checks, saves the user's message, builds the request)
 then `ChatTurn.events()` (async: streams normalized events). However the stream ends —
-answer, upstream error, timeout, Stop, or a client that went away — `events()` writes the
-assistant message and the usage record in its `finally`, shielded from cancellation.
+answer, upstream error, timeout, Stop, a client that went away, or data nobody could read
+— `events()` writes the usage record and the assistant message in its `finally`, as one
+unit shielded from cancellation, and neither write can skip the other.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -18,21 +20,29 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from playground.accounts.models import ROLES_THAT_CAN_RUN
 from playground.accounts.selectors import membership_get
 from playground.asyncutil import finish_even_if_cancelled
+from playground.catalog.selectors import catalog_model_serving
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.selectors import conversation_get
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, UpstreamError
 from playground.providers.selectors import connection_get
-from playground.usage.metering import UsageMeter
+from playground.storable import is_storable
+from playground.usage.metering import Outcome, UsageMeter, estimate_tokens
 from playground.usage.models import UsageRecord
-from playground.usage.services import RequestContext, ausage_record_create
+from playground.usage.services import RequestContext, usage_record_create
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 100_000
+# Earlier messages sent with each turn: bounds the query and the request of a long conversation.
+HISTORY_MAX_MESSAGES = 200
 TITLE_CHARS = 80
+STREAM_FAILED = "The answer stopped: the upstream sent data the playground could not read."
 
 
 class ConversationNotFound(Exception):
@@ -81,12 +91,13 @@ class ChatTurn:
     adapter: ChatAdapter
     request: ChatRequest
     context: RequestContext
+    context_window: int | None = None  # the model's, when the catalogue knows it
     assistant_message: Message | None = None
     _text: list[str] = field(default_factory=list)
     _reasoning: list[str] = field(default_factory=list)
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
-        meter = UsageMeter(prompt_chars=sum(len(str(m.get("content") or "")) for m in self.request.messages))
+        meter = UsageMeter(prompt_chars=self.request.prompt_chars, context_window=self.context_window)
         cancelled = True  # until the stream ends by itself
         try:
             async with aclosing(self.adapter.stream(self.request)) as upstream:
@@ -95,11 +106,13 @@ class ChatTurn:
                     self._collect(event)
                     yield event
             cancelled = False
+        except Exception:  # not a cancellation: something in the stream could not be read
+            logger.exception("a chat turn's stream failed")
+            meter.observe(UpstreamError(STREAM_FAILED, code="stream_failed"))
+            cancelled = False
         finally:
-            record = await ausage_record_create(
-                context=self.context, outcome=meter.outcome(cancelled=cancelled)
-            )
-            self.assistant_message = await finish_even_if_cancelled(sync_to_async(self._save_answer)(record))
+            outcome = meter.outcome(cancelled=cancelled)
+            self.assistant_message = await finish_even_if_cancelled(sync_to_async(self._store)(outcome))
 
     def _collect(self, event: StreamEvent) -> None:
         match event:
@@ -112,7 +125,16 @@ class ChatTurn:
             case UpstreamError():
                 pass  # the usage record keeps the (redacted) error text
 
-    def _save_answer(self, record: UsageRecord) -> Message:
+    def _store(self, outcome: Outcome) -> Message:
+        """The usage record, then the answer: a failure of the first does not lose the second."""
+        record: UsageRecord | None = None
+        try:
+            record = usage_record_create(context=self.context, outcome=outcome)
+        except Exception:  # even the minimal record failed; the answer is still worth keeping
+            logger.exception("no usage record could be written for a chat turn")
+        return self._save_answer(record)
+
+    def _save_answer(self, record: UsageRecord | None) -> Message:
         with transaction.atomic():
             message = Message.objects.create(
                 conversation=self.conversation,
@@ -136,20 +158,28 @@ def chat_turn_start(*, user: User, conversation_id: int, text: str) -> ChatTurn:
         raise ValidationError("Type a message first.")
     if len(text) > MAX_MESSAGE_CHARS:
         raise ValidationError(f"A message can be at most {MAX_MESSAGE_CHARS:,} characters.")
+    if not is_storable(text):  # JSON can carry "\ud800"; neither database can store it
+        raise ValidationError(
+            "The message contains a character that cannot be stored (a lone surrogate or NUL); "
+            "nothing was sent."
+        )
     conversation = _conversation_for_run(user=user, conversation_id=conversation_id)
     connection = conversation.connection
     if connection is None:
         raise ValidationError("This conversation's connection was deleted; start a new conversation.")
+    affinity_key = conversation.affinity_key if conversation.use_affinity else ""
+    request = ChatRequest(
+        model=conversation.model_id,
+        messages=[*upstream_messages(conversation), {"role": "user", "content": text}],
+        affinity_key=affinity_key,
+    )
+    context_window = _require_fits_context(request)
     adapter = adapter_for(connection)
     with transaction.atomic():
         user_message = Message.objects.create(conversation=conversation, role=MessageRole.USER, content=text)
         if not conversation.title:
             conversation.title = text[:TITLE_CHARS]
         conversation.save(update_fields=["title", "updated_at"])
-    affinity_key = conversation.affinity_key if conversation.use_affinity else ""
-    request = ChatRequest(
-        model=conversation.model_id, messages=upstream_messages(conversation), affinity_key=affinity_key
-    )
     context = RequestContext(
         team_id=conversation.team_id,
         user_id=user.pk,
@@ -165,21 +195,42 @@ def chat_turn_start(*, user: User, conversation_id: int, text: str) -> ChatTurn:
         adapter=adapter,
         request=request,
         context=context,
+        context_window=context_window,
     )
 
 
 def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
-    """The history in OpenAI message shape, system prompt first so the prefix stays cacheable.
+    """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
 
-    Failed answers (no text) are left out: sending an empty assistant turn confuses models.
+    Only the last `HISTORY_MAX_MESSAGES` messages are sent. Failed answers (no text) are left
+    out: sending an empty assistant turn confuses models.
     """
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt.strip():
         messages.append({"role": "system", "content": conversation.system_prompt})
-    for message in conversation.messages.all():
+    recent = list(conversation.messages.order_by("-created_at", "-id")[:HISTORY_MAX_MESSAGES])
+    for message in reversed(recent):
         if message.content:
             messages.append({"role": message.role, "content": message.content})
     return messages
+
+
+def _require_fits_context(request: ChatRequest) -> int | None:
+    """Refuse a prompt that cannot fit the model's context window, before anything is sent.
+
+    The estimate is the meter's (about 4 characters per token); a model whose window the
+    catalogue does not know is not checked. Returns the window (None when unknown).
+    """
+    model = catalog_model_serving(model_id=request.model, day=timezone.now().date())
+    if model is None or model.context_window is None:
+        return None
+    estimate = estimate_tokens(request.prompt_chars)
+    if estimate >= model.context_window:
+        raise ValidationError(
+            f"This conversation is about {estimate:,} tokens (estimated), and {model.display_name} "
+            f"reads at most {model.context_window:,}: start a new conversation or send a shorter message."
+        )
+    return model.context_window
 
 
 def _conversation_for_run(*, user: User, conversation_id: int) -> Conversation:

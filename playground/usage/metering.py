@@ -25,6 +25,9 @@ from playground.usage.normalize import NormalizedUsage
 
 # A rough, provider-independent rule for text we must estimate (no usage was sent).
 CHARS_PER_TOKEN = 4
+# A request reads and writes at most its model's context window; the catalogue's figure may be
+# a little off, so only a report more than this many times the window is called absurd.
+CONTEXT_WINDOW_SLACK = 2
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,9 @@ class Outcome:
 
 
 class UsageMeter:
-    def __init__(self, *, prompt_chars: int) -> None:
+    def __init__(self, *, prompt_chars: int, context_window: int | None = None) -> None:
         self._prompt_chars = prompt_chars
+        self._context_window = context_window
         self._started = time.perf_counter()
         self._first_token_at: float | None = None
         self._output_chars = 0
@@ -111,14 +115,30 @@ class UsageMeter:
         return status != UsageStatus.REJECTED and self._first_token_at is not None
 
     def _usage_and_source(self, *, billed: bool) -> tuple[NormalizedUsage, str]:
-        """The provider's figures, else an estimate of what was sent and received so far."""
-        if self._usage is not None:
-            return self._usage, UsageSource.PROVIDER
+        """The provider's figures, else an estimate of what was sent and received so far.
+
+        Implausible figures count as none: the estimate keeps their raw report and is flagged.
+        """
+        reported = self._usage
+        if reported is not None and self._plausible(reported):
+            return reported, UsageSource.PROVIDER
         estimate = NormalizedUsage(
-            prompt_tokens=math.ceil(self._prompt_chars / CHARS_PER_TOKEN) if billed else 0,
-            completion_tokens=math.ceil(self._output_chars / CHARS_PER_TOKEN),
+            prompt_tokens=estimate_tokens(self._prompt_chars) if billed else 0,
+            completion_tokens=estimate_tokens(self._output_chars),
+            raw=reported.raw if reported is not None else {},
+            implausible=reported is not None,
         )
         return estimate, UsageSource.ESTIMATED
+
+    def _plausible(self, usage: NormalizedUsage) -> bool:
+        """Not flagged by the normalizer, nor far (over twice) above the model's context window."""
+        window = self._context_window
+        total = usage.prompt_tokens + usage.completion_tokens
+        return not usage.implausible and (window is None or total <= CONTEXT_WINDOW_SLACK * window)
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def _ms(seconds: float) -> int:

@@ -55,6 +55,11 @@ class UsageRecord(models.Model):
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_source = models.CharField(max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER)
     raw_usage = models.JSONField(null=True, blank=True)
+    usage_implausible = models.BooleanField(
+        default=False,
+        help_text="The provider's figures were absurd (not finite, negative or out of range): "
+        "the tokens are estimated and raw_usage keeps what it sent",
+    )
 
     price_card = models.ForeignKey(
         PriceCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

@@ -7,7 +7,10 @@ The one place that knows the shapes (see shared/reference/lessons.md):
   `cache_creation_input_tokens`, `output_tokens`;
 - Moonshot's own API: top-level `cached_tokens`;
 - `cache_write_tokens` (counted as fresh input).
-A cache figure the provider did not send stays None: unknown is not zero.
+A cache figure the provider did not send stays None: unknown is not zero. A figure that is
+sent but is not a finite count the usage columns can hold (NaN, Infinity, a string, a
+negative number, more than `MAX_TOKENS`) makes the whole report `implausible`: its counts
+are unknown (zero, cached None) and the meter estimates instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.storable import storable_json
+
+# The largest count a usage column holds (PostgreSQL `integer`); no real request comes near it.
+MAX_TOKENS = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class NormalizedUsage:
@@ -23,7 +31,8 @@ class NormalizedUsage:
     completion_tokens: int
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict)  # JSON-safe: storable in jsonb
+    implausible: bool = False  # a figure was absurd: the counts are unknown, `raw` says why
 
 
 def normalize_usage(raw: Mapping[str, Any]) -> NormalizedUsage:
@@ -33,23 +42,29 @@ def normalize_usage(raw: Mapping[str, Any]) -> NormalizedUsage:
     OpenAI-style `prompt_tokens` already includes them. A cached figure larger than the
     prompt (a provider bug) is clamped so a cost can never go negative.
     """
-    cached = _first_int(_details(raw, "prompt_tokens_details").get("cached_tokens"), raw.get("cached_tokens"))
-    cache_read = _int_or_none(raw.get("cache_read_input_tokens"))
-    cache_write = _first_int(raw.get("cache_creation_input_tokens"), raw.get("cache_write_tokens")) or 0
+    figures = _Figures()
+    cached = figures.first(
+        _details(raw, "prompt_tokens_details").get("cached_tokens"), raw.get("cached_tokens")
+    )
+    cache_read = figures.first(raw.get("cache_read_input_tokens"))
+    cache_write = figures.first(raw.get("cache_creation_input_tokens"), raw.get("cache_write_tokens")) or 0
     if "prompt_tokens" in raw:
-        prompt = _int_or_none(raw.get("prompt_tokens")) or 0
+        prompt = figures.first(raw.get("prompt_tokens")) or 0
         if cached is None:
             cached = cache_read
     else:
-        fresh = _int_or_none(raw.get("input_tokens")) or 0
+        fresh = figures.first(raw.get("input_tokens")) or 0
         cached = cache_read if cache_read is not None else cached
         prompt = fresh + (cached or 0) + cache_write
-    completion = _first_int(raw.get("completion_tokens"), raw.get("output_tokens")) or 0
-    reasoning = _first_int(
+    completion = figures.first(raw.get("completion_tokens"), raw.get("output_tokens")) or 0
+    reasoning = figures.first(
         _details(raw, "completion_tokens_details").get("reasoning_tokens"),
         _details(raw, "output_tokens_details").get("reasoning_tokens"),
         raw.get("reasoning_tokens"),
     )
+    safe_raw = storable_json(raw)
+    if figures.implausible or prompt > MAX_TOKENS:
+        return NormalizedUsage(prompt_tokens=0, completion_tokens=0, raw=safe_raw, implausible=True)
     if cached is not None:
         cached = min(cached, prompt)
     return NormalizedUsage(
@@ -57,7 +72,7 @@ def normalize_usage(raw: Mapping[str, Any]) -> NormalizedUsage:
         completion_tokens=completion,
         cached_tokens=cached,
         reasoning_tokens=reasoning,
-        raw=dict(raw),
+        raw=safe_raw,
     )
 
 
@@ -66,14 +81,21 @@ def _details(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+class _Figures:
+    """Reads count figures, remembering whether any present one was absurd."""
+
+    def __init__(self) -> None:
+        self.implausible = False
+
+    def first(self, *values: Any) -> int | None:
+        """The first of `values` that is present (not None), as a count; None if none is."""
+        for value in values:
+            if value is not None:
+                return self._count(value)
         return None
-    return max(0, int(value))
 
-
-def _first_int(*values: Any) -> int | None:
-    for value in values:
-        if (number := _int_or_none(value)) is not None:
-            return number
-    return None
+    def _count(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_TOKENS:
+            self.implausible = True  # NaN fails the range test too
+            return 0
+        return int(value)

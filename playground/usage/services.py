@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
 
-from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
-from playground.asyncutil import finish_even_if_cancelled
 from playground.catalog.selectors import price_card_for
 from playground.usage.metering import Outcome
-from playground.usage.models import RequestPath, UsageRecord
+from playground.usage.models import RequestPath, UsageRecord, UsageSource
 from playground.usage.pricing import cost_for
+
+logger = logging.getLogger(__name__)
+
+RECORD_WRITE_FAILED = "record_write_failed"
 
 
 @dataclass(frozen=True)
@@ -29,16 +34,34 @@ class RequestContext:
 
 
 def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
+    """Write the request's record; if that fails for any reason, a minimal one that says so.
+
+    A request without a record is work nobody can see or bill, so the fallback holds only
+    what cannot fail: the ids, the status and `RECORD_WRITE_FAILED`.
+    """
+    try:
+        with transaction.atomic():  # a savepoint: PostgreSQL refuses more statements after a failed one
+            return _full_record_create(context=context, outcome=outcome)
+    except Exception as exc:
+        logger.exception(
+            "could not write the usage record of a %s request; writing a minimal one", outcome.status
+        )
+        return UsageRecord.objects.create(
+            **_identity(context),
+            status=outcome.status,
+            usage_source=UsageSource.ESTIMATED,
+            error_code=RECORD_WRITE_FAILED,
+            error_text=f"The full usage record could not be written ({type(exc).__name__}): "
+            "its tokens, cost and timings are missing.",
+        )
+
+
+def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     card = price_card_for(model_id=context.model_id, day=timezone.now().date())
     cost = cost_for(usage=outcome.usage, card=card)
     usage = outcome.usage
     return UsageRecord.objects.create(
-        team_id=context.team_id,
-        user_id=context.user_id,
-        connection_id=context.connection_id,
-        model_id=context.model_id,
-        conversation_id=context.conversation_id,
-        path=context.path,
+        **_identity(context),
         affinity_key=context.affinity_key,
         streamed=context.streamed,
         status=outcome.status,
@@ -48,6 +71,7 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         reasoning_tokens=usage.reasoning_tokens,
         usage_source=outcome.usage_source,
         raw_usage=dict(usage.raw) or None,
+        usage_implausible=usage.implausible,
         price_card=card,
         input_cost=cost.input,
         cached_input_cost=cost.cached_input,
@@ -62,8 +86,12 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
     )
 
 
-async def ausage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
-    """`usage_record_create` from async code; completes even if the caller is cancelled."""
-    return await finish_even_if_cancelled(
-        sync_to_async(usage_record_create)(context=context, outcome=outcome)
-    )
+def _identity(context: RequestContext) -> dict[str, Any]:
+    return {
+        "team_id": context.team_id,
+        "user_id": context.user_id,
+        "connection_id": context.connection_id,
+        "model_id": context.model_id,
+        "conversation_id": context.conversation_id,
+        "path": context.path,
+    }

@@ -231,7 +231,9 @@ async def test_only_one_turn_runs_at_a_time_per_socket(
 # --- bad input ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '{"action": "dance"}', '{"message": 42}'])
+@pytest.mark.parametrize(
+    "raw", ["{not json", "[1, 2]", '{"action": "dance"}', '{"message": 42}', '{"message": "hi \\ud800"}']
+)
 async def test_bad_input_gets_an_error_fragment_and_the_socket_stays_open(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream, raw: str
 ) -> None:

@@ -17,6 +17,7 @@ from playground.chat.presenters import (
     usage_line,
 )
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+from playground.usage.services import RECORD_WRITE_FAILED
 
 CARD = PriceCard(
     input_per_m=Decimal("0.60"),
@@ -64,6 +65,20 @@ def test_estimated_usage_is_flagged() -> None:
     line = usage_line(record(usage_source=UsageSource.ESTIMATED))
     assert line.estimated
     assert line.summary.endswith("(estimated)")
+    assert line.estimated_note.startswith("The provider sent no usage")
+
+
+def test_estimated_usage_says_when_the_providers_figures_were_absurd() -> None:
+    line = usage_line(record(usage_source=UsageSource.ESTIMATED, usage_implausible=True))
+    assert line.estimated_note.startswith("The provider's usage figures were absurd")
+
+
+def test_a_minimal_record_says_its_figures_are_missing() -> None:
+    text = "The full usage record could not be written (DataError): its tokens, cost and timings are missing."
+    line = usage_line(
+        record(usage_source=UsageSource.ESTIMATED, error_code=RECORD_WRITE_FAILED, error_text=text)
+    )
+    assert line.estimated_note == text
 
 
 def test_an_unpriced_record_says_so_instead_of_zero_dollars() -> None:

@@ -84,9 +84,52 @@ def test_it_ignores_garbage_figures() -> None:
     usage = normalize_usage({"prompt_tokens": "12", "completion_tokens": True, "prompt_tokens_details": None})
 
     assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens) == (0, 0, None)
+    assert usage.implausible
 
 
 def test_it_keeps_the_raw_usage() -> None:
     raw = {"prompt_tokens": 3, "completion_tokens": 4, "neurons": 0.5}
 
     assert normalize_usage(raw).raw == raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"prompt_tokens": float("nan"), "completion_tokens": 1},
+        {"prompt_tokens": float("inf"), "completion_tokens": 1},
+        {"prompt_tokens": 10, "completion_tokens": 3_000_000_000},
+        {"prompt_tokens": 10, "completion_tokens": 1e30},
+        {"prompt_tokens": 10, "completion_tokens": -4},
+        {"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": "NaN"}},
+        {"input_tokens": 2_000_000_000, "cache_read_input_tokens": 2_000_000_000, "output_tokens": 1},
+    ],
+    ids=["NaN", "Infinity", "above the column", "1e30", "negative", "a string", "a sum above the column"],
+)
+def test_it_flags_absurd_figures_instead_of_raising_or_passing_them_on(raw: dict[str, object]) -> None:
+    usage = normalize_usage(raw)
+
+    assert usage.implausible
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens) == (
+        0,
+        0,
+        None,
+        None,
+    )
+
+
+def test_it_does_not_flag_plausible_figures() -> None:
+    assert not normalize_usage(
+        {"prompt_tokens": 262_144, "completion_tokens": 0, "cached_tokens": None}
+    ).implausible
+
+
+@pytest.mark.parametrize("prompt", [float("nan"), 10], ids=["implausible", "plausible"])
+def test_it_keeps_the_raw_usage_json_safe(prompt: float) -> None:
+    raw = {"prompt_tokens": prompt, "neurons": float("-inf"), "note": "bad \ud800 \x00"}
+
+    assert normalize_usage(raw).raw == {
+        "prompt_tokens": "NaN" if prompt != 10 else 10,
+        "neurons": "-Infinity",
+        "note": "bad \ufffd \ufffd",
+    }

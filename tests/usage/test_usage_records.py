@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 from decimal import Decimal
 from typing import Any
 
@@ -10,8 +9,8 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.events import Finish, TextDelta, UpstreamError, UsageReport
 from playground.usage.metering import UsageMeter
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.normalize import NormalizedUsage
-from playground.usage.services import RequestContext, ausage_record_create, usage_record_create
+from playground.usage.normalize import NormalizedUsage, normalize_usage
+from playground.usage.services import RECORD_WRITE_FAILED, RequestContext, usage_record_create
 
 
 def context(actors: Any, **overrides: Any) -> RequestContext:
@@ -24,8 +23,8 @@ def context(actors: Any, **overrides: Any) -> RequestContext:
     )
 
 
-def meter_after(*events: Any, prompt_chars: int = 400) -> UsageMeter:
-    meter = UsageMeter(prompt_chars=prompt_chars)
+def meter_after(*events: Any, prompt_chars: int = 400, context_window: int | None = None) -> UsageMeter:
+    meter = UsageMeter(prompt_chars=prompt_chars, context_window=context_window)
     for event in events:
         meter.observe(event)
     return meter
@@ -103,14 +102,66 @@ def test_a_stream_that_ends_without_finishing_is_an_upstream_error(actors: Any) 
     assert record.status == UsageStatus.UPSTREAM_ERROR
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_the_record_is_written_even_when_the_writer_is_cancelled(actors: Any) -> None:
-    outcome = meter_after(TextDelta("Hello")).outcome(cancelled=True)
-    writer = asyncio.ensure_future(ausage_record_create(context=context(actors), outcome=outcome))
-    await asyncio.sleep(0)
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"prompt_tokens": float("nan"), "completion_tokens": 5, "neurons": float("inf")},
+        {"prompt_tokens": 3_000_000_000, "completion_tokens": 5},
+        {"prompt_tokens": 12, "completion_tokens": 1e30},
+    ],
+    ids=["NaN", "above the column", "1e30"],
+)
+@pytest.mark.django_db
+def test_absurd_provider_figures_are_recorded_as_estimated_flagged_and_json_safe(
+    actors: Any, raw: dict[str, Any]
+) -> None:
+    meter = meter_after(
+        TextDelta("x" * 40), UsageReport(normalize_usage(raw)), Finish("stop"), prompt_chars=400
+    )
 
-    writer.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await writer
+    record = usage_record_create(context=context(actors), outcome=meter.outcome())
+    record.refresh_from_db()
 
-    assert await UsageRecord.objects.filter(status=UsageStatus.CLIENT_DISCONNECTED).acount() == 1
+    assert record.status == UsageStatus.OK
+    assert record.error_code == ""
+    assert record.usage_source == UsageSource.ESTIMATED
+    assert record.usage_implausible
+    assert (record.prompt_tokens, record.completion_tokens, record.cached_tokens) == (100, 10, None)
+    assert record.raw_usage is not None and record.raw_usage.keys() == raw.keys()
+
+
+@pytest.mark.django_db
+def test_a_record_that_cannot_be_written_in_full_is_written_minimal_with_its_status(
+    actors: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> None:
+        raise ArithmeticError("cost overflow")
+
+    monkeypatch.setattr("playground.usage.services.cost_for", broken)
+    outcome = meter_after(TextDelta("Hello"), Finish("stop", upstream_request_id="ray-9")).outcome()
+
+    record = usage_record_create(context=context(actors, conversation_id=None), outcome=outcome)
+
+    stored = UsageRecord.objects.get()
+    assert stored.pk == record.pk
+    assert (stored.team_id, stored.user_id, stored.model_id) == (
+        actors.team.pk,
+        actors.owner.pk,
+        ENGINE_MODEL_ID,
+    )
+    assert stored.status == UsageStatus.OK
+    assert stored.error_code == RECORD_WRITE_FAILED
+    assert "ArithmeticError" in stored.error_text
+    assert stored.upstream_request_id == ""  # minimal: nothing beyond the ids and the status
+
+
+@pytest.mark.parametrize(("completion", "estimated"), [(1_048, False), (1_049, True)])
+def test_a_report_more_than_twice_the_context_window_is_estimated_and_flagged(
+    completion: int, estimated: bool
+) -> None:
+    report = UsageReport(normalize_usage({"prompt_tokens": 1_000, "completion_tokens": completion}))
+    outcome = meter_after(TextDelta("x" * 40), report, Finish("stop"), context_window=1_024).outcome()
+
+    assert (outcome.usage_source == UsageSource.ESTIMATED) is estimated
+    assert outcome.usage.implausible is estimated
+    assert outcome.usage.completion_tokens == (10 if estimated else completion)

@@ -1,0 +1,139 @@
+"""What `chat_turn_start` refuses before anything is saved or sent, and what it sends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.services import (
+    HISTORY_MAX_MESSAGES,
+    MAX_MESSAGE_CHARS,
+    chat_turn_start,
+    conversation_create,
+    upstream_messages,
+)
+from playground.providers.models import ProviderConnection
+from tests.chat.conftest import Socket
+from tests.conftest import Actors
+from tests.fakes.upstream import FakeUpstream
+
+LLAMA_24K = "@cf/meta/llama-3.3-70b-instruct-fp8-fast"  # a 24,000-token context window
+
+
+@pytest.fixture
+def long_engine_conversation(actors: Actors, engine_connection: ProviderConnection) -> Conversation:
+    """130,000 characters of history (32,500 tokens) for a model that reads 32,768."""
+    conversation = conversation_create(
+        user=actors.owner, connection_id=engine_connection.pk, model_id=ENGINE_MODEL_ID
+    )
+    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
+    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="y" * 30_000)
+    return conversation
+
+
+@pytest.mark.django_db
+def test_a_message_of_exactly_the_cap_is_accepted_and_one_character_more_is_refused(
+    actors: Actors, conversation: Conversation
+) -> None:
+    with pytest.raises(ValidationError, match="at most 100,000 characters"):
+        chat_turn_start(
+            user=actors.owner, conversation_id=conversation.pk, text="x" * (MAX_MESSAGE_CHARS + 1)
+        )
+    assert not Message.objects.exists()
+
+    turn = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="x" * MAX_MESSAGE_CHARS)
+
+    assert len(turn.user_message.content) == MAX_MESSAGE_CHARS
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "\udfff", "\x00"])
+@pytest.mark.django_db
+def test_a_message_with_an_unstorable_character_is_refused(
+    actors: Actors, conversation: Conversation, bad: str
+) -> None:
+    with pytest.raises(ValidationError, match="cannot be stored"):
+        chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text=f"hi {bad}")
+
+    assert not Message.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_prompt_larger_than_the_context_window_is_refused_with_the_estimate_and_the_limit(
+    actors: Actors, long_engine_conversation: Conversation
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 1_076)
+
+    assert refused.value.messages == [
+        "This conversation is about 32,769 tokens (estimated), and Gemma 3 270M (embedded engine) reads at "
+        "most 32,768: start a new conversation or send a shorter message."
+    ]
+    assert Message.objects.count() == 2  # the refused message was not saved
+
+
+@pytest.mark.django_db
+def test_a_prompt_just_inside_the_context_window_is_sent(
+    actors: Actors, long_engine_conversation: Conversation
+) -> None:
+    turn = chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 1_068)
+
+    assert turn.request.prompt_chars == 131_068  # 32,767 tokens
+
+
+@pytest.mark.django_db
+def test_a_model_the_catalogue_does_not_know_is_not_checked(
+    actors: Actors, engine_connection: ProviderConnection
+) -> None:
+    conversation = conversation_create(
+        user=actors.owner, connection_id=engine_connection.pk, model_id="@local/other"
+    )
+    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
+    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
+
+    turn = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="more")
+
+    assert turn.request.prompt_chars == 200_004
+
+
+@pytest.mark.django_db
+def test_only_the_most_recent_history_is_sent_after_the_system_prompt(
+    actors: Actors, conversation: Conversation
+) -> None:
+    Message.objects.bulk_create(
+        Message(conversation=conversation, role=MessageRole.USER, content=f"m{i}")
+        for i in range(HISTORY_MAX_MESSAGES + 5)
+    )
+
+    messages = upstream_messages(conversation)
+
+    assert len(messages) == 1 + HISTORY_MAX_MESSAGES
+    assert messages[0] == {"role": "system", "content": "Be brief."}
+    assert [m["content"] for m in messages[1:3]] == ["m5", "m6"]
+    assert messages[-1]["content"] == f"m{HISTORY_MAX_MESSAGES + 4}"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_turn_that_cannot_fit_is_refused_with_a_notice_and_nothing_is_sent(
+    open_socket: Callable[[str | None, int], Socket],
+    actors: Actors,
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+) -> None:
+    conversation = await Conversation.objects.acreate(
+        team=actors.team, user=actors.owner, connection=workers_connection, model_id=LLAMA_24K
+    )
+    socket = open_socket("owner", conversation.pk)
+    await socket.connect()
+
+    await socket.send(action="send", message="x" * 96_000)
+    notice = await socket.receive()
+    await socket.disconnect()
+
+    assert "about 24,000 tokens (estimated)" in notice
+    assert "reads at most 24,000" in notice
+    assert fake_upstream.requests == []
+    assert not await Message.objects.filter(conversation=conversation).aexists()
