@@ -46,6 +46,11 @@ Replies:
 Frame and body builders: `openai_chunk`, `usage_chunk`, `native_frame`,
 `text_twice_frame`, `usage`, `chat_completion`, `envelope`, `v4_error`, `openai_error`.
 
+Hostile upstreams: a dict frame is encoded with `json.dumps`, so `float("nan")` goes out as
+`NaN`, `1e400` as `Infinity` and "\\ud800" as the escape `\\ud800`, the way a lying upstream
+sends them; a str frame goes out byte for byte. `sse(frames, done=False)` whose frames carry
+no finish reason and no usage is a stream that stops before the model finished.
+
 `await collect(adapter.stream(request))` gathers every event of a stream into a list.
 
 Recording: `fake_upstream.requests` lists `RecordedRequest(method, path, headers, json)`
