@@ -30,6 +30,7 @@ from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.selectors import conversation_get
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, UpstreamError
+from playground.providers.model_ids import model_id_validate
 from playground.providers.selectors import connection_get
 from playground.storable import is_storable
 from playground.usage.metering import Outcome, UsageMeter, estimate_tokens
@@ -64,6 +65,10 @@ def conversation_create(
     model_id = model_id.strip()
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
+    try:
+        model_id_validate(model_id)  # it goes into request paths
+    except ValidationError as exc:
+        raise ValidationError({"model_id": exc.messages}) from exc
     return Conversation.objects.create(
         team_id=connection.team_id,
         user=user,

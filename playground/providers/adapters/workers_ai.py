@@ -7,7 +7,10 @@ parsing in `base` handles all of them.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from playground.providers.adapters.base import ChatRequest, HTTPChatAdapter
+from playground.providers.model_ids import model_id_path
 
 DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"
 
@@ -19,5 +22,7 @@ class WorkersAIAdapter(HTTPChatAdapter):
         self.account_id = account_id
 
     def endpoint(self, request: ChatRequest) -> str:
-        # The model id (e.g. "@cf/moonshotai/kimi-k2.5") goes in the path, not the body.
-        return f"{self.base_url}/accounts/{self.account_id}/ai/run/{request.model}"
+        # The model id (e.g. "@cf/moonshotai/kimi-k2.5") goes in the path, not the body: both
+        # parts are encoded so that neither can climb the path or start a query string.
+        account = quote(self.account_id, safe="")
+        return f"{self.base_url}/accounts/{account}/ai/run/{model_id_path(request.model)}"
