@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from asgiref.sync import SyncToAsync
@@ -33,6 +35,15 @@ def actors(db: None) -> Actors:
     Membership.objects.create(team=team, user=teammate, role=Role.MEMBER)
     Membership.objects.create(team=other_team, user=outsider, role=Role.OWNER)
     return Actors(team=team, owner=owner, teammate=teammate, outsider=outsider, other_team=other_team)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(settings: Any) -> None:
+    """A cache of the test's own (a new key prefix), so per-user counts start at zero.
+
+    The cache is Redis in the services profile: shared with other test runs, never flushed.
+    """
+    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
 
 
 @pytest.fixture(scope="session", autouse=True)
