@@ -1,8 +1,10 @@
 """The chat WebSocket: a transport adapter over `playground.chat.services`.
 
-`connect()` lets in only a signed-in member of the conversation's team; `receive()` parses
-one command and hands it to the chat service, which re-checks membership and role on
-every message (a role change applies to sockets that are already open). A turn streams in
+`connect()` lets in only a signed-in member of the conversation's team. Every message
+first re-reads the session: a logout, a changed password or a deactivated account closes
+the socket. `receive()` then parses one command and hands it to the chat service, which
+re-checks membership and role (a role change applies to sockets that are already open);
+a turn starts only within the user's limits (`chat.limits`: turn rate, concurrent turns). A turn streams in
 a task of its own so that Stop and a disconnect can reach it: both cancel the task, and
 `ChatTurn.events()` then writes the usage record (status client_disconnected) before the
 task ends. We wait for it, so the record exists once the socket is gone.
@@ -23,7 +25,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.template.loader import render_to_string
 
+from playground.accounts.selectors import asession_user_id
 from playground.chat.forms import BadCommand, SendCommand, StopCommand, chat_command_parse
+from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.selectors import aconversation_get
 from playground.chat.services import ChatTurn, ConversationNotFound, chat_turn_start
@@ -35,6 +39,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 BUSY = "An answer is still streaming: wait for it to finish, or press Stop."
 GONE = "This conversation is no longer available to you."
+SIGNED_OUT = "You are signed out (or your account was deactivated): sign in again to continue."
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -63,6 +68,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._stop_turn()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not await self._still_signed_in():
+            await self._notice(SIGNED_OUT)
+            await self._stop_turn()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
         try:
             command = chat_command_parse(text_data)
         except BadCommand as exc:
@@ -77,6 +87,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # --- turns ---------------------------------------------------------------------------
 
+    async def _still_signed_in(self) -> bool:
+        """The session that opened the socket still signs in its user, and the user is active."""
+        session = self.scope.get("session")
+        user_id = await asession_user_id(session_key=session.session_key if session else None)
+        return user_id is not None and user_id == self.scope["user"].pk
+
     def _turn_running(self) -> bool:
         return self.turn_task is not None and not self.turn_task.done()
 
@@ -85,19 +101,37 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._notice(BUSY)
             return
         try:
+            slot = await turn_admit(user_id=self.scope["user"].pk)
+        except TurnRefused as exc:
+            await self._notice(str(exc))
+            return
+        turn: ChatTurn | None = None
+        try:
+            turn = await self._open_turn(text)
+        finally:
+            if turn is None:  # refused or failed: no task will hold the slot
+                await slot.release()
+        if turn is not None:
+            self.turn_task = asyncio.create_task(
+                self._run_turn(turn, slot), name=f"chat-turn-{turn.user_message.pk}"
+            )
+
+    async def _open_turn(self, text: str) -> ChatTurn | None:
+        """Save the question and show it; None (after a notice) when the service refuses."""
+        try:
             turn = await database_sync_to_async(chat_turn_start)(
                 user=self.scope["user"], conversation_id=self.conversation_id, text=text
             )
         except ConversationNotFound:
             await self._notice(GONE)
             await self.close(code=CLOSE_NOT_FOUND)
-            return
+            return None
         except PermissionDenied as exc:
             await self._notice(str(exc) or "You may not send messages in this conversation.")
-            return
+            return None
         except ValidationError as exc:
             await self._notice(" ".join(exc.messages))
-            return
+            return None
         self.turn, self.finished_sent = turn, False
         await self._send_template(
             "chat/ws/turn_started.html",
@@ -107,9 +141,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "conversation": turn.conversation,
             },
         )
-        self.turn_task = asyncio.create_task(self._run_turn(turn), name=f"chat-turn-{turn.user_message.pk}")
+        return turn
 
-    async def _run_turn(self, turn: ChatTurn) -> None:
+    async def _run_turn(self, turn: ChatTurn, slot: TurnSlot) -> None:
         try:
             async with aclosing(turn.events()) as events:
                 async for event in events:
@@ -123,6 +157,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._send_finished(turn)
             else:  # nothing was stored: do not leave the page waiting on "Streaming…"
                 await self._send_quietly("chat/ws/turn_failed.html", {"key": _key(turn)})
+        finally:
+            await slot.release()  # the turn's record is written by now (events() ended)
 
     async def _stop_turn(self) -> bool:
         """Cancel the running turn and wait until its record is written; False if none ran."""

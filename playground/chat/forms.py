@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.urls import reverse
 
 from playground.catalog.selectors import catalog_models_for_kind
+from playground.providers.model_ids import MODEL_ID_MAX_CHARS, model_id_validate
 from playground.providers.models import ConnectionKind, ProviderConnection
 
 SYSTEM_PROMPT_MAX_CHARS = 20_000
@@ -33,7 +35,12 @@ KINDS_WITH_FREE_MODEL_ID = frozenset({ConnectionKind.OPENAI_COMPATIBLE, Connecti
 class ConversationCreateForm(forms.Form):
     connection = forms.TypedChoiceField(coerce=int, label="Connection")
     model_id = forms.CharField(required=False, max_length=200, label="Model")
-    custom_model_id = forms.CharField(required=False, max_length=200, label="…or type a model id")
+    custom_model_id = forms.CharField(
+        required=False,
+        max_length=MODEL_ID_MAX_CHARS,
+        label="…or type a model id",
+        validators=[model_id_validate],
+    )
     system_prompt = forms.CharField(
         required=False,
         max_length=SYSTEM_PROMPT_MAX_CHARS,
@@ -125,6 +132,9 @@ def chat_command_parse(raw: str | None) -> ChatCommand:
     """
     if raw is None:
         raise BadCommand("Messages must be text.")
+    size, limit = len(raw.encode("utf-8", "surrogatepass")), settings.CHAT_MAX_FRAME_BYTES
+    if size > limit:  # checked before parsing: parsing a huge frame costs memory too
+        raise BadCommand(f"That message is {size // 1024:,} KB; the limit is {limit // 1024:,} KB. Not sent.")
     try:
         data = json.loads(raw)
     except ValueError:
