@@ -4,11 +4,12 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.options import InlineModelAdmin
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from playground.accounts.admin_scope import TeamScopedAdmin, managed_teams
 from playground.accounts.models import Membership, Team
+from playground.accounts.selectors import team_list_owned
 
 
 class MembershipInline(admin.TabularInline):
@@ -31,3 +32,17 @@ class TeamAdmin(TeamScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        """Team admins see their team here; only its owners (and superusers) rename it."""
+        if not super().has_change_permission(request, obj):
+            return False
+        if request.user.is_superuser:
+            return True
+        owned = team_list_owned(user=request.user)
+        return owned.filter(pk=obj.pk).exists() if obj is not None else owned.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        # Deleting a team cascades to its conversations, connections and members: not a
+        # click in a list, for anyone.
+        return False
