@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.services import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from tests.conftest import Actors
@@ -215,6 +218,22 @@ def test_gateway_and_engine_connections_take_a_free_text_model_id(
     assert Conversation.objects.get().model_id == "my-finetune-v2"
 
 
+@pytest.mark.parametrize("model_id", ["../../healthz", "@local/gemma?queueRequest=true"])
+def test_a_free_text_model_id_that_would_change_the_request_path_is_refused(
+    actors: Actors, engine_connection: ProviderConnection, model_id: str
+) -> None:
+    response = client_for(actors.owner).post(
+        reverse("chat:conversation-create"),
+        {"connection": engine_connection.pk, "model_id": "", "custom_model_id": model_id},
+    )
+
+    assert response.status_code == 400
+    assert b"That is not a valid model id." in response.content
+    assert not Conversation.objects.exists()
+    with pytest.raises(ValidationError):  # the service refuses it too, whoever calls it
+        conversation_create(user=actors.owner, connection_id=engine_connection.pk, model_id=model_id)
+
+
 def test_a_free_text_model_id_is_refused_for_workers_ai(
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:
@@ -396,6 +415,23 @@ def test_a_teammate_switches_affinity_back_on(actors: Actors, conversation: Conv
     conversation.refresh_from_db()
     assert response.status_code == 302  # without htmx: back to the page
     assert conversation.use_affinity is True
+
+
+def test_the_affinity_form_works_without_javascript(actors: Actors, conversation: Conversation) -> None:
+    client = Client(enforce_csrf_checks=True)  # as a browser: CSRF is checked
+    client.force_login(actors.owner)
+    page = client.get(detail_url(conversation)).content.decode()
+    form = re.search(r'<form id="affinity".*?</form>', page, re.DOTALL)
+    assert form is not None
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.group(0))
+    assert token is not None, "the form posts itself without htmx, so it needs its CSRF token"
+    assert '<noscript><button type="submit"' in form.group(0)
+
+    response = client.post(affinity_url(conversation), {"csrfmiddlewaretoken": token.group(1)})  # unticked
+
+    conversation.refresh_from_db()
+    assert response.status_code == 302
+    assert conversation.use_affinity is False
 
 
 def test_an_outsider_cannot_touch_affinity(actors: Actors, conversation: Conversation) -> None:
