@@ -1,21 +1,26 @@
 """What session affinity buys on the embedded engine: prefix-cache hits and time to first token.
 
-8 conversations x 8 turns share one ~1,000-token system prompt (a support handbook) and
-run a few at a time against a 2-replica engine, in three modes, each on a fresh engine:
-- with affinity: every request carries `x-session-affinity: <conversation id>`;
-- without: no header, so the engine's least-loaded routing (ties rotate) places each
-  request, and a conversation's turns land on whichever replica is free;
-- a reference with nothing to reuse: no header, and every request starts with a line of its
-  own, so no replica holds any of its prefix (what every turn would cost with no cache).
-All modes send the same conversations with greedy decoding and the same settings. By
-default two conversations are in flight at once, one per replica, so TTFT measures the
-prompt's evaluation rather than waiting behind another request. For turns >= 2 it
-reports the share of prompt tokens served from the replica's KV cache (the engine's
-measured `cached_tokens`), TTFT p50/p95 (request sent -> first content token, queueing
-included) and decode tokens/s, then the ratios.
-Targets: >= 90 % cached with affinity, clearly less without, TTFT p50 >= 5x lower.
+Two workloads, each run with and without `x-session-affinity` in the same invocation, each
+mode on a fresh engine with the default replica count and balance (round-robin):
+- agent (default): 8 conversations x 6 turns; each conversation's first message carries
+  its own ~1,000-token document (an incident report), as an agent's tool output or an
+  attached file would, and later turns ask about it. Nothing is shared between
+  conversations, so a turn's prefix is cached only on the replica that served an earlier
+  turn of the same conversation.
+- support: 8 conversations x 8 turns that share one ~1,000-token system prompt (a support
+  handbook), so every replica soon holds the shared part whatever the routing.
+`--reference` adds a mode with nothing to reuse (a unique first line per request): what
+every turn would cost with no cache.
 
-    .venv/bin/python benchmarks/engine_prefix_cache.py [--concurrency 2] [--max-tokens 32]
+Two conversations are in flight at once (as two agents working side by side), greedy
+decoding, 32 tokens per answer. For turns >= 2 it reports the share of prompt tokens
+served from a replica's KV (the engine's measured `cached_tokens`), TTFT p50/p95 (request
+sent -> first content token, queueing included), decode tokens/s, and the ratios, plus
+each replica's resident memory and threads.
+Targets (agent workload): >= 90 % cached with affinity, <= 60 % without, TTFT p50 >= 3x
+lower with affinity.
+
+    .venv/bin/python benchmarks/engine_prefix_cache.py [--workload agent|support|both] [--reference]
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,11 +44,14 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.engine import EngineProcess, start_engine  # noqa: E402  (needs the repo on sys.path)
+from playground.engine.config import DEFAULT_REPLICAS  # noqa: E402  (needs the repo on sys.path)
+from tests.support.engine import EngineProcess, start_engine  # noqa: E402
 
 PRODUCTS = ["kettle", "toaster", "blender", "lamp", "heater", "fan", "scale", "clock", "radio", "mixer"]
 REGIONS = ["north", "south", "east", "west"]
-QUESTIONS = [
+SYSTEMS = ["billing", "search", "checkout", "login", "reports", "uploads", "email", "inventory"]
+CAUSES = ["a full disk", "an expired certificate", "a bad deploy", "a slow query", "a DNS change"]
+SUPPORT_QUESTIONS = [
     "My {product} arrived with a cracked lid. Order {order}. What should I do?",
     "I live in the {region} region. How long does a replacement {product} take to arrive?",
     "Can I get a refund instead of a replacement for order {order}?",
@@ -51,9 +61,17 @@ QUESTIONS = [
     "Is there a cheaper model than the {product} that I could switch to?",
     "Thanks. Please summarise what happens next with order {order}.",
 ]
+AGENT_QUESTIONS = [
+    "Read the incident report above. What was the root cause of the {system} outage?",
+    "Which entries in the timeline show customer impact?",
+    "List the follow-up actions and who owns each.",
+    "How long did the {system} outage last from first alert to recovery?",
+    "Draft a two-sentence status update for customers.",
+    "What should the team change so that this does not happen again?",
+]
 
 
-def system_prompt() -> str:
+def support_handbook() -> str:
     """A fixed support handbook of about 1,000 tokens; identical for every conversation."""
     lines = ["You are the support assistant of Acme Home Appliances. Follow this handbook exactly."]
     for number in range(36):
@@ -64,6 +82,64 @@ def system_prompt() -> str:
             f"{2 + number % 5} working days; refunds need the order number and a photo of the damage."
         )
     return "\n".join(lines)
+
+
+def incident_report(conversation: int) -> str:
+    """About 1,000 tokens of a report of this conversation's own, different from its first line."""
+    system = SYSTEMS[conversation % len(SYSTEMS)]
+    cause = CAUSES[conversation % len(CAUSES)]
+    lines = [f"Incident report INC-{4100 + 17 * conversation}: {system} outage caused by {cause}.", ""]
+    for minute in range(30):
+        clock = f"{9 + (minute * 7 + conversation) // 60:02d}:{(minute * 7 + conversation) % 60:02d}"
+        lines.append(
+            f"{clock} on-call engineer {chr(65 + (minute + conversation) % 26)} saw {system} error rate at "
+            f"{(minute * 13 + conversation * 7) % 90 + 5} percent; region {REGIONS[minute % 4]} "
+            f"affected, {(minute * 31 + conversation) % 400 + 20} customers waiting."
+        )
+    lines.append(f"Follow-ups: fix {cause} alerting (team {system}); review runbook; add a canary.")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    turns: int
+    opening: Callable[[int], list[dict[str, str]]]  # the messages a conversation starts with
+    question: Callable[[int, int], str]  # (conversation, turn number) -> the user's question
+
+
+def _support_question(conversation: int, number: int) -> str:
+    details = {
+        "product": PRODUCTS[conversation % len(PRODUCTS)],
+        "region": REGIONS[conversation % len(REGIONS)],
+        "order": f"A-{7300 + 37 * conversation}",
+    }
+    return SUPPORT_QUESTIONS[(number - 1) % len(SUPPORT_QUESTIONS)].format(**details)
+
+
+def _agent_question(conversation: int, number: int) -> str:
+    question = AGENT_QUESTIONS[(number - 1) % len(AGENT_QUESTIONS)]
+    return question.format(system=SYSTEMS[conversation % len(SYSTEMS)])
+
+
+WORKLOADS = {
+    "agent": Workload(
+        "agent: a ~1,000-token document of its own in each conversation's first message",
+        turns=6,
+        opening=lambda conversation: [],
+        question=lambda conversation, number: (
+            f"{incident_report(conversation)}\n\n{_agent_question(conversation, number)}"
+            if number == 1
+            else _agent_question(conversation, number)
+        ),
+    ),
+    "support": Workload(
+        "support: one ~1,000-token system prompt shared by every conversation",
+        turns=8,
+        opening=lambda conversation: [{"role": "system", "content": support_handbook()}],
+        question=_support_question,
+    ),
+}
 
 
 @dataclass
@@ -85,6 +161,7 @@ class Mode:
     unique_prefix: bool = False
     turns: list[Turn] = field(default_factory=list)
     wall_seconds: float = 0.0
+    replicas: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def ask(
@@ -119,31 +196,30 @@ async def ask(
     return "".join(parts), first - sent, max(last - first, 0.0), usage, replica
 
 
+def with_unique_start(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The messages behind a system line of their own, so no replica holds any of their prefix."""
+    line = f"Request {uuid.uuid4().hex}."
+    if messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{line}\n{messages[0]['content']}"}, *messages[1:]]
+    return [{"role": "system", "content": line}, *messages]
+
+
 async def run_conversation(
     client: httpx.AsyncClient,
     engine: EngineProcess,
+    workload: Workload,
     mode: Mode,
     conversation: int,
-    turns: int,
     max_tokens: int,
 ) -> None:
-    messages = [{"role": "system", "content": system_prompt()}]
+    messages = workload.opening(conversation)
     headers = dict(engine.headers)
     if mode.affinity:
         headers["x-session-affinity"] = f"bench-conversation-{conversation}"
-    details = {
-        "product": PRODUCTS[conversation % len(PRODUCTS)],
-        "region": REGIONS[conversation % len(REGIONS)],
-        "order": f"A-{7300 + 37 * conversation}",
-    }
-    for number in range(1, turns + 1):
-        if mode.unique_prefix:
-            messages[0]["content"] = f"Request {uuid.uuid4().hex}.\n{system_prompt()}"
-        question = QUESTIONS[(number - 1) % len(QUESTIONS)].format(**details)
-        messages.append({"role": "user", "content": question})
-        answer, ttft, decode, usage, replica = await ask(
-            client, engine, messages, headers, max_tokens=max_tokens
-        )
+    for number in range(1, workload.turns + 1):
+        messages.append({"role": "user", "content": workload.question(conversation, number)})
+        sent = with_unique_start(messages) if mode.unique_prefix else messages
+        answer, ttft, decode, usage, replica = await ask(client, engine, sent, headers, max_tokens=max_tokens)
         messages.append({"role": "assistant", "content": answer})
         mode.turns.append(
             Turn(
@@ -159,7 +235,7 @@ async def run_conversation(
         )
 
 
-async def run_mode(engine: EngineProcess, mode: Mode, args: argparse.Namespace) -> None:
+async def run_mode(engine: EngineProcess, workload: Workload, mode: Mode, args: argparse.Namespace) -> None:
     pending: asyncio.Queue[int] = asyncio.Queue()
     for conversation in range(args.conversations):
         pending.put_nowait(conversation)
@@ -167,12 +243,31 @@ async def run_mode(engine: EngineProcess, mode: Mode, args: argparse.Namespace) 
     async def worker(client: httpx.AsyncClient) -> None:
         while not pending.empty():
             conversation = pending.get_nowait()
-            await run_conversation(client, engine, mode, conversation, args.turns, args.max_tokens)
+            await run_conversation(client, engine, workload, mode, conversation, args.max_tokens)
 
     started = time.perf_counter()
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
         await asyncio.gather(*(worker(client) for _ in range(args.concurrency)))
     mode.wall_seconds = time.perf_counter() - started
+    mode.replicas = [
+        {"index": replica["index"], "rss_mb": resident_mb(replica["pid"]), "threads": threads(replica["pid"])}
+        for replica in engine.health()["replicas"]
+    ]
+
+
+def _status_field(pid: int, name: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split()[1]
+    return "0"
+
+
+def resident_mb(pid: int) -> float:
+    return int(_status_field(pid, "VmRSS")) / 1024
+
+
+def threads(pid: int) -> int:
+    return int(_status_field(pid, "Threads"))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -192,6 +287,7 @@ def summarize(mode: Mode) -> dict[str, float]:
         "prompt": sum(turn.prompt_tokens for turn in later),
         "cached": sum(turn.cached_tokens for turn in later),
         "cached_share": sum(turn.cached_tokens for turn in later) / sum(turn.prompt_tokens for turn in later),
+        "hits": sum(1 for turn in later if turn.cached_tokens >= turn.prompt_tokens / 2),
         "ttft_p50": percentile(ttfts, 50),
         "ttft_p95": percentile(ttfts, 95),
         "decode_tps": statistics.fmean((t.completion_tokens - 1) / t.decode_seconds for t in decoding),
@@ -209,6 +305,7 @@ def print_table(mode: Mode, figures: dict[str, float]) -> None:
         ("requests measured (turns >= 2)", f"{figures['requests']:.0f}"),
         ("prompt tokens / cached tokens", f"{figures['prompt']:.0f} / {figures['cached']:.0f}"),
         ("cached share of prompt tokens", f"{100 * figures['cached_share']:.1f} %"),
+        ("requests with half their prompt or more cached", f"{figures['hits']:.0f}"),
         ("TTFT p50", f"{1000 * figures['ttft_p50']:.0f} ms"),
         ("TTFT p95", f"{1000 * figures['ttft_p95']:.0f} ms"),
         ("decode tokens/s (per request, mean)", f"{figures['decode_tps']:.1f}"),
@@ -218,49 +315,61 @@ def print_table(mode: Mode, figures: dict[str, float]) -> None:
     ]
     for label, value in rows:
         print(f"  {label:<48} {value:>14}")
+    memory = ", ".join(f"#{r['index']} {r['rss_mb']:.0f} MB / {r['threads']} threads" for r in mode.replicas)
+    print(f"  replicas (RSS / OS threads): {memory}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=8)
-    parser.add_argument("--turns", type=int, default=8)
-    parser.add_argument("--concurrency", type=int, default=2, help="conversations in flight at once")
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--context-size", type=int, default=4096)
-    args = parser.parse_args()
-
+def run_workload(workload: Workload, args: argparse.Namespace) -> None:
+    print(f"\n##### workload {workload.name}")
+    print(f"##### {args.conversations} conversations x {workload.turns} turns, {args.concurrency} in flight, "
+          f"{args.replicas} replicas, {os.cpu_count()} CPU cores")  # fmt: skip
     modes = [
         Mode("with affinity (x-session-affinity per conversation)", True),
-        Mode("without affinity", False),
-        Mode("reference: no reusable prefix (a unique first line per request)", False, unique_prefix=True),
+        Mode("without affinity (round-robin)", False),
     ]
+    if args.reference:
+        modes.append(Mode("reference: no reusable prefix (a unique first line per request)", False, True))
     results = {}
     for mode in modes:
         with tempfile.TemporaryDirectory() as workdir:
             engine = start_engine(Path(workdir), replicas=args.replicas, context_size=args.context_size)
             try:
-                asyncio.run(run_mode(engine, mode, args))
+                asyncio.run(run_mode(engine, workload, mode, args))
             finally:
                 engine.stop()
         results[mode.name] = summarize(mode)
         print_table(mode, results[mode.name])
 
-    on, off, cold = (results[mode.name] for mode in modes)
-    print("\n== ratios ==")
-    print(
-        f"  cached share: {100 * on['cached_share']:.1f} % with affinity, "
-        f"{100 * off['cached_share']:.1f} % without"
-    )
+    on, off = results[modes[0].name], results[modes[1].name]
     p50, p95 = off["ttft_p50"] / on["ttft_p50"], off["ttft_p95"] / on["ttft_p95"]
+    print("\n== ratios ==")
+    shares = f"{100 * on['cached_share']:.1f} % with affinity, {100 * off['cached_share']:.1f} % without"
+    print(f"  cached share: {shares}")
     print(f"  TTFT with affinity vs without: p50 lower by {p50:.1f}x, p95 by {p95:.1f}x")
-    cold_p50, cold_p95 = cold["ttft_p50"] / on["ttft_p50"], cold["ttft_p95"] / on["ttft_p95"]
-    print(f"  TTFT with affinity vs nothing reusable: p50 lower by {cold_p50:.1f}x, p95 by {cold_p95:.1f}x")
     print(f"  throughput with affinity / without: {on['throughput'] / off['throughput']:.2f}")
+    if args.reference:
+        cold = results[modes[2].name]
+        print(
+            f"  TTFT with affinity vs nothing reusable: p50 lower by {cold['ttft_p50'] / on['ttft_p50']:.1f}x"
+        )
     print("\n== targets ==")
     print(f"  >= 90 % cached with affinity: {'met' if on['cached_share'] >= 0.9 else 'MISSED'}")
-    print(f"  clearly lower without: {'met' if off['cached_share'] < on['cached_share'] - 0.1 else 'MISSED'}")
-    print(f"  TTFT p50 >= 5x lower with affinity: {'met' if p50 >= 5 else 'MISSED'}")
+    print(f"  <= 60 % cached without: {'met' if off['cached_share'] <= 0.6 else 'MISSED'}")
+    print(f"  TTFT p50 >= 3x lower with affinity: {'met' if p50 >= 3 else 'MISSED'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=[*WORKLOADS, "both"], default="agent")
+    parser.add_argument("--conversations", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=2, help="conversations in flight at once")
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS)
+    parser.add_argument("--context-size", type=int, default=4096)
+    parser.add_argument("--reference", action="store_true", help="add a mode with nothing to reuse")
+    args = parser.parse_args()
+    for name in WORKLOADS if args.workload == "both" else [args.workload]:
+        run_workload(WORKLOADS[name], args)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from playground.engine.routing import BALANCES
 from playground.env import env_int, env_secret, env_str
 
 DEFAULT_MODEL_ID = "@local/gemma-3-270m"
-DEFAULT_REPLICAS = 4
+DEFAULT_REPLICAS = 5  # odd: round-robin does not fall into step with 2 or 4 conversations in flight
 
 
 @dataclass(frozen=True)

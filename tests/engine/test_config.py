@@ -24,7 +24,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_it_serves_the_packaged_gemma_by_default() -> None:
     config = load_config([])
 
-    assert (config.host, config.port, config.replicas) == ("127.0.0.1", 8788, 4)
+    assert (config.host, config.port, config.replicas) == ("127.0.0.1", 8788, 5)
     assert config.balance == "round-robin"
     assert config.model_path is None and config.model_id == "@local/gemma-3-270m"
     assert config.chat_format == "gemma"
