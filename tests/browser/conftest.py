@@ -33,6 +33,7 @@ from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from tests.fakes.fixtures import fake_upstream  # noqa: F401  (a loopback upstream)
 from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
 
 CHROMIUM = "/usr/bin/chromium"
