@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="chat:conversation-list"), name="home"),
+    # Public so that "/" leads to the list (and from there to the login with next=/chat/).
+    path("", login_not_required(RedirectView.as_view(pattern_name="chat:conversation-list")), name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

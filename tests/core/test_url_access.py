@@ -24,6 +24,7 @@ pytestmark = pytest.mark.django_db
 
 # name -> why anyone may open it
 PUBLIC = {
+    "home": "only redirects to the conversation list, which needs a signed-in user",
     "login": "the login form",
     "logout": "logging out needs no session",
     "admin:login": "the admin's login form",
