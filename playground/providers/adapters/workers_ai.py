@@ -1,6 +1,6 @@
 """Cloudflare Workers AI native endpoint: `POST {base}/accounts/{account_id}/ai/run/{model}`.
 
-Also serves the embedded engine, which speaks the same API under account id "local".
+Also serves the embedded engine, which speaks the same API (each team under its own account id).
 Replies may be native frames or OpenAI chunks, and JSON in a v4 envelope; the shared
 parsing in `base` handles all of them.
 """
