@@ -27,7 +27,7 @@ from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_save
 from tests.conftest import Actors
 from tests.fakes.fixtures import fake_upstream  # noqa: F401
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import FakeUpstream, native_frame, sse
 
 WORKERS_TOKEN = "cf-test-token-abcdef"
 ACCOUNT_ID = "0123456789abcdef0123456789abcdef"
@@ -177,3 +177,14 @@ def open_socket(session_cookies: dict[str, str]) -> Callable[[str | None, int], 
         return Socket(communicator=communicator, frames=[])
 
     return make
+
+
+SLOW_WORDS = [native_frame(f"word{i} ") for i in range(30)]
+
+
+async def slow_turn_started(socket: Socket, upstream: FakeUpstream, message: str = "Count slowly") -> None:
+    """Connect `socket` and start a turn whose upstream sends a word every 0.2 s."""
+    upstream.script(sse(SLOW_WORDS, delay=0.2))
+    await socket.connect()
+    await socket.send(action="send", message=message)
+    await socket.receive()  # the turn has started

@@ -10,7 +10,7 @@ from django.conf import LazySettings
 from playground.accounts.models import Membership, Role
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from tests.chat.conftest import FINISHED, WORKERS_TOKEN, Socket
+from tests.chat.conftest import FINISHED, WORKERS_TOKEN, Socket, slow_turn_started
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error, native_frame, openai_chunk, sse, usage
 
@@ -155,17 +155,12 @@ async def test_an_upstream_failure_ends_with_the_error_shown_and_recorded(
 
 # --- stopping and disconnecting -------------------------------------------------------------
 
-SLOW_WORDS = [native_frame(f"word{i} ") for i in range(30)]
-
 
 async def test_disconnecting_mid_stream_leaves_a_client_disconnected_record_and_hangs_up_upstream(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
     socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-    await socket.send(action="send", message="Count slowly")
-    await socket.receive()  # turn started
+    await slow_turn_started(socket, fake_upstream)
     await socket.receive()  # the first word
     await socket.receive()  # the second word
 
@@ -186,11 +181,8 @@ async def test_disconnecting_mid_stream_leaves_a_client_disconnected_record_and_
 async def test_stop_cancels_the_upstream_request_shows_the_partial_answer_and_keeps_the_socket(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
     socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-    await socket.send(action="send", message="Count slowly")
-    await socket.receive()
+    await slow_turn_started(socket, fake_upstream)
     await socket.receive()
 
     await socket.send(action="stop")
@@ -213,11 +205,8 @@ async def test_stop_cancels_the_upstream_request_shows_the_partial_answer_and_ke
 async def test_only_one_turn_runs_at_a_time_per_socket(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
     socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-    await socket.send(action="send", message="First")
-    await socket.receive()
+    await slow_turn_started(socket, fake_upstream, "First")
 
     await socket.send(action="send", message="Second")
     frames = await socket.receive_until('id="chat-notice"')

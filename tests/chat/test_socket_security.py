@@ -13,14 +13,13 @@ from django.contrib.sessions.models import Session
 
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.providers.models import ProviderConnection
-from tests.chat.conftest import FINISHED, Socket
+from tests.chat.conftest import FINISHED, Socket, slow_turn_started
 from tests.conftest import Actors
-from tests.fakes.upstream import FakeUpstream, native_frame, sse
+from tests.fakes.upstream import FakeUpstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 OpenSocket = Callable[[str | None, int], Socket]
-SLOW_WORDS = [native_frame(f"word{i} ") for i in range(30)]
 
 
 def socket_from(origin: str | None, host: str, cookie: str, conversation_id: int) -> WebsocketCommunicator:
@@ -119,11 +118,8 @@ async def test_a_socket_whose_session_ended_refuses_the_next_message_and_closes(
 async def test_signing_out_mid_answer_stops_the_turn_at_the_next_message(
     open_socket: OpenSocket, actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
     socket = open_socket("owner", conversation.pk)
-    await socket.connect()
-    await socket.send(action="send", message="Count slowly")
-    await socket.receive()  # turn started
+    await slow_turn_started(socket, fake_upstream)
     await signed_out_by_deactivation(actors.owner)
 
     await socket.send(action="stop")
@@ -185,12 +181,9 @@ async def test_concurrent_turns_are_capped_per_user_across_sockets(
     second = await Conversation.objects.acreate(
         team=actors.team, user=actors.owner, connection=workers_connection, model_id=conversation.model_id
     )
-    fake_upstream.script(sse(SLOW_WORDS, delay=0.2))
     first_tab, second_tab = open_socket("owner", conversation.pk), open_socket("owner", second.pk)
-    await first_tab.connect()
     await second_tab.connect()
-    await first_tab.send(action="send", message="Count slowly")
-    await first_tab.receive()  # streaming
+    await slow_turn_started(first_tab, fake_upstream)
 
     await second_tab.send(action="send", message="Me too")
     refused = await second_tab.receive()
