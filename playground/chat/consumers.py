@@ -4,10 +4,11 @@
 first re-reads the session: a logout, a changed password or a deactivated account closes
 the socket. `receive()` then parses one command and hands it to the chat service, which
 re-checks membership and role (a role change applies to sockets that are already open);
-a turn starts only within the user's limits (`chat.limits`: turn rate, concurrent turns). A turn streams in
-a task of its own so that Stop and a disconnect can reach it: both cancel the task, and
-`ChatTurn.events()` then writes the usage record (status client_disconnected) before the
-task ends. We wait for it, so the record exists once the socket is gone.
+a turn starts only within the user's limits (`chat.limits`: turn rate, concurrent turns).
+A turn streams in a task of its own so that Stop and a disconnect can reach it: both
+cancel the task, and `ChatTurn.events()` then writes the usage record (status
+client_disconnected) before the task ends. We wait for it, so the record exists once the
+socket is gone.
 
 Every frame sent is a rendered template from `templates/chat/ws/` whose top-level elements
 carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings.
