@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.usage.normalize import NormalizedUsage
+from playground.providers.usage_normalize import NormalizedUsage
 
 
 @dataclass(frozen=True)

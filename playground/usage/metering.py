@@ -20,8 +20,8 @@ from playground.providers.events import (
     UpstreamError,
     UsageReport,
 )
+from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.models import UsageSource, UsageStatus
-from playground.usage.normalize import NormalizedUsage
 
 # A rough, provider-independent rule for text we must estimate (no usage was sent).
 CHARS_PER_TOKEN = 4

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from playground.catalog.models import PriceCard
-from playground.usage.normalize import NormalizedUsage
+from playground.providers.usage_normalize import NormalizedUsage
 
 PER_MILLION = Decimal(1_000_000)
 ZERO = Decimal(0)

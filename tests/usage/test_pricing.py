@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 
 from playground.catalog.models import PriceCard
-from playground.usage.normalize import NormalizedUsage
+from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.pricing import cost_for
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.events import Finish, TextDelta, UpstreamError, UsageReport
+from playground.providers.usage_normalize import NormalizedUsage, normalize_usage
 from playground.usage.metering import UsageMeter
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.normalize import NormalizedUsage, normalize_usage
 from playground.usage.services import RECORD_WRITE_FAILED, RequestContext, usage_record_create
 
 

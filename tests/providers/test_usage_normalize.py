@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground.usage.normalize import normalize_usage
+from playground.providers.usage_normalize import normalize_usage
 
 
 def test_it_reads_the_openai_and_workers_ai_shape() -> None:
