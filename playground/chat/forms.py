@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.providers.model_ids import MODEL_ID_MAX_CHARS, model_id_validate
-from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.models import ProviderConnection
 
 SYSTEM_PROMPT_MAX_CHARS = 20_000
 AFFINITY_HELP = (
@@ -24,12 +24,8 @@ AFFINITY_HELP = (
 
 
 def connection_label(connection: ProviderConnection) -> str:
-    kind = connection.get_kind_display()
+    kind = connection.spec.label
     return connection.name if connection.name == kind else f"{connection.name} · {kind}"
-
-
-# Kinds whose model list is not fixed by the catalogue: any gateway, or an engine serving another GGUF.
-KINDS_WITH_FREE_MODEL_ID = frozenset({ConnectionKind.OPENAI_COMPATIBLE, ConnectionKind.ENGINE})
 
 
 class ConversationCreateForm(forms.Form):
@@ -75,10 +71,10 @@ class ConversationCreateForm(forms.Form):
         custom = (cleaned.get("custom_model_id") or "").strip()
         chosen = (cleaned.get("model_id") or "").strip()
         if custom:
-            if connection.kind not in KINDS_WITH_FREE_MODEL_ID:
+            if not connection.spec.free_model_id:
                 self.add_error(
                     "custom_model_id",
-                    "Only OpenAI-compatible and engine connections take a free-text model id.",
+                    f"A {connection.spec.label} connection serves only the catalogue's models: choose one.",
                 )
             cleaned["model"] = custom
         elif not chosen:

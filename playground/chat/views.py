@@ -23,7 +23,6 @@ from playground.accounts.selectors import membership_get, team_list_for_user
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.forms import (
     AFFINITY_HELP,
-    KINDS_WITH_FREE_MODEL_ID,
     AffinityForm,
     ConversationCreateForm,
     connection_label,
@@ -32,15 +31,10 @@ from playground.chat.presenters import conversation_rows, message_views, model_c
 from playground.chat.routing import chat_socket_path
 from playground.chat.selectors import conversation_get, conversation_list, message_list
 from playground.chat.services import ConversationNotFound, conversation_create, conversation_settings_update
-from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_get, connection_list
 
 SIDEBAR_CONVERSATIONS = 50
-KIND_HELP = {
-    ConnectionKind.ENGINE: "Runs on this machine's CPU, priced as if it were Kimi K2.5 to compare costs.",
-    ConnectionKind.WORKERS_AI: "Models from the catalogue, billed at Workers AI list prices.",
-    ConnectionKind.OPENAI_COMPATIBLE: "Pick a catalogued model or type the id your endpoint expects.",
-}
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -206,8 +200,8 @@ def _model_field_context(
         "model_choices": choices,
         "selected_model": selected,
         "custom_model_id": custom,
-        "allows_custom_model": connection.kind in KINDS_WITH_FREE_MODEL_ID,
-        "kind_help": KIND_HELP.get(ConnectionKind(connection.kind), ""),
+        "allows_custom_model": connection.spec.free_model_id,
+        "kind_help": connection.spec.help,
         "model_errors": form.errors.get("model_id", []) if form is not None else [],
         "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],
     }

@@ -5,12 +5,9 @@ from __future__ import annotations
 from django.db import models
 
 from playground.accounts.models import Team
+from playground.providers.kinds import ConnectionKind, KindSpec, kind_spec
 
-
-class ConnectionKind(models.TextChoices):
-    WORKERS_AI = "workers-ai", "Cloudflare Workers AI"
-    OPENAI_COMPATIBLE = "openai-compatible", "OpenAI-compatible endpoint"
-    ENGINE = "engine", "Embedded engine"
+__all__ = ["ConnectionKind", "ProviderConnection"]
 
 
 class ProviderConnection(models.Model):
@@ -33,6 +30,10 @@ class ProviderConnection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def spec(self) -> KindSpec:
+        return kind_spec(self.kind)
 
     @property
     def has_token(self) -> bool:

@@ -48,10 +48,11 @@ def connection_save(
 
 def connection_settings_validate(*, connection: ProviderConnection) -> None:
     """What each kind needs, and the base-URL policy; also run before every request."""
-    if connection.kind == ConnectionKind.OPENAI_COMPATIBLE and not connection.base_url:
-        raise ValidationError({"base_url": "An OpenAI-compatible connection needs a base URL."})
-    if connection.kind == ConnectionKind.WORKERS_AI and not connection.account_id:
-        raise ValidationError({"account_id": "A Workers AI connection needs the Cloudflare account id."})
+    spec = connection.spec
+    if spec.needs_base_url and not connection.base_url:
+        raise ValidationError({"base_url": f"A connection to an {spec.label} needs a base URL."})
+    if spec.needs_account_id and not connection.account_id:
+        raise ValidationError({"account_id": f"A {spec.label} connection needs the Cloudflare account id."})
     if connection.kind != ConnectionKind.ENGINE and connection.base_url:
         try:
             base_url_validate(connection.base_url)

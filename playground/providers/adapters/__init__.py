@@ -7,7 +7,8 @@ from django.conf import settings
 from playground.providers.adapters.base import ChatAdapter, ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL, WorkersAIAdapter
-from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.kinds import ConnectionKind, WireFormat
+from playground.providers.models import ProviderConnection
 from playground.providers.services import (
     connection_settings_validate,
     connection_token,
@@ -18,28 +19,26 @@ __all__ = ["ChatAdapter", "ChatRequest", "adapter_for"]
 
 
 def adapter_for(connection: ProviderConnection) -> ChatAdapter:
-    """The adapter for a connection's kind, with its base URL and decrypted token.
+    """The adapter for a connection's wire format, with its base URL and decrypted token.
 
     Blocking (it resolves the host to re-check the base-URL policy right before use, as a
     name can be re-pointed after the connection was saved): call it via `sync_to_async`.
     Raises `ValidationError` when the connection is not usable.
     """
     connection_settings_validate(connection=connection)
-    match connection.kind:
-        case ConnectionKind.ENGINE:
-            return WorkersAIAdapter(
-                base_url=settings.ENGINE_URL + "/client/v4",
-                account_id=engine_account_id(team_id=connection.team_id),
-                token=settings.ENGINE_API_TOKEN,
-            )
-        case ConnectionKind.WORKERS_AI:
+    if connection.kind == ConnectionKind.ENGINE:  # this machine's engine, each team under its own account
+        return WorkersAIAdapter(
+            base_url=settings.ENGINE_URL + "/client/v4",
+            account_id=engine_account_id(team_id=connection.team_id),
+            token=settings.ENGINE_API_TOKEN,
+        )
+    token = connection_token(connection=connection)
+    match connection.spec.wire:
+        case WireFormat.WORKERS_AI:
             return WorkersAIAdapter(
                 base_url=connection.base_url or DEFAULT_BASE_URL,
                 account_id=connection.account_id,
-                token=connection_token(connection=connection),
+                token=token,
             )
-        case ConnectionKind.OPENAI_COMPATIBLE:
-            return OpenAICompatAdapter(
-                base_url=connection.base_url, token=connection_token(connection=connection)
-            )
-    raise ValueError(f"Unknown connection kind {connection.kind!r}.")
+        case WireFormat.OPENAI:
+            return OpenAICompatAdapter(base_url=connection.base_url, token=token)
