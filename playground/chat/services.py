@@ -1,10 +1,11 @@
 """Chat actions: start conversations, and run one turn against the upstream.
 
 A turn is `chat_turn_start` (sync: checks, saves the user's message, builds the request)
-then `ChatTurn.events()` (async: streams normalized events). However the stream ends —
-answer, upstream error, timeout, Stop, a client that went away, or data nobody could read
-— `events()` writes the usage record and the assistant message in its `finally`, as one
-unit shielded from cancellation, and neither write can skip the other.
+then `ChatTurn.events()` (async: streams normalized events) through the one metered call
+(`playground.usage.metered_call`). However the stream ends (answer, upstream error,
+timeout, Stop, a client that went away, or data nobody could read), the metered call
+writes the usage record and then the assistant message, as one step shielded from
+cancellation, and neither write can skip the other.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -24,18 +24,19 @@ from django.utils import timezone
 
 from playground.accounts.models import ROLES_THAT_CAN_RUN
 from playground.accounts.selectors import membership_get
-from playground.asyncutil import finish_even_if_cancelled
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.selectors import conversation_get
-from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
-from playground.providers.events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, UpstreamError
+from playground.providers.adapters import ChatRequest, adapter_for
+from playground.providers.answer import AnswerCollector
+from playground.providers.events import StreamEvent
 from playground.providers.model_ids import model_id_validate
 from playground.providers.selectors import connection_get
 from playground.storable import is_storable
-from playground.usage.metering import Outcome, UsageMeter, estimate_tokens
+from playground.usage.metered_call import MeteredCall
+from playground.usage.metering import Outcome, estimate_tokens
 from playground.usage.models import UsageRecord
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.services import RequestContext
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ MAX_MESSAGE_CHARS = 100_000
 # Earlier messages sent with each turn: bounds the query and the request of a long conversation.
 HISTORY_MAX_MESSAGES = 200
 TITLE_CHARS = 80
-STREAM_FAILED = "The answer stopped: the upstream sent data the playground could not read."
 
 
 class ConversationNotFound(Exception):
@@ -93,63 +93,31 @@ class ChatTurn:
 
     conversation: Conversation
     user_message: Message
-    adapter: ChatAdapter
-    request: ChatRequest
-    context: RequestContext
-    context_window: int | None = None  # the model's, when the catalogue knows it
+    call: MeteredCall
     assistant_message: Message | None = None
-    _text: list[str] = field(default_factory=list)
-    _reasoning: list[str] = field(default_factory=list)
+    answer: AnswerCollector = field(default_factory=AnswerCollector)
+
+    def __post_init__(self) -> None:
+        self.call.after_record = self._save_answer
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
-        meter = UsageMeter(prompt_chars=self.request.prompt_chars, context_window=self.context_window)
-        cancelled = True  # until the stream ends by itself
-        try:
-            async with aclosing(self.adapter.stream(self.request)) as upstream:
-                async for event in upstream:
-                    meter.observe(event)
-                    self._collect(event)
-                    yield event
-            cancelled = False
-        except Exception:  # not a cancellation: something in the stream could not be read
-            logger.exception("a chat turn's stream failed")
-            meter.observe(UpstreamError(STREAM_FAILED, code="stream_failed"))
-            cancelled = False
-        finally:
-            outcome = meter.outcome(cancelled=cancelled)
-            self.assistant_message = await finish_even_if_cancelled(sync_to_async(self._store)(outcome))
+        """The upstream's events; the metered call writes the record and then the answer."""
+        async with aclosing(self.call.events()) as events:
+            async for event in events:
+                self.answer.observe(event)
+                yield event
 
-    def _collect(self, event: StreamEvent) -> None:
-        match event:
-            case TextDelta(text=text):
-                self._text.append(text)
-            case ReasoningDelta(text=text):
-                self._reasoning.append(text)
-            case ToolCallDelta():
-                pass  # tool calls get their own editor in a later issue; the record counts them
-            case UpstreamError():
-                pass  # the usage record keeps the (redacted) error text
-
-    def _store(self, outcome: Outcome) -> Message:
-        """The usage record, then the answer: a failure of the first does not lose the second."""
-        record: UsageRecord | None = None
-        try:
-            record = usage_record_create(context=self.context, outcome=outcome)
-        except Exception:  # even the minimal record failed; the answer is still worth keeping
-            logger.exception("no usage record could be written for a chat turn")
-        return self._save_answer(record)
-
-    def _save_answer(self, record: UsageRecord | None) -> Message:
+    def _save_answer(self, record: UsageRecord | None, outcome: Outcome) -> None:
         with transaction.atomic():
             message = Message.objects.create(
                 conversation=self.conversation,
                 role=MessageRole.ASSISTANT,
-                content="".join(self._text),
-                reasoning="".join(self._reasoning),
+                content=self.answer.text,
+                reasoning=self.answer.reasoning,
                 usage_record=record,
             )
             Conversation.objects.filter(pk=self.conversation.pk).update(updated_at=message.created_at)
-        return message
+        self.assistant_message = message
 
 
 def chat_turn_start(*, user: User, conversation_id: int, text: str) -> ChatTurn:
@@ -197,10 +165,7 @@ def chat_turn_start(*, user: User, conversation_id: int, text: str) -> ChatTurn:
     return ChatTurn(
         conversation=conversation,
         user_message=user_message,
-        adapter=adapter,
-        request=request,
-        context=context,
-        context_window=context_window,
+        call=MeteredCall(adapter=adapter, request=request, context=context, context_window=context_window),
     )
 
 

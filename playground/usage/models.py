@@ -75,11 +75,21 @@ class UsageRecord(models.Model):
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     error_code = models.CharField(max_length=40, blank=True)
     error_text = models.TextField(blank=True, help_text="Upstream error, secrets redacted")
+    # What caused the request, for paths without a key of their own here (e.g. "batch-item:42:1"):
+    # unique when set, so a redelivered task cannot write a second record for the same attempt.
+    source = models.CharField(max_length=64, blank=True)
+    # The body as sent upstream: no secrets, and each image replaced by its hash, type and size.
+    request_body = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["team", "created_at"]), models.Index(fields=["team", "model_id"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source"], condition=~models.Q(source=""), name="one_usage_record_per_source"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.model_id} {self.status}"

@@ -31,6 +31,7 @@ class RequestContext:
     affinity_key: str = ""
     streamed: bool = True
     path: str = RequestPath.CHAT
+    source: str = ""  # see UsageRecord.source
 
 
 def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
@@ -94,4 +95,5 @@ def _identity(context: RequestContext) -> dict[str, Any]:
         "model_id": context.model_id,
         "conversation_id": context.conversation_id,
         "path": context.path,
+        "source": context.source,
     }

@@ -327,7 +327,7 @@ async def test_a_turn_that_breaks_before_its_answer_is_stored_does_not_leave_the
     fake_upstream: FakeUpstream,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken(self: object, record: UsageRecord) -> Message:
+    def broken(self: object, record: UsageRecord | None, outcome: object) -> None:
         raise RuntimeError("database went away")
 
     monkeypatch.setattr("playground.chat.services.ChatTurn._save_answer", broken)

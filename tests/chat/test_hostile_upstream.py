@@ -17,8 +17,9 @@ import pytest
 from channels.db import database_sync_to_async
 
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import STREAM_FAILED, chat_turn_start
+from playground.chat.services import chat_turn_start
 from playground.usage import services as usage_services
+from playground.usage.metered_call import STREAM_FAILED
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED
 from tests.chat.conftest import Socket
@@ -132,7 +133,7 @@ async def test_the_answer_is_saved_even_when_no_record_at_all_can_be_written(
     conversation: Conversation, exchange_with_broken: BrokenExchange
 ) -> None:
     frames = await exchange_with_broken(
-        "playground.chat.services.usage_record_create", ConnectionError("the usage table is unavailable")
+        "playground.usage.metered_call.usage_record_create", ConnectionError("the usage table is unavailable")
     )
 
     answer = await Message.objects.aget(conversation=conversation, role=MessageRole.ASSISTANT)

@@ -81,7 +81,7 @@ def test_a_prompt_just_inside_the_context_window_is_sent(
 ) -> None:
     turn = chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 1_068)
 
-    assert turn.request.prompt_chars == 131_068  # 32,767 tokens
+    assert turn.call.request.prompt_chars == 131_068  # 32,767 tokens
 
 
 @pytest.mark.django_db
@@ -96,7 +96,7 @@ def test_a_model_the_catalogue_does_not_know_is_not_checked(
 
     turn = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="more")
 
-    assert turn.request.prompt_chars == 200_004
+    assert turn.call.request.prompt_chars == 200_004
 
 
 @pytest.mark.django_db

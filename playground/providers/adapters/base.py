@@ -15,7 +15,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 from playground.providers.events import (
@@ -30,8 +30,8 @@ from playground.providers.events import (
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
 from playground.providers.retry import retrying
 from playground.providers.secrets import redact
+from playground.providers.usage_normalize import normalize_usage
 from playground.storable import storable_json
-from playground.usage.normalize import normalize_usage
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,11 @@ class ChatRequest:
     temperature: float | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
+    # Other body fields (top_p, seed, stop, penalties, reasoning controls), already limited to
+    # what the connection's kind accepts (`KindSpec.parameters`).
+    parameters: dict[str, Any] = field(default_factory=dict)
     affinity_key: str = ""  # sent as x-session-affinity when non-empty
     stream: bool = True
 
@@ -80,10 +84,12 @@ class HTTPChatAdapter(ABC):
         if request.stream:
             body["stream_options"] = {"include_usage": True}
         optional = {
+            **request.parameters,
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             "tools": request.tools,
             "tool_choice": request.tool_choice,
+            "parallel_tool_calls": request.parallel_tool_calls,
             "response_format": request.response_format,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
@@ -156,8 +162,8 @@ async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str]:
     providers put one JSON object per line, and some omit the blank separator lines.
     """
     async for line in lines:
-        field, _, value = line.partition(":")
-        if field == "data":
+        name, _, value = line.partition(":")
+        if name == "data":
             payload = value.removeprefix(" ").strip()
             if payload:
                 yield payload
