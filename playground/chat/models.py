@@ -19,6 +19,15 @@ class Conversation(models.Model):
     # Sent as x-session-affinity when `use_affinity` is on, so the prompt prefix stays cached.
     affinity_key = models.CharField(max_length=120, blank=True)
     use_affinity = models.BooleanField(default=True)
+    # The composer's settings, sent with every turn (see playground.chat.composer).
+    # Sampling and reasoning parameters the user set; absent keys take the model's defaults.
+    parameters = models.JSONField(default=dict, blank=True)
+    # OpenAI function tools; each may carry "mocks" (saved results), which are never sent.
+    tools = models.JSONField(default=list, blank=True)
+    tool_choice = models.JSONField(default="auto", blank=True)  # "auto" | "none" | "required" | {function}
+    parallel_tool_calls = models.BooleanField(default=True)
+    auto_mock_steps = models.PositiveSmallIntegerField(default=0)  # 0: the user answers every call
+    response_format = models.JSONField(null=True, blank=True)  # None: text
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -32,6 +41,7 @@ class Conversation(models.Model):
 class MessageRole(models.TextChoices):
     USER = "user", "User"
     ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool result"
 
 
 class Message(models.Model):
@@ -39,6 +49,17 @@ class Message(models.Model):
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     content = models.TextField(blank=True)
     reasoning = models.TextField(blank=True)
+    # Assistant messages: the calls the model asked for, assembled by index, each
+    # {"index", "id", "name", "arguments", "valid", "errors"}. Ids may repeat (Kimi): never a key.
+    tool_calls = models.JSONField(default=list, blank=True)
+    # Tool messages: which call of which assistant message this answers, and the id sent back.
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="tool_results"
+    )
+    tool_call_index = models.PositiveSmallIntegerField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    # Assistant messages under a JSON response format: {"valid": bool, "errors": [{"path", "message"}]}.
+    structured = models.JSONField(null=True, blank=True)
     # Set on assistant messages once the answer ends: the request's usage record.
     usage_record = models.OneToOneField(
         "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="message"
@@ -50,3 +71,26 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+class Attachment(models.Model):
+    """An image sent with a user message: re-encoded (no metadata), stored through Django's
+    storage API, and served only to members of the conversation's team through a view."""
+
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="attachments")
+    file = models.FileField(upload_to="attachments/%Y/%m/")
+    sha256 = models.CharField(max_length=64)
+    content_type = models.CharField(max_length=40)
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    size_bytes = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.content_type} {self.width}x{self.height} ({self.sha256[:12]})"
