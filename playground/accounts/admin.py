@@ -20,6 +20,7 @@ class MembershipInline(admin.TabularInline):
 @admin.register(Team)
 class TeamAdmin(TeamScopedAdmin):
     list_display = ["name", "slug", "created_at"]
+    fields = ["name", "slug"]  # the time zone is set with the budget, on the team's budgets page
     prepopulated_fields = {"slug": ["name"]}
     search_fields = ["name"]
 

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import zoneinfo
+from decimal import Decimal
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+
+def time_zone_validate(value: str) -> None:
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(f"{value!r} is not a time zone name (e.g. UTC, Europe/Paris, America/New_York).")
 
 
 class Team(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
+    # Budget months start at midnight on the 1st in this zone.
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[time_zone_validate])
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -32,6 +43,8 @@ class Membership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # Optional monthly cap on what this member's requests may cost (USD); blank: only the team's.
+    monthly_budget_usd = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -39,3 +52,149 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team} ({self.role})"
+
+
+# --- budgets -----------------------------------------------------------------------------------
+
+DEFAULT_ALERT_THRESHOLDS = [50, 80, 100]
+
+
+def thresholds_validate(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, int) and 1 <= v <= 1000 for v in value):
+        raise ValidationError("Alert thresholds are whole percentages between 1 and 1000.")
+
+
+class TeamBudget(models.Model):
+    """A team's monthly budget; no row (or a blank limit) means no limit."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="budget")
+    monthly_limit_usd = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    alert_thresholds = models.JSONField(default=list, validators=[thresholds_validate])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.monthly_limit_usd or 'no'} USD a month"
+
+
+class BudgetLedger(models.Model):
+    """What a team (user NULL) or one member spent and has reserved in one budget month.
+
+    The row every admission updates with one conditional UPDATE (`playground.usage.budgets`):
+    `spent + reserved + cost <= limit` is checked and `reserved` raised in the same statement,
+    so concurrent requests cannot all pass a check made before any of them is counted.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_ledgers")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE)
+    month = models.DateField(help_text="The first day of the month, in the team's time zone")
+    spent_usd = models.DecimalField(max_digits=18, decimal_places=10, default=Decimal(0))
+    reserved_usd = models.DecimalField(max_digits=18, decimal_places=10, default=Decimal(0))
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "month"], condition=models.Q(user__isnull=True), name="one_team_ledger_per_month"
+            ),
+            models.UniqueConstraint(
+                fields=["team", "month", "user"],
+                condition=models.Q(user__isnull=False),
+                name="one_member_ledger_per_month",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m} {self.user or 'team'}"
+
+
+class BudgetReservation(models.Model):
+    """One request's worst-case cost, held on the ledgers until its usage record is written.
+
+    Settled (once: a conditional UPDATE on `settled_at`) by the metered call's reconcile step,
+    or released by the sweep when a process died between reserving and reconciling.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_reservations")
+    team_ledger = models.ForeignKey(BudgetLedger, on_delete=models.CASCADE, related_name="+")
+    member_ledger = models.ForeignKey(BudgetLedger, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    amount_usd = models.DecimalField(max_digits=18, decimal_places=10)
+    actual_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
+    label = models.CharField(max_length=120, blank=True, help_text="What reserved it (path, source)")
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "settled_at", "created_at"])]
+
+
+class BudgetAlert(models.Model):
+    """A threshold a team crossed in a month: the banner, and the email sent once."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_alerts")
+    month = models.DateField()
+    threshold = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "month", "threshold"], name="one_alert_per_threshold_month")
+        ]
+
+
+# --- invitations and audit ---------------------------------------------------------------------
+
+
+class Invitation(models.Model):
+    """A one-time link to join a team. Only the token's SHA-256 is stored; the link is shown once."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    note = models.CharField(max_length=200, blank=True, help_text="Who it is for (shown to admins only)")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class AuditAction(models.TextChoices):
+    MEMBER_INVITED = "member.invited", "Invited a member"
+    INVITATION_REVOKED = "invitation.revoked", "Revoked an invitation"
+    MEMBER_JOINED = "member.joined", "Joined the team"
+    ROLE_CHANGED = "member.role_changed", "Changed a role"
+    MEMBER_REMOVED = "member.removed", "Removed a member"
+    MEMBER_LEFT = "member.left", "Left the team"
+    OWNERSHIP_TRANSFERRED = "team.ownership_transferred", "Transferred ownership"
+    CONNECTION_CREATED = "connection.created", "Added a connection"
+    CONNECTION_UPDATED = "connection.updated", "Changed a connection"
+    CONNECTION_DELETED = "connection.deleted", "Deleted a connection"
+    PRICE_OVERRIDE_CREATED = "price_override.created", "Added a price override"
+    PRICE_OVERRIDE_DELETED = "price_override.deleted", "Deleted a price override"
+    PRICE_CARD_CREATED = "price_card.created", "Added a global price card"
+    BUDGET_CHANGED = "budget.changed", "Changed the team budget"
+    MEMBER_BUDGET_CHANGED = "budget.member_changed", "Changed a member's budget"
+
+
+class AuditEvent(models.Model):
+    """Who changed what in a team, and when. Never holds a secret (tokens: "changed" only)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Kept when the account is deleted")
+    action = models.CharField(max_length=40, choices=AuditAction.choices)
+    target = models.CharField(max_length=200, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target}"

@@ -42,10 +42,19 @@ class CatalogModel(models.Model):
 
 
 class PriceCard(models.Model):
-    """USD per million tokens for one model from `effective_from` until the next card."""
+    """USD per million tokens for one model from `effective_from` until the next card.
+
+    A card with a team is that team's override (a negotiated rate): it prices the team's
+    requests from `effective_from` to `effective_until` (inclusive; blank: open-ended) instead
+    of the global card, and its label says so on every record it priced.
+    """
 
     model = models.ForeignKey(CatalogModel, on_delete=models.CASCADE, related_name="price_cards")
+    team = models.ForeignKey(
+        "accounts.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="price_overrides"
+    )
     effective_from = models.DateField()
+    effective_until = models.DateField(null=True, blank=True, help_text="Last day (overrides only)")
     input_per_m = models.DecimalField(max_digits=12, decimal_places=6)
     cached_input_per_m = models.DecimalField(
         max_digits=12, decimal_places=6, null=True, blank=True, help_text="Blank: no cache discount"
@@ -57,11 +66,24 @@ class PriceCard(models.Model):
     class Meta:
         ordering = ["model", "-effective_from"]
         constraints = [
-            models.UniqueConstraint(fields=["model", "effective_from"], name="one_price_card_per_model_day")
+            models.UniqueConstraint(
+                fields=["model", "effective_from"],
+                condition=models.Q(team__isnull=True),
+                name="one_price_card_per_model_day",
+            ),
+            models.UniqueConstraint(
+                fields=["team", "model", "effective_from"],
+                condition=models.Q(team__isnull=False),
+                name="one_team_override_per_model_day",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.model.model_id} from {self.effective_from}: {self.label}"
+
+    @property
+    def is_override(self) -> bool:
+        return self.team_id is not None
 
     @property
     def effective_cached_input_per_m(self) -> Decimal:

@@ -176,6 +176,10 @@ CAPABILITY_FIELDS = (
 def catalog_seed(catalog_model: Any, price_card: Any) -> None:
     """Upsert `SEED` using the given model classes (real or historical)."""
     rows = {}
+    # Seeded cards are the global ones, never a team's override of the same day (the
+    # historical model of the seeding migration has no team field yet).
+    has_team = any(field.name == "team" for field in price_card._meta.get_fields())
+    global_card: dict[str, Any] = {"team": None} if has_team else {}
     for seed in SEED:
         defaults = {
             "display_name": seed.display_name,
@@ -192,6 +196,7 @@ def catalog_seed(catalog_model: Any, price_card: Any) -> None:
             price_card.objects.update_or_create(
                 model=rows[seed.model_id],
                 effective_from=price.effective_from,
+                **global_card,
                 defaults={
                     "input_per_m": Decimal(price.input),
                     "cached_input_per_m": Decimal(price.cached) if price.cached else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from playground.catalog.models import CatalogModel, PriceCard
 
@@ -28,18 +28,33 @@ def catalog_model_serving(*, model_id: str, day: dt.date) -> CatalogModel | None
     return model
 
 
-def price_card_for(*, model_id: str, day: dt.date) -> PriceCard | None:
-    """The card that priced a request for `model_id` on `day`.
+def price_card_for(*, model_id: str, day: dt.date, team_id: int | None = None) -> PriceCard | None:
+    """The card that priced a request for `model_id` on `day` (for `team_id`, when given).
 
-    None when the model or a card for the day is unknown: such a request is recorded
-    unpriced rather than priced wrongly.
+    The team's override for the serving model on that day wins over the global card. None
+    when the model or a card for the day is unknown: such a request is recorded unpriced
+    rather than priced wrongly.
     """
     model = catalog_model_serving(model_id=model_id, day=day)
     if model is None:
         return None
+    cards = PriceCard.objects.select_related("model").filter(model=model, effective_from__lte=day)
+    if team_id is not None:
+        override = (
+            cards.filter(team_id=team_id)
+            .filter(Q(effective_until__isnull=True) | Q(effective_until__gte=day))
+            .order_by("-effective_from")
+            .first()
+        )
+        if override is not None:
+            return override
+    return cards.filter(team__isnull=True).order_by("-effective_from").first()
+
+
+def price_cards_visible(*, team_id: int) -> QuerySet[PriceCard]:
+    """The global cards and `team_id`'s own overrides (never another team's)."""
     return (
-        PriceCard.objects.select_related("model")
-        .filter(model=model, effective_from__lte=day)
-        .order_by("-effective_from")
-        .first()
+        PriceCard.objects.select_related("model", "team")
+        .filter(Q(team__isnull=True) | Q(team_id=team_id))
+        .order_by("model__display_name", "team_id", "-effective_from")
     )
