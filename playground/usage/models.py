@@ -84,7 +84,16 @@ class UsageRecord(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["team", "created_at"]), models.Index(fields=["team", "model_id"])]
+        # The request log's filters: each walks (created_at, id) backwards inside its column, so a
+        # first page or a keyset page reads about one page of index entries.
+        indexes = [
+            models.Index(fields=["team", "created_at", "id"], name="usage_log_team_time"),
+            models.Index(fields=["team", "model_id", "created_at", "id"], name="usage_log_team_model"),
+            models.Index(fields=["team", "status", "created_at", "id"], name="usage_log_team_status"),
+            models.Index(fields=["team", "user", "created_at", "id"], name="usage_log_team_user"),
+            models.Index(fields=["team", "connection", "created_at", "id"], name="usage_log_team_conn"),
+            models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["source"], condition=~models.Q(source=""), name="one_usage_record_per_source"
@@ -93,3 +102,115 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.model_id} {self.status}"
+
+
+# --- rollups ------------------------------------------------------------------------------
+# Charts read these, never the raw rows. Written in the same transaction as each record by
+# `playground.usage.rollups` (the rollup writer beside the record writer) and rebuilt from the
+# raw rows by `manage.py rebuild_usage_rollups`.
+
+# Fixed histogram edges in milliseconds: bucket i counts values in [EDGES[i], EDGES[i+1]),
+# the last one everything from its edge up. Fixed edges make histograms add up across
+# buckets, teams and models, so a percentile over any range combines exactly.
+HISTOGRAM_EDGES_MS: tuple[int, ...] = (
+    0, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 5000, 7500, 10000,
+    15000, 20000, 30000, 60000,
+)  # fmt: skip
+HISTOGRAM_BUCKETS = len(HISTOGRAM_EDGES_MS)
+TTFT_COLUMNS = tuple(f"ttft_h{i:02d}" for i in range(HISTOGRAM_BUCKETS))
+LATENCY_COLUMNS = tuple(f"latency_h{i:02d}" for i in range(HISTOGRAM_BUCKETS))
+# Costs are summed as integers of 1e-10 USD (the records' own precision), so sums are exact
+# on every database (SQLite would add decimals as floats).
+COST_SCALE = 10**10
+
+
+class CacheState(models.TextChoices):
+    HIT = "hit", "Cache hit"
+    MISS = "miss", "Cache miss"
+    UNKNOWN = "unknown", "Not reported"
+
+
+class UsageRollupBase(models.Model):
+    """One bucket of one combination of dimensions: counts, sums and histograms.
+
+    A dimension that a record leaves empty is stored as 0 (user, connection, price card), so
+    the unique key holds no NULL (NULLs never conflict) and upserts find their row.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    bucket = models.DateTimeField(help_text="Start of the UTC hour or day")
+    model_id = models.CharField(max_length=200)
+    price_card_id = models.BigIntegerField(default=0, help_text="0: unpriced")
+    user_id = models.BigIntegerField(default=0, help_text="0: none (deleted user)")
+    connection_id = models.BigIntegerField(default=0, help_text="0: none (deleted connection)")
+    path = models.CharField(max_length=10, choices=RequestPath.choices)
+    status = models.CharField(max_length=24, choices=UsageStatus.choices)
+    affinity = models.BooleanField()
+    cache_state = models.CharField(max_length=8, choices=CacheState.choices)
+
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    input_cost_e10 = models.BigIntegerField(default=0)
+    cached_input_cost_e10 = models.BigIntegerField(default=0)
+    output_cost_e10 = models.BigIntegerField(default=0)
+    total_cost_e10 = models.BigIntegerField(default=0)
+    ttft_count = models.BigIntegerField(default=0)
+    ttft_sum_ms = models.BigIntegerField(default=0)
+    latency_count = models.BigIntegerField(default=0)
+    latency_sum_ms = models.BigIntegerField(default=0)
+
+    locals().update({name: models.BigIntegerField(default=0) for name in TTFT_COLUMNS + LATENCY_COLUMNS})
+
+    DIMENSIONS = (
+        "team_id", "bucket", "model_id", "price_card_id", "user_id", "connection_id", "path", "status",
+        "affinity", "cache_state",
+    )  # fmt: skip
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} {self.model_id} {self.status}: {self.requests}"
+
+
+class UsageHourly(UsageRollupBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsageRollupBase.DIMENSIONS, name="one_usage_hourly_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_hourly_team_bucket")]
+
+
+class UsageDaily(UsageRollupBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsageRollupBase.DIMENSIONS, name="one_usage_daily_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_daily_team_bucket")]
+
+
+class UsageConversationDaily(models.Model):
+    """Per conversation and UTC day: enough to rank conversations by cost over any range."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    bucket = models.DateTimeField(help_text="Start of the UTC day")
+    conversation_id = models.BigIntegerField()
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    total_cost_e10 = models.BigIntegerField(default=0)
+
+    DIMENSIONS = ("team_id", "bucket", "conversation_id")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "bucket", "conversation_id"], name="one_usage_conv_day_per_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d} conversation {self.conversation_id}: {self.requests}"

@@ -9,13 +9,14 @@ provider charges when it reports no cache hit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from playground.catalog.models import PriceCard
 from playground.providers.usage_normalize import NormalizedUsage
 
 PER_MILLION = Decimal(1_000_000)
 ZERO = Decimal(0)
+STORED_PLACES = Decimal("1e-10")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ class Cost:
     @property
     def total(self) -> Decimal:
         return self.input + self.cached_input + self.output
+
+    def stored(self) -> Cost:
+        """Each component at the usage columns' precision (10 places, half up), as it is stored.
+
+        Rounded here rather than by the database, so the record in memory, the stored row and
+        the rollups built from either hold the same figures, and the total is their sum.
+        """
+        parts = (self.input, self.cached_input, self.output)
+        return Cost(*(part.quantize(STORED_PLACES, rounding=ROUND_HALF_UP) for part in parts))
 
 
 UNPRICED = Cost(ZERO, ZERO, ZERO)

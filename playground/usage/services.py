@@ -13,6 +13,7 @@ from playground.catalog.selectors import price_card_for
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
 from playground.usage.pricing import cost_for
+from playground.usage.rollups import rollup_add
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         logger.exception(
             "could not write the usage record of a %s request; writing a minimal one", outcome.status
         )
-        return UsageRecord.objects.create(
+        record = UsageRecord.objects.create(
             **_identity(context),
             status=outcome.status,
             usage_source=UsageSource.ESTIMATED,
@@ -55,13 +56,19 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
             error_text=f"The full usage record could not be written ({type(exc).__name__}): "
             "its tokens, cost and timings are missing.",
         )
+        try:
+            with transaction.atomic():
+                rollup_add(record)
+        except Exception:
+            logger.exception("could not add a minimal usage record to the rollups; run rebuild_usage_rollups")
+        return record
 
 
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     card = price_card_for(model_id=context.model_id, day=timezone.now().date())
-    cost = cost_for(usage=outcome.usage, card=card)
+    cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
-    return UsageRecord.objects.create(
+    record = UsageRecord.objects.create(
         **_identity(context),
         affinity_key=context.affinity_key,
         streamed=context.streamed,
@@ -85,6 +92,8 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         error_code=outcome.error_code[:40],
         error_text=outcome.error_text,
     )
+    rollup_add(record)  # same transaction: the record and its rollups commit together
+    return record
 
 
 def _identity(context: RequestContext) -> dict[str, Any]:

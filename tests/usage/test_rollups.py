@@ -1,0 +1,216 @@
+"""Rollups kept on write equal rollups rebuilt from the raw rows, and lose no concurrent increment."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.db import connection, connections
+from django.db.models import Sum
+
+from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
+from playground.chat.models import Conversation
+from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.metering import Outcome
+from playground.usage.models import (
+    HISTOGRAM_EDGES_MS,
+    UsageConversationDaily,
+    UsageDaily,
+    UsageHourly,
+    UsageSource,
+    UsageStatus,
+)
+from playground.usage.rollups import histogram_bucket, rollups_rebuild
+from playground.usage.services import RequestContext, usage_record_create
+
+ROLLUPS = (UsageHourly, UsageDaily, UsageConversationDaily)
+START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30
+
+
+@contextmanager
+def clock(at: dt.datetime) -> Iterator[None]:
+    with mock.patch("django.utils.timezone.now", return_value=at):
+        yield
+
+
+def snapshot() -> dict[str, list[tuple[Any, ...]]]:
+    tables = {}
+    for model in ROLLUPS:
+        names = [f.attname for f in model._meta.concrete_fields if f.attname != "id"]
+        tables[model.__name__] = sorted(model.objects.values_list(*names))
+    return tables
+
+
+def outcome(rng: random.Random) -> Outcome:
+    status = rng.choice([UsageStatus.OK] * 6 + [UsageStatus.UPSTREAM_ERROR, UsageStatus.CLIENT_DISCONNECTED])
+    prompt = rng.randint(1, 60_000)
+    cached = rng.choice([None, 0, rng.randint(0, prompt)])
+    return Outcome(
+        status=status,
+        usage=NormalizedUsage(
+            prompt_tokens=prompt, completion_tokens=rng.randint(0, 3000), cached_tokens=cached
+        ),
+        usage_source=UsageSource.PROVIDER,
+        # edges too: a bucket boundary must fall on the same side in both paths
+        ttft_ms=rng.choice([None, rng.randint(0, 90_000), rng.choice(HISTOGRAM_EDGES_MS)]),
+        latency_ms=rng.choice([rng.randint(0, 200_000), rng.choice(HISTOGRAM_EDGES_MS)]),
+    )
+
+
+def write_records(actors: Any, *, count: int, seed: int, start: dt.datetime) -> None:
+    rng = random.Random(seed)
+    conversations = [
+        Conversation.objects.create(team=actors.team, user=actors.owner, model_id=KIMI_K25) for _ in range(3)
+    ]
+    at = start
+    for _ in range(count):
+        at += dt.timedelta(minutes=rng.randint(1, 200))
+        context = RequestContext(
+            team_id=rng.choice([actors.team.pk, actors.other_team.pk]),
+            user_id=rng.choice([actors.owner.pk, actors.teammate.pk, None]),
+            connection_id=None,
+            model_id=rng.choice([KIMI_K25, KIMI_K26, ENGINE_MODEL_ID, "@local/unpriced"]),
+            conversation_id=rng.choice([None, *(c.pk for c in conversations)]),
+            affinity_key=rng.choice(["", "conv-1"]),
+            path=rng.choice(["chat", "batch"]),
+        )
+        with clock(at):
+            usage_record_create(context=context, outcome=outcome(rng))
+
+
+@pytest.mark.django_db
+def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> None:
+    write_records(actors, count=250, seed=7, start=START)
+    incremental = snapshot()
+    assert len(incremental["UsageHourly"]) > 100 and len(incremental["UsageConversationDaily"]) > 3
+
+    rollups_rebuild()
+
+    assert snapshot() == incremental
+
+
+@pytest.mark.django_db
+def test_writes_after_a_rebuild_land_in_the_rebuilt_rows(actors: Any) -> None:
+    """The rebuild writes bucket keys exactly as the writer does, or later upserts would duplicate rows."""
+    write_records(actors, count=60, seed=1, start=START)
+    rollups_rebuild()
+    write_records(actors, count=60, seed=2, start=START)  # the same hours again
+    incremental = snapshot()
+
+    rollups_rebuild()
+
+    assert snapshot() == incremental
+
+
+@pytest.mark.django_db
+def test_a_rebuild_of_one_team_leaves_the_others_rollups_alone(actors: Any) -> None:
+    write_records(actors, count=80, seed=3, start=START)
+    ours = sorted(UsageDaily.objects.filter(team=actors.team).values_list("bucket", "requests"))
+    UsageDaily.objects.filter(team=actors.other_team).update(requests=999)
+    UsageDaily.objects.filter(team=actors.team).update(requests=0)
+
+    rollups_rebuild(team_id=actors.team.pk)
+
+    assert not UsageDaily.objects.filter(team=actors.other_team).exclude(requests=999).exists()
+    rebuilt = UsageDaily.objects.filter(team=actors.team).values("bucket").annotate(n=Sum("requests"))
+    assert sorted((row["bucket"], row["n"]) for row in rebuilt) == _per_bucket(ours)
+
+
+def _per_bucket(rows: list[tuple[dt.datetime, int]]) -> list[tuple[dt.datetime, int]]:
+    totals: dict[dt.datetime, int] = {}
+    for bucket, requests in rows:
+        totals[bucket] = totals.get(bucket, 0) + requests
+    return sorted(totals.items())
+
+
+@pytest.mark.django_db
+def test_one_record_lands_in_its_hour_and_day_with_its_histogram_buckets(actors: Any) -> None:
+    at = dt.datetime(2026, 11, 2, 13, 47, 5, tzinfo=dt.UTC)
+    result = Outcome(
+        status=UsageStatus.OK,
+        usage=NormalizedUsage(prompt_tokens=2000, cached_tokens=1500, completion_tokens=100),
+        usage_source=UsageSource.PROVIDER,
+        ttft_ms=420,
+        latency_ms=2600,
+    )
+    context = RequestContext(
+        team_id=actors.team.pk,
+        user_id=actors.owner.pk,
+        connection_id=None,
+        model_id=ENGINE_MODEL_ID,
+        affinity_key="k",
+    )
+    with clock(at):
+        usage_record_create(context=context, outcome=result)
+
+    hour = UsageHourly.objects.get()
+    day = UsageDaily.objects.get()
+    assert hour.bucket == dt.datetime(2026, 11, 2, 13, tzinfo=dt.UTC)
+    assert day.bucket == dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+    assert (hour.requests, hour.prompt_tokens, hour.cached_tokens, hour.completion_tokens) == (
+        1,
+        2000,
+        1500,
+        100,
+    )
+    assert (hour.affinity, hour.cache_state, hour.user_id, hour.connection_id) == (
+        True,
+        "hit",
+        actors.owner.pk,
+        0,
+    )
+    # 500 fresh x $0.60/M + 1500 x $0.10/M + 100 x $3.00/M, in 1e-10 USD
+    assert (hour.input_cost_e10, hour.cached_input_cost_e10, hour.output_cost_e10) == (
+        3_000_000,
+        1_500_000,
+        3_000_000,
+    )
+    assert hour.total_cost_e10 == 7_500_000
+    assert hour.ttft_h06 == 1 and hour.latency_h11 == 1  # [400, 500) and [2000, 3000)
+    assert histogram_bucket(420) == 6 and histogram_bucket(2600) == 11 and histogram_bucket(10**9) == 19
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_one_bucket_lose_no_increment(actors: Any) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite serializes writers itself; the race needs PostgreSQL's row locks")
+    at = dt.datetime(2026, 11, 2, 13, 0, tzinfo=dt.UTC)
+    result = Outcome(
+        status=UsageStatus.OK,
+        usage=NormalizedUsage(prompt_tokens=10, cached_tokens=0, completion_tokens=1),
+        usage_source=UsageSource.PROVIDER,
+        ttft_ms=10,
+        latency_ms=20,
+    )
+    context = RequestContext(
+        team_id=actors.team.pk, user_id=None, connection_id=None, model_id=ENGINE_MODEL_ID
+    )
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait()
+            for _ in range(25):
+                usage_record_create(context=context, outcome=result)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    with clock(at):  # patched once for all threads (entering a patch per thread is not thread-safe)
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert not errors
+    assert UsageHourly.objects.get().requests == 200
+    assert UsageDaily.objects.get().prompt_tokens == 2000
