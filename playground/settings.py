@@ -178,6 +178,25 @@ UPSTREAM_TOTAL_TIMEOUT = env_float("UPSTREAM_TOTAL_TIMEOUT", 600.0)
 UPSTREAM_MAX_RETRIES = env_int("UPSTREAM_MAX_RETRIES", 2)
 UPSTREAM_MAX_RETRY_AFTER = env_float("UPSTREAM_MAX_RETRY_AFTER", 20.0)
 
+# --- budgets ---
+# Output tokens reserved for a request that sets no max_tokens (see playground.usage.budgets).
+BUDGET_DEFAULT_MAX_TOKENS = env_int("BUDGET_DEFAULT_MAX_TOKENS", 4096)
+# A reservation not reconciled after this many seconds (its process died) is released.
+BUDGET_RESERVATION_TTL = env_int("BUDGET_RESERVATION_TTL", 3600)
+# Budget alerts go out through Django's email backend: the console unless configured.
+_EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+MAILERS = {
+    "default": {
+        "BACKEND": _EMAIL_BACKEND,
+        "OPTIONS": (
+            {"host": env_str("EMAIL_HOST", "localhost"), "port": env_int("EMAIL_PORT", 25), "timeout": 10}
+            if _EMAIL_BACKEND.endswith("smtp.EmailBackend")
+            else {}
+        ),
+    }
+}
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "playground@localhost")
+
 # --- browser security headers ---
 # A strict Content-Security-Policy: scripts and styles only from our own static files (no
 # inline script or style, no eval), sockets and fetches to this origin only.

@@ -12,7 +12,7 @@ from django.db import models
 
 def time_zone_validate(value: str) -> None:
     if value not in zoneinfo.available_timezones():
-        raise ValidationError(f"{value!r} is not a time zone name (e.g. UTC, Europe/Paris, America/New_York).")
+        raise ValidationError(f"{value!r} is not a time zone name (e.g. UTC, Europe/Paris, Asia/Tokyo).")
 
 
 class Team(models.Model):
@@ -93,7 +93,9 @@ class BudgetLedger(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["team", "month"], condition=models.Q(user__isnull=True), name="one_team_ledger_per_month"
+                fields=["team", "month"],
+                condition=models.Q(user__isnull=True),
+                name="one_team_ledger_per_month",
             ),
             models.UniqueConstraint(
                 fields=["team", "month", "user"],
@@ -115,7 +117,9 @@ class BudgetReservation(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_reservations")
     team_ledger = models.ForeignKey(BudgetLedger, on_delete=models.CASCADE, related_name="+")
-    member_ledger = models.ForeignKey(BudgetLedger, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    member_ledger = models.ForeignKey(
+        BudgetLedger, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     amount_usd = models.DecimalField(max_digits=18, decimal_places=10)
     actual_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
     label = models.CharField(max_length=120, blank=True, help_text="What reserved it (path, source)")
@@ -124,6 +128,9 @@ class BudgetReservation(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["team", "settled_at", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.amount_usd} USD for {self.label or 'a request'}"
 
 
 class BudgetAlert(models.Model):
@@ -137,8 +144,13 @@ class BudgetAlert(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["team", "month", "threshold"], name="one_alert_per_threshold_month")
+            models.UniqueConstraint(
+                fields=["team", "month", "threshold"], name="one_alert_per_threshold_month"
+            )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.month:%Y-%m} {self.threshold}%"
 
 
 # --- invitations and audit ---------------------------------------------------------------------
@@ -151,7 +163,9 @@ class Invitation(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
     note = models.CharField(max_length=200, blank=True, help_text="Who it is for (shown to admins only)")
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     accepted_at = models.DateTimeField(null=True, blank=True)
@@ -162,6 +176,9 @@ class Invitation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_role_display()} invitation to {self.team}"
 
 
 class AuditAction(models.TextChoices):
@@ -186,7 +203,9 @@ class AuditEvent(models.Model):
     """Who changed what in a team, and when. Never holds a secret (tokens: "changed" only)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_name = models.CharField(max_length=150, blank=True, help_text="Kept when the account is deleted")
     action = models.CharField(max_length=40, choices=AuditAction.choices)
     target = models.CharField(max_length=200, blank=True)

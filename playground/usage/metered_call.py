@@ -22,6 +22,14 @@ from playground.asyncutil import finish_even_if_cancelled
 from playground.providers.adapters import ChatAdapter, ChatRequest
 from playground.providers.answer import AnswerCollector
 from playground.providers.events import StreamEvent, UpstreamError
+from playground.usage.budgets import (
+    BUDGET_EXCEEDED,
+    BudgetExceeded,
+    Reservation,
+    budget_reconcile,
+    budget_reserve_for_request,
+    record_cost_for_budget,
+)
 from playground.usage.metering import Outcome, UsageMeter
 from playground.usage.models import UsageRecord
 from playground.usage.services import RequestContext, usage_record_create
@@ -29,6 +37,7 @@ from playground.usage.services import RequestContext, usage_record_create
 logger = logging.getLogger(__name__)
 
 STREAM_FAILED = "The answer stopped: the upstream sent data the playground could not read."
+BUDGET_UNCHECKED = "Nothing was sent: the team's budget could not be checked. Try again in a moment."
 
 AfterRecord = Callable[[UsageRecord | None, Outcome], None]
 
@@ -46,11 +55,23 @@ class MeteredCall:
     after_record: AfterRecord | None = None
     record: UsageRecord | None = field(default=None, init=False)
     outcome: Outcome | None = field(default=None, init=False)
+    # The budget held for this request until its record is written (playground.usage.budgets),
+    # or why it was refused before anything was sent.
+    reservation: Reservation | None = field(default=None, init=False)
+    refusal: str = field(default="", init=False)
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
         meter = UsageMeter(prompt_chars=self.request.prompt_chars, context_window=self.context_window)
         cancelled = True  # until the stream ends by itself
         try:
+            # Shielded: a reservation made in the worker thread is never lost to a cancellation.
+            await finish_even_if_cancelled(sync_to_async(self._reserve)())
+            if self.refusal:  # nothing is sent; the record says why, at cost 0
+                refusal = UpstreamError(self.refusal, code=BUDGET_EXCEEDED)
+                meter.observe(refusal)
+                cancelled = False
+                yield refusal
+                return
             async with aclosing(self.adapter.stream(self.request)) as upstream:
                 async for event in upstream:
                     meter.observe(event)
@@ -61,8 +82,38 @@ class MeteredCall:
             meter.observe(UpstreamError(STREAM_FAILED, code="stream_failed"))
             cancelled = False
         finally:
-            self.outcome = meter.outcome(cancelled=cancelled)
-            await finish_even_if_cancelled(sync_to_async(self._store)(self.outcome))
+            self.outcome = meter.outcome(cancelled=cancelled, rejected_reason=self.refusal)
+            await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
+
+    def _reserve(self) -> None:
+        """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed)."""
+        try:
+            self.reservation = budget_reserve_for_request(
+                request=self.request,
+                team_id=self.context.team_id,
+                user_id=self.context.user_id,
+                model_id=self.context.model_id,
+                label=self.context.source or self.context.path,
+            )
+        except BudgetExceeded as exc:
+            self.refusal = str(exc)
+        except Exception:
+            logger.exception("the budget of a %s request could not be checked", self.context.path)
+            self.refusal = BUDGET_UNCHECKED
+
+    def _store_and_reconcile(self, outcome: Outcome) -> None:
+        """The record (and the feature's result), then the budget counts what it really cost."""
+        try:
+            self._store(outcome)
+        finally:
+            if self.reservation is not None:
+                try:
+                    budget_reconcile(
+                        reservation=self.reservation,
+                        actual=record_cost_for_budget(self.record, self.reservation),
+                    )
+                except Exception:  # left to the sweep (BUDGET_RESERVATION_TTL)
+                    logger.exception("a budget reservation could not be reconciled")
 
     def _store(self, outcome: Outcome) -> None:
         """The usage record, then the feature's result: a failure of the first does not lose the second."""

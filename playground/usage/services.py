@@ -65,7 +65,7 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
 
 
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
-    card = price_card_for(model_id=context.model_id, day=timezone.now().date())
+    card = price_card_for(model_id=context.model_id, day=timezone.now().date(), team_id=context.team_id)
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
     record = UsageRecord.objects.create(

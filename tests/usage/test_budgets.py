@@ -1,0 +1,344 @@
+"""Budgets hold: every metered call reserves its worst case atomically and reconciles it.
+
+The race test sends 20 requests from 20 threads (each with its own database connection)
+when the budget covers 3: on PostgreSQL at most 3 may be admitted. The others check that a
+reservation is given back on an upstream error and on a cancel, that a refused request is
+never sent and leaves a `rejected` record of cost 0, and that months follow the team's zone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from playground.accounts.models import BudgetLedger, BudgetReservation, Membership, TeamBudget
+from playground.catalog.models import CatalogModel, PriceCard
+from playground.providers.adapters import ChatRequest
+from playground.providers.adapters.openai_compat import OpenAICompatAdapter
+from playground.usage.budgets import (
+    BUDGET_EXCEEDED,
+    BudgetExceeded,
+    budget_month,
+    budget_reconcile,
+    budget_reservations_sweep,
+    budget_reserve,
+    budget_status,
+    request_worst_case_cost,
+)
+from playground.usage.metered_call import MeteredCall
+from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.services import RequestContext
+from tests.conftest import Actors
+from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk
+
+MODEL = "@cf/test/budgeted"
+# $1 per 1,000 output tokens and nothing for input: a request with max_tokens=1000 may cost $1.
+CARD = {"input_per_m": Decimal(0), "cached_input_per_m": None, "output_per_m": Decimal(1000)}
+
+
+@pytest.fixture
+def priced_model(db: None) -> CatalogModel:
+    model = CatalogModel.objects.create(
+        model_id=MODEL, display_name="Budgeted", served_by="openai-compatible"
+    )
+    PriceCard.objects.create(model=model, effective_from=dt.date(2026, 1, 1), label="Test list price", **CARD)
+    return model
+
+
+def set_budget(actors: Actors, usd: str, *, thresholds: list[int] | None = None) -> None:
+    TeamBudget.objects.update_or_create(
+        team=actors.team, defaults={"monthly_limit_usd": Decimal(usd), "alert_thresholds": thresholds or []}
+    )
+
+
+def call(actors: Actors, upstream: FakeUpstream, *, max_tokens: int = 1000, source: str = "") -> MeteredCall:
+    return MeteredCall(
+        adapter=OpenAICompatAdapter(base_url=upstream.url + "/v1", token="t"),
+        request=ChatRequest(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=max_tokens),
+        context=RequestContext(
+            team_id=actors.team.pk,
+            user_id=actors.teammate.pk,
+            connection_id=None,
+            model_id=MODEL,
+            source=source,
+        ),
+    )
+
+
+def team_ledger(actors: Actors) -> BudgetLedger:
+    return BudgetLedger.objects.get(team=actors.team, user__isnull=True)
+
+
+def cheap_answer() -> Any:
+    return sse([openai_chunk("ok", finish_reason="stop"), usage_chunk(usage(5, 10))])
+
+
+def test_the_worst_case_is_the_prompt_estimate_at_the_input_price_plus_max_tokens_at_the_output_price(
+    actors: Actors, priced_model: CatalogModel
+) -> None:
+    PriceCard.objects.filter(model=priced_model).update(input_per_m=Decimal(2))
+    request = ChatRequest(model=MODEL, messages=[{"role": "user", "content": "x" * 4000}], max_tokens=500)
+    # 1,000 prompt tokens (4 characters each) x $2/M + 500 x $1000/M
+    assert request_worst_case_cost(request=request, team_id=actors.team.pk, model_id=MODEL) == Decimal(
+        "0.502"
+    )
+
+
+def test_a_request_without_max_tokens_is_reserved_at_the_default_cap(
+    actors: Actors, priced_model: CatalogModel, settings: Any
+) -> None:
+    settings.BUDGET_DEFAULT_MAX_TOKENS = 2000
+    request = ChatRequest(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    assert request_worst_case_cost(request=request, team_id=actors.team.pk, model_id=MODEL) == Decimal(2)
+
+
+def test_an_admitted_request_is_reconciled_to_its_actual_cost(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "5")
+    fake_upstream.script(cheap_answer())
+
+    metered = call(actors, fake_upstream)
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.OK
+    assert metered.record.total_cost == Decimal("0.01")  # 10 output tokens at $1000/M
+    ledger = team_ledger(actors)
+    assert (ledger.spent_usd, ledger.reserved_usd) == (Decimal("0.01"), Decimal(0))
+    reservation = BudgetReservation.objects.get()
+    assert reservation.settled_at is not None and reservation.actual_usd == Decimal("0.01")
+
+
+def test_a_request_over_the_budget_is_refused_never_sent_and_recorded_as_rejected_at_no_cost(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "0.75")
+
+    metered = call(actors, fake_upstream)
+    answer = metered.run()
+
+    assert fake_upstream.requests == []
+    record = metered.record
+    assert record is not None and record.status == UsageStatus.REJECTED
+    assert record.total_cost == 0 and record.error_code == BUDGET_EXCEEDED
+    assert record.error_text == (
+        "This request could cost up to $1.00; $0.75 of the team's $0.75 budget remains this month."
+    )
+    assert answer.error is not None and answer.error.message == record.error_text
+    assert team_ledger(actors).reserved_usd == 0
+
+
+def test_a_members_own_budget_refuses_them_while_the_team_still_has_money(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "100")
+    Membership.objects.filter(user=actors.teammate).update(monthly_budget_usd=Decimal("0.50"))
+
+    metered = call(actors, fake_upstream)
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.REJECTED
+    assert "of your $0.50 budget remains this month" in metered.record.error_text
+    assert team_ledger(actors).reserved_usd == 0, "the team's hold was rolled back with the member's refusal"
+    assert fake_upstream.requests == []
+
+
+def test_the_reservation_is_released_when_the_upstream_fails(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "1.5")
+    fake_upstream.script(error(500), error(500), error(500))
+
+    metered = call(actors, fake_upstream)
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.UPSTREAM_ERROR
+    ledger = team_ledger(actors)
+    assert ledger.reserved_usd == 0 and ledger.spent_usd == metered.record.total_cost
+    fake_upstream.script(cheap_answer())
+    again = call(actors, fake_upstream)
+    again.run()
+    assert again.record is not None and again.record.status == UsageStatus.OK, "the $1 hold came back"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_reservation_is_reconciled_when_the_request_is_cancelled(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    await TeamBudget.objects.acreate(team=actors.team, monthly_limit_usd=Decimal("1.5"), alert_thresholds=[])
+    fake_upstream.script(paced(200, 20))
+    metered = call(actors, fake_upstream)
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for _event in metered.events():
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 5)
+    assert (await BudgetLedger.objects.aget(team=actors.team, user__isnull=True)).reserved_usd == Decimal(1)
+    task.cancel()
+    await asyncio.wait({task})
+
+    assert metered.record is not None and metered.record.status == UsageStatus.CLIENT_DISCONNECTED
+    ledger = await BudgetLedger.objects.aget(team=actors.team, user__isnull=True)
+    assert ledger.reserved_usd == 0
+    assert ledger.spent_usd == metered.record.total_cost > 0
+
+
+def test_a_reservation_is_reconciled_once(actors: Actors, priced_model: CatalogModel) -> None:
+    reservation = budget_reserve(team_id=actors.team.pk, user_id=actors.teammate.pk, amount=Decimal(2))
+
+    assert budget_reconcile(reservation=reservation, actual=Decimal("0.5")) is True
+    assert budget_reconcile(reservation=reservation, actual=Decimal("0.5")) is False
+
+    ledger = team_ledger(actors)
+    assert (ledger.spent_usd, ledger.reserved_usd) == (Decimal("0.5"), Decimal(0))
+
+
+def test_a_reservation_nobody_reconciled_is_released_by_the_sweep(
+    actors: Actors, priced_model: CatalogModel, settings: Any
+) -> None:
+    set_budget(actors, "3")
+    budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(3))  # its process "died"
+    with pytest.raises(BudgetExceeded):
+        budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1))
+
+    BudgetReservation.objects.update(created_at=timezone.now() - dt.timedelta(hours=2))
+    settings.BUDGET_RESERVATION_TTL = 3600
+    assert budget_reservations_sweep(team_id=actors.team.pk) == 1
+    budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1))
+
+
+def test_the_month_rolls_over_at_midnight_in_the_teams_time_zone(
+    actors: Actors, priced_model: CatalogModel
+) -> None:
+    late_october_utc = dt.datetime(2026, 10, 31, 12, 0, tzinfo=dt.UTC)  # already 1 November in Auckland
+    assert budget_month(actors.team, now=late_october_utc) == dt.date(2026, 10, 1)
+    actors.team.time_zone = "Pacific/Auckland"
+    actors.team.save()
+    assert budget_month(actors.team, now=late_october_utc) == dt.date(2026, 11, 1)
+
+
+def test_last_months_spend_does_not_count_against_this_month(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "1.5")
+    last_month = budget_month(actors.team) - dt.timedelta(days=1)
+    BudgetLedger.objects.create(team=actors.team, month=last_month.replace(day=1), spent_usd=Decimal(100))
+    UsageRecord.objects.create(
+        team=actors.team, model_id=MODEL, status=UsageStatus.OK, total_cost=Decimal(100)
+    )
+    UsageRecord.objects.update(created_at=timezone.now() - dt.timedelta(days=40))
+    fake_upstream.script(cheap_answer())
+
+    metered = call(actors, fake_upstream)
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.OK
+
+
+def test_a_new_months_ledger_starts_from_the_records_already_written(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "1.5")
+    UsageRecord.objects.create(team=actors.team, model_id=MODEL, status=UsageStatus.OK, total_cost=Decimal(1))
+
+    metered = call(actors, fake_upstream)
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.REJECTED
+    assert "$0.50 of the team's $1.50" in metered.record.error_text
+
+
+def test_each_alert_threshold_is_emailed_once_a_month(
+    actors: Actors, priced_model: CatalogModel, mailoutbox: list[Any]
+) -> None:
+    set_budget(actors, "10", thresholds=[50, 80, 100])
+    actors.owner.email = "owner@example.com"
+    actors.owner.save()
+
+    for spend in ("4", "1.5", "0.5", "1"):  # 40 %, 55 %, 60 %, 70 %
+        reservation = budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1))
+        budget_reconcile(reservation=reservation, actual=Decimal(spend))
+
+    assert [message.subject for message in mailoutbox] == ["Alpha has used 50% of its monthly budget"]
+    assert mailoutbox[0].to == ["owner@example.com"]
+    assert budget_status(team=actors.team).crossed == [50]
+
+
+def test_records_are_priced_by_the_teams_override_and_say_so(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    PriceCard.objects.create(
+        model=priced_model,
+        team=actors.team,
+        effective_from=dt.date(2026, 1, 1),
+        label="Negotiated rate for Alpha (team override)",
+        input_per_m=Decimal(0),
+        output_per_m=Decimal(500),
+    )
+    fake_upstream.script(cheap_answer())
+
+    metered = call(actors, fake_upstream)
+    metered.run()
+
+    record = metered.record
+    assert record is not None and record.price_card is not None
+    assert record.price_card.is_override and "override" in record.price_card.label
+    assert record.total_cost == Decimal("0.005")
+
+
+# --- the race ------------------------------------------------------------------------------------
+
+CONCURRENT = 20
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="the race needs PostgreSQL (make test-services): SQLite serializes every writer, so "
+    "concurrent admissions cannot interleave there and the test would prove nothing",
+)
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_requests_on_a_budget_that_covers_three_admit_at_most_three(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "3.5")  # each request may cost $1
+    # Slow answers: every admitted request still holds its reservation while the others try.
+    fake_upstream.script(
+        *[sse([openai_chunk("ok", finish_reason="stop"), usage_chunk(usage(1, 1))], first_delay=1.0)]
+        * CONCURRENT
+    )
+    start = threading.Barrier(CONCURRENT)
+    calls = [call(actors, fake_upstream, source=f"race:{index}") for index in range(CONCURRENT)]
+    failures: list[BaseException] = []
+
+    def send(metered: MeteredCall) -> None:
+        try:
+            start.wait()
+            metered.run()
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=send, args=(metered,)) for metered in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert not failures
+    statuses = [metered.record.status if metered.record else None for metered in calls]
+    assert statuses.count(UsageStatus.OK) == 3, statuses
+    assert statuses.count(UsageStatus.REJECTED) == CONCURRENT - 3
+    assert len(fake_upstream.requests) == 3
+    ledger = team_ledger(actors)
+    assert ledger.reserved_usd == 0 and ledger.spent_usd == Decimal("0.003")
