@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from playground.providers.usage_normalize import NormalizedUsage
 
@@ -36,6 +36,8 @@ class UsageReport:
 class Finish:
     reason: str
     upstream_request_id: str = ""
+    # The reply's HTTP status (kept on the usage record); not part of what the reply said.
+    http_status: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ class UsageMeter:
             latency_ms=_ms(time.perf_counter() - self._started),
             upstream_request_id=(error.upstream_request_id if error else "")
             or (self._finish.upstream_request_id if self._finish else ""),
-            http_status=error.http_status if error else None,
+            http_status=error.http_status if error else (self._finish.http_status if self._finish else None),
             error_code=error.code if error else "",
             error_text=rejected_reason or (error.message if error else ""),
         )

@@ -126,7 +126,7 @@ class HTTPChatAdapter(ABC):
             timeout_policy=policy,
             deadline=deadline,
         ) as response:
-            assembler = EventAssembler(request_id=response.request_id)
+            assembler = EventAssembler(request_id=response.request_id, http_status=response.status)
             complete = not response.is_event_stream  # a JSON body is whole once read
             if response.is_event_stream:
                 async with aclosing(sse_data(response.lines())) as payloads:
@@ -222,8 +222,9 @@ class EventAssembler:
     reports are merged, never added.
     """
 
-    def __init__(self, *, request_id: str = "") -> None:
+    def __init__(self, *, request_id: str = "", http_status: int | None = None) -> None:
         self.request_id = request_id
+        self.http_status = http_status
         self.finish_reason = ""
         self.saw_tool_call = False
         self.usages: list[Mapping[str, Any]] = []
@@ -257,7 +258,7 @@ class EventAssembler:
         if usage is not None:
             events.append(UsageReport(usage))
         reason = self.finish_reason or ("tool_calls" if self.saw_tool_call else "stop")
-        events.append(Finish(reason=reason, upstream_request_id=self.request_id))
+        events.append(Finish(reason=reason, upstream_request_id=self.request_id, http_status=self.http_status))
         return events
 
     def _choice_events(self, choice: Any) -> list[StreamEvent]:
