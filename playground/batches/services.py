@@ -1,0 +1,986 @@
+"""Batch actions: create a draft from checked input, confirm, cancel, retry, and run the steps.
+
+Running: a batch is driven by one chain of Celery steps (`tasks.batch_step`). Each step
+holds the batch's lease while it works, identified by `chain_token`, and says when the next
+step is due. A step is short (a submission, a round of polls, or a time slice of concurrent
+requests), never sleeps, and leaves everything it learnt in the database, so a worker killed
+at any point loses nothing: the next step (or a watcher that takes the chain over once the
+lease and the due step have lapsed) picks up from the item states.
+
+Items: each one's upstream answer goes through the one metered call with
+`store_atomically`, so its usage record and its result commit together; its record's
+`source` is `batch-item:<id>:<attempt>` (unique), so a redelivered step can never write a
+second record for the same attempt, and an item already done is never sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import IO, Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from playground.accounts.models import ROLES_THAT_CAN_RUN
+from playground.accounts.selectors import membership_get
+from playground.batches.inputs import InputRules, ItemInput, LineError, Shared, csv_items, jsonl_items
+from playground.batches.models import (
+    Batch,
+    BatchItem,
+    BatchPath,
+    BatchStatus,
+    BatchSubmission,
+    InputKind,
+    ItemState,
+    SubmissionState,
+)
+from playground.batches.selectors import batch_get
+from playground.catalog.selectors import catalog_model_serving, price_card_for
+from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for, queue_client_for
+from playground.providers.adapters.finished import FinishedReply
+from playground.providers.answer import AnswerCollector
+from playground.providers.http import UpstreamHTTPError
+from playground.providers.kinds import ConnectionKind
+from playground.providers.model_ids import model_id_validate
+from playground.providers.models import ProviderConnection
+from playground.providers.queue import QueueClient, QueuePending, QueueResponse
+from playground.providers.selectors import connection_get
+from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.budgets import (
+    BudgetExceeded,
+    Reservation,
+    budget_reconcile,
+    budget_reserve,
+    request_worst_case_cost,
+)
+from playground.usage.metered_call import MeteredCall
+from playground.usage.metering import Outcome, estimate_tokens
+from playground.usage.models import RequestPath, UsageRecord, UsageStatus
+from playground.usage.pricing import cost_for
+from playground.usage.services import RequestContext
+
+logger = logging.getLogger(__name__)
+
+MAX_REPORTED_ERRORS = 50
+PREVIEW_ROWS = 5
+INSERT_CHUNK = 1_000
+OPEN_STATES = (ItemState.PENDING, ItemState.SUBMITTED)
+
+
+class BatchInputInvalid(Exception):
+    """The input has bad lines: nothing was stored. `errors` holds the first ones, in line order."""
+
+    def __init__(self, errors: list[LineError], error_count: int) -> None:
+        super().__init__(f"{error_count} bad line(s)")
+        self.errors = errors
+        self.error_count = error_count
+
+
+class BatchNotFound(Exception):
+    """No batch with that id in the user's teams (answered as 404)."""
+
+
+# --- drafts ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    kind: str  # InputKind
+    stream: IO[bytes]  # seekable: read once to check, once to store
+    template: str = ""  # CSV only
+    shared: Shared = field(default_factory=Shared)
+
+
+@dataclass
+class _Tally:
+    count: int = 0
+    prompt_chars: int = 0
+    output_tokens: int = 0
+    error_count: int = 0
+
+    def __post_init__(self) -> None:
+        self.errors: list[LineError] = []
+        self.preview: list[dict[str, Any]] = []
+
+
+def batch_draft_create(
+    *,
+    user: User,
+    connection_id: int,
+    model_id: str,
+    source: BatchInput,
+    name: str = "",
+    from_conversation_id: int | None = None,
+) -> Batch:
+    """Check every line, then store the items as a draft (nothing runs until it is confirmed).
+
+    Raises `ValidationError` (connection, model), `PermissionDenied` (viewers) or
+    `BatchInputInvalid` with the bad lines; in every error case nothing is stored.
+    """
+    connection = connection_get(user=user, connection_id=connection_id)
+    if connection is None:
+        raise ValidationError({"connection": "Choose one of your team's connections."})
+    _require_run_role(user=user, team_id=connection.team_id)
+    model_id = model_id.strip()
+    if not model_id:
+        raise ValidationError({"model_id": "Choose a model."})
+    try:
+        model_id_validate(model_id)
+    except ValidationError as exc:
+        raise ValidationError({"model_id": exc.messages}) from exc
+    rules = lambda: InputRules(parameters=connection.spec.parameters, shared=source.shared)  # noqa: E731
+    tally = _check(_read(source, rules()))
+    if tally.error_count or not tally.count:
+        errors = tally.errors or [LineError(0, "The input has no items.")]
+        raise BatchInputInvalid(errors, tally.error_count or 1)
+    today = timezone.now().date()
+    path, reason = batch_path_for(connection=connection, model_id=model_id, day=today)
+    source.stream.seek(0)
+    with transaction.atomic():
+        batch = Batch.objects.create(
+            team_id=connection.team_id,
+            created_by=user,
+            connection=connection,
+            model_id=model_id,
+            name=name.strip()[:200],
+            input_kind=source.kind,
+            from_conversation_id=from_conversation_id,
+            path=path,
+            path_reason=reason,
+            item_count=tally.count,
+            preview=tally.preview,
+            estimate=batch_estimate(model_id=model_id, tally=tally, day=today),
+        )
+        _items_store(batch, _read(source, rules()))
+    return batch
+
+
+def _read(source: BatchInput, rules: InputRules) -> Iterator[ItemInput | LineError]:
+    if source.kind == InputKind.CSV:
+        return csv_items(source.stream, template=source.template, rules=rules)
+    return jsonl_items(source.stream, rules)
+
+
+def _check(results: Iterable[ItemInput | LineError]) -> _Tally:
+    tally = _Tally()
+    for result in results:
+        if isinstance(result, LineError):
+            tally.error_count += 1
+            if len(tally.errors) < MAX_REPORTED_ERRORS:
+                tally.errors.append(result)
+            continue
+        tally.count += 1
+        tally.prompt_chars += result.prompt_chars()
+        tally.output_tokens += result.body.get("max_tokens") or settings.BATCH_ESTIMATE_OUTPUT_TOKENS
+        if len(tally.preview) < PREVIEW_ROWS:
+            tally.preview.append(_preview_row(result))
+    return tally
+
+
+def _preview_row(item: ItemInput) -> dict[str, Any]:
+    messages = item.body["messages"]
+    last = messages[-1].get("content") if messages else ""
+    text = last if isinstance(last, str) else "(content parts)"
+    options = {
+        key: value for key, value in item.body.items() if key not in ("messages", "tools", "response_format")
+    }
+    return {
+        "line": item.line,
+        "external_reference": item.external_reference,
+        "messages": len(messages),
+        "prompt": text[:300],
+        "options": ", ".join(f"{key}={value}" for key, value in options.items()),
+        "tools": len(item.body.get("tools") or []),
+        "response_format": (item.body.get("response_format") or {}).get("type", ""),
+    }
+
+
+def _items_store(batch: Batch, results: Iterable[ItemInput | LineError]) -> None:
+    chunk: list[BatchItem] = []
+    index = 0
+    for result in results:
+        if isinstance(result, LineError):  # the input changed between the two reads
+            raise BatchInputInvalid([result], 1)
+        chunk.append(
+            BatchItem(
+                batch=batch,
+                index=index,
+                line=result.line,
+                external_reference=result.external_reference,
+                request=result.body,
+            )
+        )
+        index += 1
+        if len(chunk) >= INSERT_CHUNK:
+            BatchItem.objects.bulk_create(chunk)
+            chunk = []
+    BatchItem.objects.bulk_create(chunk)
+
+
+def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.date) -> tuple[str, str]:
+    """Where a batch runs, and why (the detail page shows the reason)."""
+    concurrency = settings.BATCH_CONCURRENCY
+    spread = f"its items run as separate requests, {concurrency} at a time."
+    if not connection.spec.queue:
+        return BatchPath.CONCURRENT, f"{connection.spec.label} connections have no batch queue: {spread}"
+    if connection.kind == ConnectionKind.ENGINE:
+        return BatchPath.QUEUE, "The embedded engine serves Workers AI's batch queue (?queueRequest=true)."
+    model = catalog_model_serving(model_id=model_id, day=day)
+    if model is None:
+        return (
+            BatchPath.CONCURRENT,
+            f"The catalogue does not know {model_id}, so it is not sent to the queue: {spread}",
+        )
+    if not model.supports_batch:
+        return BatchPath.CONCURRENT, f"{model.display_name} does not take Workers AI's batch queue: {spread}"
+    return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
+
+
+def batch_estimate(*, model_id: str, tally: _Tally, day: dt.date) -> dict[str, Any]:
+    """Tokens estimated from characters (the meter's rule) x today's price card, with and
+    without the assumed share of cached prompt tokens. Strings, to keep JSON exact."""
+    prompt = estimate_tokens(tally.prompt_chars)
+    share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
+    card = price_card_for(model_id=model_id, day=day)
+    plain = cost_for(
+        usage=NormalizedUsage(prompt_tokens=prompt, completion_tokens=tally.output_tokens), card=card
+    )
+    cached = cost_for(
+        usage=NormalizedUsage(
+            prompt_tokens=prompt, completion_tokens=tally.output_tokens, cached_tokens=int(prompt * share)
+        ),
+        card=card,
+    )
+    return {
+        "prompt_tokens": prompt,
+        "output_tokens": tally.output_tokens,
+        "cache_share": str(share),
+        "cost": str(plain.total) if card else None,
+        "cost_with_cache": str(cached.total) if card else None,
+        "price_card": card.label if card else "",
+        "output_assumption": settings.BATCH_ESTIMATE_OUTPUT_TOKENS,
+    }
+
+
+# --- user actions -----------------------------------------------------------------------
+
+
+def batch_confirm(*, user: User, batch_id: int) -> Batch:
+    """Queue a draft: it is submitted now, and its items are priced by today's cards."""
+    batch = _batch_for_run(user=user, batch_id=batch_id)
+    if batch.status != BatchStatus.DRAFT:
+        return batch
+    now = timezone.now()
+    with transaction.atomic():
+        batch.status = BatchStatus.RUNNING
+        batch.submitted_at = now
+        batch.priced_on = now.date()
+        batch.save(update_fields=["status", "submitted_at", "priced_on"])
+        _start_chain(batch)
+    return batch
+
+
+def batch_discard(*, user: User, batch_id: int) -> None:
+    batch = _batch_for_run(user=user, batch_id=batch_id)
+    if batch.status == BatchStatus.DRAFT:
+        batch.delete()
+
+
+def batch_cancel(*, user: User, batch_id: int) -> Batch:
+    """Stop the pending items. Items already at the provider finish and are recorded (they are billed)."""
+    batch = _batch_for_run(user=user, batch_id=batch_id)
+    with transaction.atomic():
+        if batch.status == BatchStatus.DRAFT:
+            batch.delete()
+            return batch
+        Batch.objects.filter(pk=batch.pk, status=BatchStatus.RUNNING).update(status=BatchStatus.CANCELLED)
+        batch.items.filter(state=ItemState.PENDING).update(
+            state=ItemState.CANCELLED, error="Cancelled before it was sent.", finished_at=timezone.now()
+        )
+        _finish_if_complete(batch.pk)
+    batch.refresh_from_db()
+    return batch
+
+
+def batch_retry_failed(*, user: User, batch_id: int) -> int:
+    """Send the failed items again, each as a new attempt (a new usage record). Returns how many."""
+    batch = _batch_for_run(user=user, batch_id=batch_id)
+    if batch.status == BatchStatus.DRAFT:
+        return 0
+    with transaction.atomic():
+        failed = list(batch.items.filter(state=ItemState.FAILED).values_list("pk", "attempt"))
+        for pk, attempt in failed:
+            BatchItem.objects.filter(pk=pk, state=ItemState.FAILED).update(
+                state=ItemState.PENDING,
+                attempt=attempt + 1,
+                submission=None,
+                position=None,
+                response=None,
+                error="",
+                error_code="",
+                usage_record=None,
+                finished_at=None,
+            )
+        if failed:
+            Batch.objects.filter(pk=batch.pk).update(status=BatchStatus.RUNNING, finished_at=None)
+            batch.refresh_from_db()
+            _start_chain(batch)
+    return len(failed)
+
+
+def _batch_for_run(*, user: User, batch_id: int) -> Batch:
+    batch = batch_get(user=user, batch_id=batch_id)
+    if batch is None:
+        raise BatchNotFound(batch_id)
+    _require_run_role(user=user, team_id=batch.team_id)
+    return batch
+
+
+def _require_run_role(*, user: User, team_id: int) -> None:
+    membership = membership_get(user=user, team_id=team_id)
+    if membership is None or membership.role not in ROLES_THAT_CAN_RUN:
+        raise PermissionDenied("Viewers can read this team's batches but not run them (runs cost money).")
+
+
+# --- the chain: ownership, scheduling, recovery ----------------------------------------
+
+
+def _start_chain(batch: Batch) -> str:
+    """A new chain owns the batch from now on (any older chain's steps find a stale token and stop)."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    Batch.objects.filter(pk=batch.pk).update(chain_token=token, next_step_at=now, heartbeat_at=now)
+    batch_id = batch.pk
+    transaction.on_commit(lambda: _enqueue_step(batch_id, token, 0))
+    return token
+
+
+def _enqueue_step(batch_id: int, token: str, countdown: float) -> None:
+    from playground.batches.tasks import batch_step  # tasks import services, not the other way at load
+
+    batch_step.apply_async((batch_id, token), countdown=countdown)
+
+
+def _lease() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.BATCH_LEASE_SECONDS)
+
+
+def _acquire(batch_id: int, token: str) -> bool:
+    now = timezone.now()
+    return (
+        Batch.objects.filter(pk=batch_id, chain_token=token, finished_at__isnull=True)
+        .exclude(status=BatchStatus.DRAFT)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(lease_until=now + _lease(), heartbeat_at=now)
+        == 1
+    )
+
+
+def _renew(batch_id: int, token: str) -> bool:
+    now = timezone.now()
+    return (
+        Batch.objects.filter(pk=batch_id, chain_token=token).update(
+            lease_until=now + _lease(), heartbeat_at=now
+        )
+        == 1
+    )
+
+
+def _release(batch_id: int, token: str, countdown: float | None) -> None:
+    now = timezone.now()
+    next_at = None if countdown is None else now + dt.timedelta(seconds=countdown)
+    Batch.objects.filter(pk=batch_id, chain_token=token).update(
+        lease_until=None, heartbeat_at=now, next_step_at=next_at
+    )
+
+
+def batch_step_run(*, batch_id: int, token: str) -> float | None:
+    """Run one step if this chain owns the batch; the seconds until the next step, or None (no more)."""
+    if not _acquire(batch_id, token):
+        return None
+    countdown: float | None
+    try:
+        batch = Batch.objects.select_related("connection").get(pk=batch_id)
+        if batch.connection is None:
+            _fail_open_items(batch, "The batch's connection was deleted.", code="no_connection")
+            countdown = None
+        elif batch.path == BatchPath.QUEUE:
+            countdown = _queue_step(batch, token)
+        else:
+            countdown = _concurrent_step(batch, token)
+        if _finish_if_complete(batch_id):
+            countdown = None
+    except Exception:
+        logger.exception(
+            "batch %s: a step failed; the next one runs in %s s", batch_id, settings.BATCH_STEP_RETRY_SECONDS
+        )
+        countdown = settings.BATCH_STEP_RETRY_SECONDS
+    _release(batch_id, token, countdown)
+    return countdown
+
+
+def batch_watch(*, batch_id: int, seen: str) -> float | None:
+    """A watchdog: if the batch's chain shows no sign of life (no heartbeat since `seen`, the
+    lease lapsed and the due step is overdue by the grace period), a new chain takes over.
+
+    Returns the seconds until it should look again, or None (alive, finished, or taken over).
+    """
+    batch = (
+        Batch.objects.filter(pk=batch_id, finished_at__isnull=True).exclude(status=BatchStatus.DRAFT).first()
+    )
+    if batch is None or (batch.heartbeat_at and batch.heartbeat_at.isoformat() != seen):
+        return None
+    now = timezone.now()
+    due = _stalled_after(batch)
+    if now < due:
+        return (due - now).total_seconds() + 0.5
+    with transaction.atomic():
+        _start_chain(batch)
+    logger.warning("batch %s: its chain stalled; a new one took over", batch_id)
+    return None
+
+
+def batch_nudge_if_stalled(*, batch: Batch) -> bool:
+    """Take the chain over when it has visibly stalled (the detail page asks while it is watched)."""
+    if batch.finished_at is not None or batch.status == BatchStatus.DRAFT:
+        return False
+    if timezone.now() < _stalled_after(batch):
+        return False
+    with transaction.atomic():
+        _start_chain(batch)
+    return True
+
+
+def _stalled_after(batch: Batch) -> dt.datetime:
+    grace = dt.timedelta(seconds=settings.BATCH_STALL_GRACE_SECONDS)
+    marks = [mark for mark in (batch.lease_until, batch.next_step_at, batch.heartbeat_at) if mark is not None]
+    return (max(marks) if marks else timezone.now()) + grace
+
+
+def batches_unfinished() -> list[tuple[int, str]]:
+    """(id, heartbeat) of every batch still running: what a starting worker watches."""
+    rows = Batch.objects.filter(finished_at__isnull=True).exclude(status=BatchStatus.DRAFT)
+    return [(pk, beat.isoformat() if beat else "") for pk, beat in rows.values_list("pk", "heartbeat_at")]
+
+
+def _finish_if_complete(batch_id: int) -> bool:
+    if BatchItem.objects.filter(batch_id=batch_id, state__in=OPEN_STATES).exists():
+        return False
+    now = timezone.now()
+    Batch.objects.filter(pk=batch_id, finished_at__isnull=True).update(finished_at=now)
+    Batch.objects.filter(pk=batch_id, status=BatchStatus.RUNNING).update(status=BatchStatus.DONE)
+    return True
+
+
+def _fail_open_items(batch: Batch, reason: str, *, code: str, items: Any = None) -> int:
+    queryset = items if items is not None else batch.items.filter(state__in=OPEN_STATES)
+    return queryset.update(
+        state=ItemState.FAILED, error=reason, error_code=code[:40], finished_at=timezone.now()
+    )
+
+
+# --- one item's answer, metered and stored -----------------------------------------------
+
+
+def _chat_request(batch: Batch, item: BatchItem) -> ChatRequest:
+    body = dict(item.request)
+    known = {
+        key: body.pop(key, None)
+        for key in (
+            "max_tokens",
+            "temperature",
+            "tools",
+            "tool_choice",
+            "parallel_tool_calls",
+            "response_format",
+        )
+    }
+    messages = body.pop("messages")
+    return ChatRequest(
+        model=batch.model_id,
+        messages=messages,
+        max_tokens=known["max_tokens"],
+        temperature=known["temperature"],
+        tools=known["tools"],
+        tool_choice=known["tool_choice"],
+        parallel_tool_calls=known["parallel_tool_calls"],
+        response_format=known["response_format"],
+        parameters=body,
+        stream=False,
+    )
+
+
+def _context(batch: Batch, item: BatchItem) -> RequestContext:
+    return RequestContext(
+        team_id=batch.team_id,
+        user_id=batch.created_by_id,
+        connection_id=batch.connection_id,
+        model_id=batch.model_id,
+        streamed=False,
+        path=RequestPath.BATCH,
+        source=item.source,
+        priced_on=batch.priced_on,
+    )
+
+
+def _item_result(
+    item: BatchItem, answer: AnswerCollector, record: UsageRecord | None, outcome: Outcome
+) -> None:
+    """The item's result, written in the same transaction as its usage record."""
+    ok = outcome.status == UsageStatus.OK and answer.error is None
+    BatchItem.objects.filter(pk=item.pk, attempt=item.attempt).exclude(state=ItemState.DONE).update(
+        state=ItemState.DONE if ok else ItemState.FAILED,
+        response={
+            "text": answer.text,
+            "reasoning": answer.reasoning,
+            "tool_calls": [call.as_message_part() for call in answer.tool_calls],
+            "finish_reason": answer.finish_reason,
+        },
+        error="" if ok else (outcome.error_text or "The upstream answered with an error."),
+        error_code="" if ok else outcome.error_code[:40],
+        usage_record=record,
+        finished_at=timezone.now(),
+    )
+
+
+async def _metered_item(
+    batch: Batch,
+    item: BatchItem,
+    adapter: ChatAdapter,
+    context_window: int | None,
+    *,
+    budget_held: bool = False,
+) -> None:
+    """Send (or replay) one item through the metered call; its record and result commit together."""
+    if await UsageRecord.objects.filter(source=item.source).aexists():
+        # Only possible if a record was written outside this path; never send it twice.
+        await sync_to_async(_item_from_existing_record)(item)
+        return
+    answer = AnswerCollector()
+    call = MeteredCall(
+        adapter=adapter,
+        request=_chat_request(batch, item),
+        context=_context(batch, item),
+        context_window=context_window,
+        after_record=lambda record, outcome: _item_result(item, answer, record, outcome),
+        store_atomically=True,
+        budget_held=budget_held,
+    )
+    try:
+        async for event in call.events():
+            answer.observe(event)
+    except IntegrityError:  # another chain recorded this attempt a moment ago: theirs stands
+        logger.warning("batch item %s attempt %s was recorded by another step", item.pk, item.attempt)
+
+
+def _item_from_existing_record(item: BatchItem) -> None:
+    record = UsageRecord.objects.get(source=item.source)
+    ok = record.status == UsageStatus.OK
+    BatchItem.objects.filter(pk=item.pk, attempt=item.attempt).exclude(state=ItemState.DONE).update(
+        state=ItemState.DONE if ok else ItemState.FAILED,
+        usage_record=record,
+        error="" if ok else (record.error_text or "The upstream answered with an error."),
+        finished_at=timezone.now(),
+    )
+
+
+def _context_window(batch: Batch) -> int | None:
+    model = catalog_model_serving(model_id=batch.model_id, day=batch.priced_on or timezone.now().date())
+    return model.context_window if model else None
+
+
+# --- the concurrency path ----------------------------------------------------------------
+
+
+def _concurrent_step(batch: Batch, token: str) -> float | None:
+    """Run open items, `BATCH_CONCURRENCY` at a time, for one time slice; 0: continue at once."""
+    assert batch.connection is not None
+    try:
+        adapter = adapter_for(batch.connection)
+    except ValidationError as exc:
+        _fail_open_items(batch, " ".join(exc.messages), code="connection_unusable")
+        return None
+    more = async_to_sync(_run_concurrently)(batch, token, adapter, _context_window(batch))
+    return 0 if more else None
+
+
+async def _run_concurrently(
+    batch: Batch, token: str, adapter: ChatAdapter, context_window: int | None
+) -> bool:
+    """True when open items remain after the slice (and this chain still owns the batch)."""
+    deadline = time.monotonic() + settings.BATCH_STEP_SECONDS
+    slots = asyncio.Semaphore(settings.BATCH_CONCURRENCY)
+    lease = {"owned": True}
+    running: set[asyncio.Task[None]] = set()
+
+    async def keep_lease() -> None:
+        while lease["owned"]:
+            await asyncio.sleep(settings.BATCH_LEASE_SECONDS / 3)
+            lease["owned"] = await sync_to_async(_renew)(batch.pk, token)
+
+    async def one(item: BatchItem) -> None:
+        try:
+            if await sync_to_async(_mark_submitted)(item):
+                await _metered_item(batch, item, adapter, context_window)
+        finally:
+            slots.release()
+
+    def go_on() -> bool:
+        return lease["owned"] and time.monotonic() < deadline
+
+    keeper = asyncio.create_task(keep_lease())
+    after = -1
+    try:
+        while go_on() and (page := await sync_to_async(_open_items_after)(batch.pk, after)):
+            for item in page:
+                await slots.acquire()
+                if not go_on():
+                    slots.release()
+                    break
+                task = asyncio.create_task(one(item))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                after = item.index
+        for failure in await asyncio.gather(*running, return_exceptions=True):
+            if isinstance(failure, BaseException):  # the item stays open: the next step sends it again
+                logger.error("batch %s: an item failed unexpectedly", batch.pk, exc_info=failure)
+    finally:
+        keeper.cancel()
+    return (
+        lease["owned"] and await BatchItem.objects.filter(batch_id=batch.pk, state__in=OPEN_STATES).aexists()
+    )
+
+
+def _open_items_after(batch_id: int, index: int) -> list[BatchItem]:
+    return list(
+        BatchItem.objects.filter(batch_id=batch_id, state__in=OPEN_STATES, index__gt=index).order_by("index")[
+            :200
+        ]
+    )
+
+
+def _mark_submitted(item: BatchItem) -> bool:
+    """pending (or left submitted by a dead step) -> submitted; False if it was cancelled meanwhile."""
+    return (
+        BatchItem.objects.filter(pk=item.pk, attempt=item.attempt, state__in=OPEN_STATES).update(
+            state=ItemState.SUBMITTED
+        )
+        == 1
+    )
+
+
+# --- the queue path ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SizedItem:
+    pk: int
+    size: int
+
+
+def chunk_by_size(items: Iterable[SizedItem], *, max_bytes: int, max_items: int) -> Iterator[list[SizedItem]]:
+    """Consecutive groups whose `{"requests": [...]}` body stays under `max_bytes`."""
+    envelope = len(b'{"requests":[]}')
+    chunk: list[SizedItem] = []
+    size = envelope
+    for item in items:
+        added = item.size + (1 if chunk else 0)  # the comma
+        if chunk and (size + added >= max_bytes or len(chunk) >= max_items):
+            yield chunk
+            chunk, size, added = [], envelope, item.size
+        if size + added >= max_bytes:
+            raise ValueError(
+                f"item {item.pk} alone is {item.size} bytes, over the {max_bytes}-byte submission limit"
+            )
+        chunk.append(item)
+        size += added
+    if chunk:
+        yield chunk
+
+
+def _queue_body(adapter: ChatAdapter, batch: Batch, item: BatchItem) -> dict[str, Any]:
+    payload = adapter.payload(_chat_request(batch, item))  # type: ignore[attr-defined]
+    return {**payload, "external_reference": queue_reference(item)}
+
+
+def queue_reference(item: BatchItem) -> str:
+    """What we send as `external_reference`: names the item and attempt (the user's own stays here)."""
+    return f"item-{item.pk}-{item.attempt}"
+
+
+def poll_delay(polls: int) -> float:
+    """Seconds before poll number `polls + 1`: growing by half each time, up to the cap (which is
+    kept below the broker's visibility timeout, so a scheduled poll is never redelivered early)."""
+    first, cap = settings.BATCH_POLL_FIRST_SECONDS, settings.BATCH_POLL_MAX_SECONDS
+    return float(min(cap, first * 1.5**polls))
+
+
+def _queue_step(batch: Batch, token: str) -> float | None:
+    assert batch.connection is not None
+    try:
+        adapter = adapter_for(batch.connection)
+        client = queue_client_for(batch.connection)
+    except ValidationError as exc:
+        _fail_open_items(batch, " ".join(exc.messages), code="connection_unusable")
+        return None
+    assert client is not None
+    _submissions_form(batch, adapter)
+    now = timezone.now()
+    for submission in batch.submissions.filter(state=SubmissionState.SUBMITTING).order_by("id"):
+        if submission.next_poll_at is None or submission.next_poll_at <= now:
+            _submission_send(batch, submission, client, adapter)
+            _renew(batch.pk, token)
+    due = batch.submissions.filter(state=SubmissionState.POLLING, next_poll_at__lte=timezone.now()).order_by(
+        "id"
+    )
+    for submission in due[: settings.BATCH_POLLS_PER_STEP]:
+        _submission_poll(batch, submission, client, adapter, token)
+        _renew(batch.pk, token)
+    waiting = batch.submissions.filter(state__in=(SubmissionState.SUBMITTING, SubmissionState.POLLING))
+    next_at = min((s.next_poll_at or timezone.now() for s in waiting), default=None)
+    if next_at is None:
+        return None
+    return max(0.0, (next_at - timezone.now()).total_seconds())
+
+
+def _submissions_form(batch: Batch, adapter: ChatAdapter) -> None:
+    """Group the pending items nobody has submitted into submissions under the size limit."""
+    unsent = batch.items.filter(state=ItemState.PENDING, submission__isnull=True).order_by("index")
+    sized = (
+        SizedItem(item.pk, len(_json_bytes(_queue_body(adapter, batch, item))))
+        for item in unsent.iterator(chunk_size=INSERT_CHUNK)
+    )
+    groups = chunk_by_size(
+        sized, max_bytes=settings.BATCH_SUBMISSION_MAX_BYTES, max_items=settings.BATCH_SUBMISSION_MAX_ITEMS
+    )
+    for group in groups:
+        with transaction.atomic():
+            submission = BatchSubmission.objects.create(
+                batch=batch, item_count=len(group), size_bytes=sum(item.size for item in group) + 16
+            )
+            for position, item in enumerate(group):
+                BatchItem.objects.filter(pk=item.pk, state=ItemState.PENDING).update(
+                    submission=submission, position=position
+                )
+
+
+def _submission_send(
+    batch: Batch, submission: BatchSubmission, client: QueueClient, adapter: ChatAdapter
+) -> None:
+    items = list(submission.items.filter(state=ItemState.PENDING).order_by("position"))
+    if not items:  # all cancelled before it went out
+        BatchSubmission.objects.filter(pk=submission.pk).update(state=SubmissionState.DONE)
+        return
+    bodies = [_queue_body(adapter, batch, item) for item in items]
+    if submission.budget_reservation_id is None:
+        amount = sum(
+            (
+                request_worst_case_cost(
+                    request=_chat_request(batch, item), team_id=batch.team_id, model_id=batch.model_id
+                )
+                for item in items
+            ),
+            Decimal(0),
+        )
+        try:
+            reservation = budget_reserve(
+                team_id=batch.team_id,
+                user_id=batch.created_by_id,
+                amount=amount,
+                label=f"batch-submission:{submission.pk}",
+            )
+        except BudgetExceeded as exc:
+            _submission_fail(batch, submission, f"Not sent: {exc}", code="budget_exceeded")
+            return
+        BatchSubmission.objects.filter(pk=submission.pk).update(budget_reservation_id=reservation.id)
+        submission.budget_reservation_id = reservation.id
+    # Positions are re-numbered if some items were cancelled: `id` is the index in what is sent.
+    for position, item in enumerate(items):
+        if item.position != position:
+            BatchItem.objects.filter(pk=item.pk).update(position=position)
+    try:
+        request_id = async_to_sync(client.submit)(model=batch.model_id, requests=bodies)
+    except UpstreamHTTPError as exc:
+        attempts = submission.submit_attempts + 1
+        if exc.retryable and attempts < settings.BATCH_SUBMIT_MAX_ATTEMPTS:
+            wait = max(poll_delay(attempts), exc.retry_after or 0)
+            BatchSubmission.objects.filter(pk=submission.pk).update(
+                submit_attempts=attempts,
+                error=exc.message,
+                next_poll_at=timezone.now() + dt.timedelta(seconds=wait),
+            )
+            return
+        reason = f"The provider refused the submission: {exc.message}"
+        with transaction.atomic():
+            BatchSubmission.objects.filter(pk=submission.pk).update(
+                state=SubmissionState.FAILED, submit_attempts=attempts, error=reason
+            )
+            _fail_open_items(
+                batch,
+                reason,
+                code=exc.code or "submit_failed",
+                items=submission.items.filter(state__in=OPEN_STATES),
+            )
+        return
+    now = timezone.now()
+    with transaction.atomic():
+        BatchSubmission.objects.filter(pk=submission.pk).update(
+            state=SubmissionState.POLLING,
+            request_id=request_id[:200],
+            submit_attempts=submission.submit_attempts + 1,
+            submitted_at=now,
+            next_poll_at=now + dt.timedelta(seconds=poll_delay(0)),
+            error="",
+        )
+        submission.items.filter(state=ItemState.PENDING).update(state=ItemState.SUBMITTED)
+
+
+def _submission_poll(
+    batch: Batch, submission: BatchSubmission, client: QueueClient, adapter: ChatAdapter, token: str
+) -> None:
+    now = timezone.now()
+    open_items = submission.items.filter(state__in=OPEN_STATES)
+    expiry = dt.timedelta(seconds=settings.BATCH_RESULT_EXPIRY_SECONDS)
+    if submission.submitted_at and now - submission.submitted_at > expiry:
+        reason = (
+            f"No result arrived within {_duration(expiry)} of submitting "
+            f"(request_id {submission.request_id}); the provider may have dropped it. Retry the failed items."
+        )
+        _submission_fail(batch, submission, reason, code="expired")
+        return
+    try:
+        reply = async_to_sync(client.poll)(model=batch.model_id, request_id=submission.request_id)
+    except UpstreamHTTPError as exc:
+        if exc.status == 404:
+            reason = f"The provider does not know request_id {submission.request_id}: {exc.message}"
+            _submission_fail(batch, submission, reason, code="unknown_request_id")
+            return
+        errors = submission.poll_errors + 1
+        if exc.retryable and errors < settings.BATCH_POLL_MAX_ERRORS:
+            wait = max(poll_delay(submission.polls + errors), exc.retry_after or 0)
+            BatchSubmission.objects.filter(pk=submission.pk).update(
+                poll_errors=errors, error=exc.message, next_poll_at=now + dt.timedelta(seconds=wait)
+            )
+            return
+        _submission_fail(
+            batch,
+            submission,
+            f"Polling for the results failed: {exc.message}",
+            code=exc.code or "poll_failed",
+        )
+        return
+    if isinstance(reply, QueuePending):
+        BatchSubmission.objects.filter(pk=submission.pk).update(
+            polls=submission.polls + 1,
+            poll_errors=0,
+            next_poll_at=now + dt.timedelta(seconds=poll_delay(submission.polls + 1)),
+        )
+        return
+    items = list(open_items)
+    matched = match_responses(reply.responses, items)
+    async_to_sync(_record_results)(batch, submission, matched, adapter, client.token, token)
+    missing = submission.items.filter(state__in=OPEN_STATES)
+    with transaction.atomic():
+        _fail_open_items(
+            batch, "The provider's results did not include this item.", code="missing_result", items=missing
+        )
+        BatchSubmission.objects.filter(pk=submission.pk).update(
+            state=SubmissionState.DONE, polls=submission.polls + 1
+        )
+    _submission_settle_budget(submission)
+
+
+def _submission_fail(batch: Batch, submission: BatchSubmission, reason: str, *, code: str) -> None:
+    with transaction.atomic():
+        BatchSubmission.objects.filter(pk=submission.pk).update(state=SubmissionState.FAILED, error=reason)
+        _fail_open_items(batch, reason, code=code, items=submission.items.filter(state__in=OPEN_STATES))
+    _submission_settle_budget(submission)
+
+
+def _submission_settle_budget(submission: BatchSubmission) -> None:
+    """The submission's hold becomes what its items' records cost (0 for items without one)."""
+    if submission.budget_reservation_id is None:
+        return
+    spent = UsageRecord.objects.filter(batch_item__submission_id=submission.pk).aggregate(
+        total=Sum("total_cost")
+    )
+    reservation = Reservation(id=submission.budget_reservation_id, amount=Decimal(0))
+    try:
+        budget_reconcile(reservation=reservation, actual=spent["total"] or Decimal(0))
+    except Exception:  # left to the budgets' sweep
+        logger.exception("batch submission %s: its budget could not be settled", submission.pk)
+
+
+def match_responses(
+    responses: Sequence[QueueResponse], items: Sequence[BatchItem]
+) -> list[tuple[BatchItem, QueueResponse]]:
+    """Pair each response with its item, whatever order they came in.
+
+    By `external_reference` first (we send one naming the item and attempt), else by `id`
+    (the item's position in the submission). A response for no known item, or a second one
+    for an item already paired, is ignored.
+    """
+    by_reference = {queue_reference(item): item for item in items}
+    by_position = {item.position: item for item in items if item.position is not None}
+    paired: dict[int, tuple[BatchItem, QueueResponse]] = {}
+    for response in responses:
+        item = by_reference.get(response.external_reference or "")
+        if item is None and response.id is not None:
+            item = by_position.get(response.id)
+        if item is None:
+            logger.warning("a queued result matched no item (id %s)", response.id)
+            continue
+        paired.setdefault(item.pk, (item, response))
+    return list(paired.values())
+
+
+async def _record_results(
+    batch: Batch,
+    submission: BatchSubmission,
+    matched: list[tuple[BatchItem, QueueResponse]],
+    sent_by: ChatAdapter,
+    secret: str,
+    token: str,
+) -> None:
+    """Each result replayed through the metered call, one record per item; the lease is kept."""
+    context_window = await sync_to_async(_context_window)(batch)
+    renewed = time.monotonic()
+    for item, response in matched:
+        reply = FinishedReply(
+            result=response.result,
+            success=response.success,
+            sent_by=sent_by,
+            request_id=submission.request_id,
+            token=secret,
+        )
+        await _metered_item(batch, item, reply, context_window, budget_held=True)
+        if time.monotonic() - renewed > settings.BATCH_LEASE_SECONDS / 3:
+            await sync_to_async(_renew)(batch.pk, token)
+            renewed = time.monotonic()
+
+
+def _json_bytes(value: Any) -> bytes:
+    import json
+
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _duration(delta: dt.timedelta) -> str:
+    seconds = delta.total_seconds()
+    if seconds < 120:
+        return f"{seconds:g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,316 @@
+"""The queue path against a loopback Workers AI: chunks, polling backoff, out-of-order results,
+retries of 429/5xx, an unknown request_id, expiry, and redelivered steps that change nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from playground.batches.models import Batch, BatchPath, BatchSubmission, ItemState, SubmissionState
+from playground.batches.services import (
+    SizedItem,
+    batch_step_run,
+    chunk_by_size,
+    match_responses,
+    poll_delay,
+    queue_reference,
+)
+from playground.catalog.selectors import price_card_for
+from playground.providers.models import ProviderConnection
+from playground.providers.queue import QueueResponse
+from playground.usage.models import UsageRecord
+from tests.batches.conftest import prompts
+from tests.fakes.upstream import FakeUpstream, chat_completion, envelope, error, json_reply, usage, v4_error
+
+pytestmark = pytest.mark.django_db
+
+
+def _queued(request_id: str = "req-1") -> Any:
+    return json_reply(envelope({"status": "queued", "request_id": request_id, "model": "m"}))
+
+
+def _pending() -> Any:
+    return json_reply(envelope({"status": "running", "request_id": "req-1"}))
+
+
+def _results(batch: Batch, order: list[int], *, by: str = "reference") -> Any:
+    items = {item.index: item for item in batch.items.all()}
+    responses = []
+    for index in order:
+        item = items[index]
+        response: dict[str, Any] = {
+            "id": item.position,
+            "result": chat_completion(f"Answer {index}", usage_body=usage(10 + index, 5, cached=4)),
+            "success": True,
+        }
+        if by == "reference":
+            response["external_reference"] = queue_reference(item)
+        responses.append(response)
+    return json_reply(envelope({"responses": responses, "usage": usage(1, 1)}))
+
+
+def _step(batch: Batch) -> float | None:
+    batch.refresh_from_db()
+    return batch_step_run(batch_id=batch.pk, token=batch.chain_token)
+
+
+def test_it_chunks_submissions_under_the_byte_limit() -> None:
+    items = [SizedItem(pk, size) for pk, size in enumerate([400, 300, 300, 900, 10, 10])]
+
+    chunks = list(chunk_by_size(items, max_bytes=1000, max_items=100))
+
+    assert [[item.pk for item in chunk] for chunk in chunks] == [[0, 1], [2], [3, 4, 5]]
+    for chunk in chunks:
+        assert len(b'{"requests":[]}') + sum(i.size for i in chunk) + len(chunk) - 1 < 1000
+
+
+def test_it_refuses_an_item_that_alone_is_over_the_limit() -> None:
+    with pytest.raises(ValueError, match="over the 100-byte submission limit"):
+        list(chunk_by_size([SizedItem(1, 200)], max_bytes=100, max_items=10))
+
+
+def test_each_real_submission_body_stays_under_the_limit(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+) -> None:
+    settings.BATCH_SUBMISSION_MAX_BYTES = 2_000
+    batch = running_batch(workers_connection, [{"messages": [{"role": "user", "content": "x" * 300}]}] * 12)
+    fake_upstream.script(*[_queued(f"req-{n}") for n in range(12)])
+
+    _step(batch)
+
+    bodies = [request for request in fake_upstream.requests if request.json and "requests" in request.json]
+    assert len(bodies) == BatchSubmission.objects.filter(batch=batch).count() > 1
+    assert sum(len(body.json["requests"]) for body in bodies) == 12
+    assert all(len(json.dumps(body.json, separators=(",", ":")).encode()) < 2_000 for body in bodies)
+    assert all("?queueRequest=true" in body.path for body in bodies)
+
+
+def test_it_matches_results_that_arrive_out_of_order_and_records_each_item_once(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(4))
+    assert batch.path == BatchPath.QUEUE
+    fake_upstream.script(_queued(), _pending())
+    _step(batch)  # submit
+    assert set(batch.items.values_list("state", flat=True)) == {ItemState.SUBMITTED}
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+    _step(batch)  # still running
+    fake_upstream.script(_results(batch, [3, 0, 2, 1]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    assert _step(batch) is None  # finished
+
+    batch.refresh_from_db()
+    assert batch.status == "done"
+    for item in batch.items.select_related("usage_record"):
+        assert item.state == ItemState.DONE
+        assert item.response["text"] == f"Answer {item.index}"
+        assert item.usage_record.source == f"batch-item:{item.pk}:1"
+        assert item.usage_record.prompt_tokens == 10 + item.index
+        assert item.usage_record.cached_tokens == 4
+        assert item.usage_record.path == "batch"
+    assert UsageRecord.objects.count() == 4
+
+
+def test_it_matches_by_position_when_no_reference_comes_back(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(3))
+    fake_upstream.script(_queued())
+    _step(batch)
+    fake_upstream.script(_results(batch, [2, 1, 0], by="id"))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    _step(batch)
+
+    assert [item.response["text"] for item in batch.items.order_by("index")] == [
+        "Answer 0",
+        "Answer 1",
+        "Answer 2",
+    ]
+
+
+def test_match_responses_ignores_strangers_and_duplicates() -> None:
+    class Item:
+        def __init__(self, pk: int, position: int) -> None:
+            self.pk, self.position, self.attempt = pk, position, 1
+
+    items: list[Any] = [Item(10, 0), Item(11, 1)]
+    responses = [
+        QueueResponse(id=1, external_reference="item-10-1", success=True, result={}),  # reference wins
+        QueueResponse(id=7, external_reference=None, success=True, result={}),  # nobody's
+        QueueResponse(id=0, external_reference=None, success=True, result={}),  # item 10 again
+        QueueResponse(id=1, external_reference=None, success=True, result={}),
+    ]
+
+    pairs = match_responses(responses, items)
+
+    assert [(item.pk, response.id) for item, response in pairs] == [(10, 1), (11, 1)]
+
+
+def test_it_prices_items_by_the_card_of_the_day_the_batch_was_submitted(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(1), model="@cf/moonshotai/kimi-k2.5")
+    Batch.objects.filter(pk=batch.pk).update(priced_on=dt.date(2026, 5, 1))  # before K2.5 became K2.6
+    batch.refresh_from_db()
+    fake_upstream.script(_queued())
+    _step(batch)
+    fake_upstream.script(_results(batch, [0]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+    _step(batch)
+
+    record = UsageRecord.objects.get()
+    assert record.price_card == price_card_for(model_id="@cf/moonshotai/kimi-k2.5", day=dt.date(2026, 5, 1))
+    assert record.price_card != price_card_for(model_id="@cf/moonshotai/kimi-k2.5", day=timezone.now().date())
+
+
+def test_polls_back_off_up_to_a_cap_below_the_visibility_timeout(settings: Any) -> None:
+    delays = [poll_delay(n) for n in range(20)]
+
+    assert delays[0] == settings.BATCH_POLL_FIRST_SECONDS
+    assert all(later >= earlier for earlier, later in itertools.pairwise(delays))
+    assert delays[-1] == settings.BATCH_POLL_MAX_SECONDS
+    assert settings.BATCH_POLL_MAX_SECONDS < 3600
+
+
+def test_a_pending_poll_schedules_the_next_one_later_each_time(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(2))
+    fake_upstream.script(_queued(), _pending(), _pending(), _pending())
+    countdowns = [_step(batch)]
+    for _ in range(3):
+        BatchSubmission.objects.update(next_poll_at=timezone.now())
+        countdowns.append(_step(batch))
+
+    assert countdowns == pytest.approx([poll_delay(0), poll_delay(1), poll_delay(2), poll_delay(3)], abs=0.5)
+    assert BatchSubmission.objects.get().polls == 3
+
+
+def test_a_429_on_submit_and_a_503_on_poll_are_retried_with_backoff(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+) -> None:
+    settings.UPSTREAM_MAX_RETRIES = 0  # past the request's own retries: the step reschedules
+    batch = running_batch(workers_connection, prompts(2))
+    fake_upstream.script(error(429, v4_error(3040, "Capacity temporarily exceeded")))
+
+    countdown = _step(batch)
+
+    submission = BatchSubmission.objects.get()
+    assert submission.state == SubmissionState.SUBMITTING and submission.submit_attempts == 1
+    assert countdown == pytest.approx(poll_delay(1), abs=0.5)
+    assert "Capacity temporarily exceeded" in submission.error
+    fake_upstream.script(_queued())
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+    _step(batch)
+    fake_upstream.script(error(503))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+    countdown = _step(batch)
+    submission.refresh_from_db()
+    assert submission.state == SubmissionState.POLLING and submission.poll_errors == 1
+    assert countdown is not None and countdown > 0
+    fake_upstream.script(_results(batch, [1, 0]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+    _step(batch)
+    assert set(batch.items.values_list("state", flat=True)) == {ItemState.DONE}
+
+
+def test_an_unknown_request_id_fails_its_items_with_the_reason(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(2))
+    fake_upstream.script(
+        _queued("lost-id"), error(404, v4_error(8001, "No queued request has request_id 'lost-id'."))
+    )
+    _step(batch)
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    assert _step(batch) is None
+
+    for item in batch.items.all():
+        assert item.state == ItemState.FAILED
+        assert item.error_code == "unknown_request_id"
+        assert "lost-id" in item.error
+    assert UsageRecord.objects.count() == 0
+
+
+def test_results_that_never_come_expire_with_a_reason(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+) -> None:
+    settings.BATCH_RESULT_EXPIRY_SECONDS = 60
+    batch = running_batch(workers_connection, prompts(1))
+    fake_upstream.script(_queued())
+    _step(batch)
+    BatchSubmission.objects.update(
+        next_poll_at=timezone.now(), submitted_at=timezone.now() - dt.timedelta(minutes=2)
+    )
+
+    _step(batch)
+
+    item = batch.items.get()
+    assert item.state == ItemState.FAILED and item.error_code == "expired"
+    assert "No result arrived within 60 s" in item.error
+
+
+def test_a_failed_item_result_is_recorded_as_an_upstream_error(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(1))
+    fake_upstream.script(_queued())
+    _step(batch)
+    item = batch.items.get()
+    failure = {
+        "id": 0,
+        "external_reference": queue_reference(item),
+        "success": False,
+        "result": v4_error(8001, "bad input"),
+    }
+    fake_upstream.script(json_reply(envelope({"responses": [failure]})))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    _step(batch)
+
+    item.refresh_from_db()
+    assert item.state == ItemState.FAILED and "bad input" in item.error
+    assert item.usage_record is not None and item.usage_record.status == "upstream_error"
+
+
+def test_a_redelivered_step_and_a_stale_chain_change_nothing(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(3))
+    old_token = batch.chain_token
+    fake_upstream.script(_queued())
+    _step(batch)
+    # The poll's results are processed, then the same results are delivered again (a redelivered step).
+    Batch.objects.filter(pk=batch.pk).update(finished_at=None)
+    fake_upstream.script(_results(batch, [0, 1, 2]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+    _step(batch)
+    sent = len(fake_upstream.requests)
+    BatchSubmission.objects.update(state=SubmissionState.POLLING, next_poll_at=timezone.now())
+    Batch.objects.filter(pk=batch.pk).update(finished_at=None, status="running")
+    fake_upstream.script(_results(batch, [2, 1, 0]))
+    _step(batch)
+
+    assert UsageRecord.objects.count() == 3  # nothing recorded twice
+    assert set(batch.items.values_list("state", flat=True)) == {ItemState.DONE}
+    assert batch_step_run(batch_id=batch.pk, token="not-the-owner") is None
+    assert batch_step_run(batch_id=batch.pk, token=old_token) is None  # finished: nothing left to do
+    assert len(fake_upstream.requests) == sent + 1
