@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "playground.providers",
     "playground.usage",
     "playground.chat",
+    "playground.analytics",
 ]
 
 MIDDLEWARE = [

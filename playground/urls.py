@@ -13,4 +13,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("chat/", include("playground.chat.urls")),
+    path("usage/", include("playground.analytics.urls")),
 ]

@@ -1,0 +1,447 @@
+"""Selector rows in, Plotly figure dicts out: pure functions, no database, no request.
+
+Each function returns a `Chart`: the figure (`{"data": [...], "layout": {...}}`, the JSON
+plotly.js draws) and the same figures as a table for "show as table". Times are UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from playground.analytics.histograms import bucket_labels
+
+PALETTE = ["#3b5bdb", "#f08c00", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#e64980", "#5c940d", "#868e96"]
+FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
+STATUS_COLORS = {
+    "ok": "#2b8a3e",
+    "upstream_error": "#c92a2a",
+    "timeout": "#f08c00",
+    "client_disconnected": "#868e96",
+    "rejected": "#7048e8",
+}
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+@dataclass(frozen=True)
+class Chart:
+    figure: dict[str, Any]
+    table: Table
+    note: str = ""
+    empty: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _layout(
+    *, y_title: str, x_title: str = "", y_format: str = "", barmode: str = "", **more: Any
+) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "font": {"family": FONT, "size": 12, "color": "#1c2230"},
+        "margin": {"l": 60, "r": 20, "t": 10, "b": 40},
+        "height": 300,
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "legend": {"orientation": "h", "y": -0.18},
+        "hovermode": "x unified",
+        "xaxis": {"title": {"text": x_title}, "gridcolor": "#f0f2f5", "linecolor": "#cfd4dc"},
+        "yaxis": {
+            "title": {"text": y_title},
+            "gridcolor": "#f0f2f5",
+            "rangemode": "tozero",
+            "tickformat": y_format,
+        },
+        "colorway": PALETTE,
+    }
+    if barmode:
+        layout["barmode"] = barmode
+    layout.update(more)
+    return layout
+
+
+def _iso(at: dt.datetime) -> str:
+    return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _num(value: Decimal | float | int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _series(
+    rows: Iterable[dict[str, Any]], *, buckets: Sequence[dt.datetime], key: str, value: str
+) -> dict[Any, list[Any]]:
+    """{series key: [value per bucket]}, zero where a bucket has no row."""
+    index = {at: i for i, at in enumerate(buckets)}
+    series: dict[Any, list[Any]] = {}
+    for row in rows:
+        values = series.setdefault(row[key], [0] * len(buckets))
+        position = index.get(row["bucket"])
+        if position is not None:
+            values[position] += row[value]
+    return series
+
+
+def cost_over_time(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime], group_label: str) -> Chart:
+    labels = {row["key"]: row["label"] for row in rows}
+    series = _series(rows, buckets=buckets, key="key", value="cost")
+    order = sorted(series, key=lambda key: -sum(series[key]))
+    x = [_iso(at) for at in buckets]
+    data = [
+        {
+            "type": "bar",
+            "name": labels[key],
+            "x": x,
+            "y": [_num(value) for value in series[key]],
+            "hovertemplate": "%{y:$.4f}<extra>%{fullData.name}</extra>",
+        }
+        for key in order
+    ]
+    table = Table(
+        ["Bucket (UTC)", *(labels[key] for key in order), "Total (USD)"],
+        [
+            [x[i], *(series[key][i] for key in order), sum((series[key][i] for key in order), Decimal(0))]
+            for i in range(len(buckets))
+        ],
+    )
+    return Chart(
+        figure={"data": data, "layout": _layout(y_title="USD", y_format="$.4~f", barmode="stack")},
+        table=table,
+        note=f"Stacked by {group_label.lower()}.",
+        empty=not rows,
+    )
+
+
+def tokens_fresh_vs_cached(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    by_bucket = {row["bucket"]: row for row in rows}
+    x = [_iso(at) for at in buckets]
+    fresh = [by_bucket[at]["fresh"] if at in by_bucket else 0 for at in buckets]
+    cached = [by_bucket[at]["cached"] if at in by_bucket else 0 for at in buckets]
+    share = [by_bucket[at]["share"] if at in by_bucket else None for at in buckets]
+    data = [
+        {"type": "bar", "name": "Fresh input", "x": x, "y": fresh, "marker": {"color": PALETTE[0]}},
+        {"type": "bar", "name": "Cached input", "x": x, "y": cached, "marker": {"color": PALETTE[2]}},
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "Cached share",
+            "x": x,
+            "y": share,
+            "yaxis": "y2",
+            "line": {"color": PALETTE[1], "width": 2},
+            "connectgaps": False,
+            "hovertemplate": "%{y:.1%}<extra>Cached share</extra>",
+        },
+    ]
+    layout = _layout(
+        y_title="Input tokens",
+        barmode="stack",
+        yaxis2={"overlaying": "y", "side": "right", "range": [0, 1], "tickformat": ".0%", "showgrid": False},
+    )
+    layout["margin"]["r"] = 50
+    table = Table(
+        ["Bucket (UTC)", "Fresh input tokens", "Cached input tokens", "Cached share"],
+        [[x[i], fresh[i], cached[i], share[i]] for i in range(len(buckets))],
+    )
+    return Chart(figure={"data": data, "layout": layout}, table=table, empty=not rows)
+
+
+def cache_hit_ratio(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    x = [_iso(at) for at in buckets]
+    index = {at: i for i, at in enumerate(buckets)}
+    ratios: dict[bool, list[float | None]] = {True: [None] * len(buckets), False: [None] * len(buckets)}
+    for row in rows:
+        if row["bucket"] in index:
+            ratios[row["affinity"]][index[row["bucket"]]] = row["ratio"]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "x": x,
+            "y": ratios[on],
+            "line": {"color": color, "width": 2},
+            "connectgaps": False,
+            "hovertemplate": "%{y:.1%}<extra>" + name + "</extra>",
+        }
+        for on, name, color in ((True, "Affinity on", PALETTE[0]), (False, "Affinity off", PALETTE[1]))
+    ]
+    layout = _layout(y_title="Cached / prompt tokens", y_format=".0%")
+    layout["yaxis"]["range"] = [0, 1]
+    table = Table(
+        ["Bucket (UTC)", "Affinity on", "Affinity off"],
+        [[x[i], ratios[True][i], ratios[False][i]] for i in range(len(x))],
+    )
+    return Chart(
+        figure={"data": data, "layout": layout},
+        table=table,
+        note="Only requests whose provider reported a cache figure count.",
+        empty=not rows,
+    )
+
+
+def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    by_bucket = {row["bucket"]: row for row in rows}
+    x = [_iso(at) for at in buckets]
+    saved = [by_bucket[at]["savings"] if at in by_bucket else Decimal(0) for at in buckets]
+    paid = [by_bucket[at]["cost"] if at in by_bucket else Decimal(0) for at in buckets]
+    would = [by_bucket[at]["would_cost"] if at in by_bucket else Decimal(0) for at in buckets]
+    data = [
+        {
+            "type": "bar",
+            "name": "Paid for cached tokens",
+            "x": x,
+            "y": [_num(v) for v in paid],
+            "marker": {"color": PALETTE[8]},
+        },
+        {
+            "type": "bar",
+            "name": "Saved by caching",
+            "x": x,
+            "y": [_num(v) for v in saved],
+            "marker": {"color": PALETTE[2]},
+        },
+    ]
+    total = sum(saved, Decimal(0))
+    table = Table(
+        ["Bucket (UTC)", "At the input price (USD)", "Paid (USD)", "Saved (USD)"],
+        [[x[i], would[i], paid[i], saved[i]] for i in range(len(x))],
+    )
+    return Chart(
+        figure={"data": data, "layout": _layout(y_title="USD", y_format="$.4~f", barmode="stack")},
+        table=table,
+        note=f"Saved over the period: ${total:.4f}: what the cached tokens would have cost at each card's "
+        "input price, minus what they cost.",
+        empty=not rows,
+        extra={"total": total},
+    )
+
+
+def ttft_by_cache(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    x = [_iso(at) for at in buckets]
+    index = {at: i for i, at in enumerate(buckets)}
+    lines: dict[tuple[str, str], list[float | None]] = {}
+    for state in ("hit", "miss"):
+        for q in ("p50", "p95"):
+            lines[(state, q)] = [None] * len(buckets)
+    for row in rows:
+        if row["bucket"] in index:
+            for q in ("p50", "p95"):
+                lines[(row["cache_state"], q)][index[row["bucket"]]] = row[q]
+    colors = {"hit": PALETTE[2], "miss": PALETTE[3]}
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": f"Cache {state} {q}",
+            "x": x,
+            "y": lines[(state, q)],
+            "line": {"color": colors[state], "width": 2, "dash": "solid" if q == "p50" else "dot"},
+            "connectgaps": False,
+            "hovertemplate": "%{y:.0f} ms<extra>%{fullData.name}</extra>",
+        }
+        for state in ("hit", "miss")
+        for q in ("p50", "p95")
+    ]
+    table = Table(
+        ["Bucket (UTC)", "Hit p50 (ms)", "Hit p95 (ms)", "Miss p50 (ms)", "Miss p95 (ms)"],
+        [[x[i], *(lines[(s, q)][i] for s in ("hit", "miss") for q in ("p50", "p95"))] for i in range(len(x))],
+    )
+    return Chart(
+        figure={"data": data, "layout": _layout(y_title="Time to first token (ms)")},
+        table=table,
+        note="Percentiles from fixed histogram buckets: exact to the bucket's width.",
+        empty=not rows,
+    )
+
+
+def latency_distribution(result: dict[str, Any]) -> Chart:
+    labels = bucket_labels()
+    counts = result["counts"]
+    data = [
+        {
+            "type": "bar",
+            "name": "Requests",
+            "x": labels,
+            "y": counts,
+            "marker": {"color": PALETTE[0]},
+            "hovertemplate": "%{y} requests<extra>%{x}</extra>",
+        }
+    ]
+    layout = _layout(y_title="Requests", x_title="Latency", hovermode="closest")
+    layout["xaxis"]["type"] = "category"
+    marks = ", ".join(
+        f"{name} {_fmt_ms(result[name])}" for name in ("p50", "p95", "p99") if result[name] is not None
+    )
+    return Chart(
+        figure={"data": data, "layout": layout},
+        table=Table(
+            ["Latency", "Requests"], [[label, count] for label, count in zip(labels, counts, strict=True)]
+        ),
+        note=f"{marks}." if marks else "",
+        empty=not any(counts),
+        extra={key: result[key] for key in ("p50", "p95", "p99")},
+    )
+
+
+def _fmt_ms(value: float) -> str:
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def requests_by_status(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    series = _series(rows, buckets=buckets, key="status", value="requests")
+    x = [_iso(at) for at in buckets]
+    order = sorted(series, key=lambda status: (status != "ok", status))
+    data = [
+        {
+            "type": "bar",
+            "name": status,
+            "x": x,
+            "y": series[status],
+            "marker": {"color": STATUS_COLORS.get(status, PALETTE[8])},
+        }
+        for status in order
+    ]
+    table = Table(["Bucket (UTC)", *order], [[x[i], *(series[s][i] for s in order)] for i in range(len(x))])
+    return Chart(
+        figure={"data": data, "layout": _layout(y_title="Requests", barmode="stack")},
+        table=table,
+        empty=not rows,
+    )
+
+
+def top_conversations(rows: list[dict[str, Any]]) -> Chart:
+    ordered = list(reversed(rows))  # the costliest at the top of a horizontal bar chart
+    labels = [_short(f"#{row['conversation_id']} {row['title']}") for row in ordered]
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": "Cost",
+            "x": [_num(row["cost"]) for row in ordered],
+            "y": labels,
+            "marker": {"color": PALETTE[0]},
+            "hovertemplate": "%{x:$.4f}<extra></extra>",
+        }
+    ]
+    layout = _layout(y_title="", hovermode="closest")
+    layout["xaxis"]["tickformat"] = "$.4~f"
+    layout["yaxis"] = {"automargin": True, "type": "category"}
+    layout["margin"]["l"] = 10
+    table = Table(
+        ["Conversation", "Title", "Requests", "Prompt tokens", "Cached tokens", "Cost (USD)"],
+        [
+            [
+                row["conversation_id"],
+                row["title"],
+                row["requests"],
+                row["prompt_tokens"],
+                row["cached_tokens"],
+                row["cost"],
+            ]
+            for row in rows
+        ],
+    )
+    return Chart(figure={"data": data, "layout": layout}, table=table, empty=not rows)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def slope(values: Sequence[int]) -> float | None:
+    """Least-squares growth per turn of a series (None below two points)."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean_x = (n - 1) / 2
+    mean_y = sum(values) / n
+    spread = sum((i - mean_x) ** 2 for i in range(n))
+    return sum((i - mean_x) * (y - mean_y) for i, y in enumerate(values)) / spread
+
+
+def prompt_growth(sessions: list[dict[str, Any]]) -> Chart:
+    data = []
+    rows = []
+    for i, session in enumerate(sessions):
+        growth = slope(session["turns"])
+        name = _short(f"#{session['conversation_id']} {session['title']}", 30)
+        label = f"{name} ({growth:+.0f}/turn)" if growth is not None else name
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": label,
+                "x": list(range(1, len(session["turns"]) + 1)),
+                "y": session["turns"],
+                "line": {"color": PALETTE[i % len(PALETTE)], "width": 2},
+            }
+        )
+        rows.append([session["conversation_id"], session["title"], len(session["turns"]), growth])
+    layout = _layout(y_title="Prompt tokens", x_title="Turn", hovermode="closest")
+    return Chart(
+        figure={"data": data, "layout": layout},
+        table=Table(["Conversation", "Title", "Turns", "Growth (tokens per turn)"], rows),
+        note="Each session's growth slope is a least-squares fit of prompt tokens against turn number.",
+        empty=not sessions,
+    )
+
+
+def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
+    models = [row["model_id"] for row in rows]
+    data = [
+        {
+            "type": "bar",
+            "name": "Actual",
+            "x": models,
+            "y": [_num(r["actual"]) for r in rows],
+            "marker": {"color": PALETTE[0]},
+        },
+        {
+            "type": "bar",
+            "name": target_label,
+            "x": models,
+            "y": [_num(r["repriced"]) for r in rows],
+            "marker": {"color": PALETTE[1]},
+        },
+    ]
+    layout = _layout(y_title="USD", y_format="$.4~f", barmode="group", hovermode="closest")
+    layout["xaxis"]["type"] = "category"
+    actual = sum((r["actual"] for r in rows), Decimal(0))
+    repriced = sum((r["repriced"] for r in rows), Decimal(0))
+    table = Table(
+        [
+            "Model",
+            "Prompt tokens",
+            "Cached tokens",
+            "Completion tokens",
+            "Actual (USD)",
+            "Re-priced (USD)",
+            "Difference (USD)",
+        ],
+        [
+            [
+                r["model_id"],
+                r["prompt_tokens"],
+                r["cached_tokens"],
+                r["completion_tokens"],
+                r["actual"],
+                r["repriced"],
+                r["difference"],
+            ]
+            for r in rows
+        ],
+    )
+    return Chart(
+        figure={"data": data, "layout": layout},
+        table=table,
+        note=f"Actual ${actual:.4f}, re-priced ${repriced:.4f}, difference ${repriced - actual:+.4f}.",
+        empty=not rows,
+        extra={"actual": actual, "repriced": repriced, "difference": repriced - actual},
+    )

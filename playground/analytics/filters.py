@@ -1,0 +1,160 @@
+"""What the dashboard, the request log and the exports are asked for: one form, one `Filters`.
+
+The team is always one of the acting user's teams (another team's id is a 404, never an
+empty page), and the period always has an end, a start and a bucket size: hours up to seven
+days, days beyond (a 90-day range is 90 points, not 2,160).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django import forms
+from django.http import Http404, QueryDict
+from django.utils import timezone
+
+from playground.accounts.models import Team
+from playground.accounts.selectors import AnyUser, team_list_for_user
+from playground.usage.models import RequestPath, UsageStatus
+
+PRESETS = {
+    "24h": dt.timedelta(hours=24),
+    "7d": dt.timedelta(days=7),
+    "30d": dt.timedelta(days=30),
+    "90d": dt.timedelta(days=90),
+}
+HOURLY_UP_TO = dt.timedelta(days=7)
+LONGEST_CUSTOM = dt.timedelta(days=400)
+GROUPS = {"model": "Model", "user": "User", "connection": "Connection"}
+CACHED_SHARES = {
+    "none": "No cached tokens (0 %)",
+    "some": "Under half cached",
+    "most": "Half or more cached",
+    "unknown": "Not reported",
+}
+SORTS = {
+    "newest": "Newest first",
+    "oldest": "Oldest first",
+    "cost": "Highest cost",
+    "latency": "Slowest",
+    "ttft": "Slowest first token",
+    "prompt": "Largest prompt",
+}
+
+
+@dataclass(frozen=True)
+class Period:
+    start: dt.datetime
+    end: dt.datetime
+    preset: str  # a PRESETS key or "custom"
+
+    @property
+    def hourly(self) -> bool:
+        return self.end - self.start <= HOURLY_UP_TO
+
+
+@dataclass(frozen=True)
+class Filters:
+    team: Team
+    period: Period
+    model_id: str = ""
+    user_id: int | None = None
+    connection_id: int | None = None
+    path: str = ""
+    status: str = ""
+    affinity: str = ""  # "", "on" or "off"
+    conversation_id: int | None = None
+    cached_share: str = ""  # "" or a CACHED_SHARES key
+    group: str = "model"
+    sort: str = "newest"
+
+
+def _choices(options: dict[str, str], any_label: str) -> list[tuple[str, str]]:
+    return [("", any_label), *options.items()]
+
+
+class FilterForm(forms.Form):
+    team = forms.IntegerField(required=False, min_value=1)
+    range = forms.ChoiceField(
+        required=False, choices=[*((k, k) for k in PRESETS), ("custom", "custom")], initial="7d"
+    )
+    start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    model = forms.CharField(required=False, max_length=200)
+    user = forms.IntegerField(required=False, min_value=1)
+    connection = forms.IntegerField(required=False, min_value=1)
+    path = forms.ChoiceField(required=False, choices=_choices(dict(RequestPath.choices), "Any path"))
+    status = forms.ChoiceField(required=False, choices=_choices(dict(UsageStatus.choices), "Any status"))
+    affinity = forms.ChoiceField(
+        required=False, choices=[("", "Affinity on or off"), ("on", "Affinity on"), ("off", "Affinity off")]
+    )
+    conversation = forms.IntegerField(required=False, min_value=1)
+    cached_share = forms.ChoiceField(required=False, choices=_choices(CACHED_SHARES, "Any cached share"))
+    group = forms.ChoiceField(required=False, choices=list(GROUPS.items()))
+    sort = forms.ChoiceField(required=False, choices=list(SORTS.items()))
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        if data.get("range") == "custom":
+            start, end = data.get("start"), data.get("end")
+            if start is None or end is None:
+                raise forms.ValidationError("A custom range needs a start and an end date.")
+            if end < start:
+                raise forms.ValidationError("The end date is before the start date.")
+            if end - start > LONGEST_CUSTOM:
+                raise forms.ValidationError(f"A custom range spans at most {LONGEST_CUSTOM.days} days.")
+        return data
+
+
+class FilterError(Exception):
+    """The query string was not valid: `form` holds the errors to show."""
+
+    def __init__(self, form: FilterForm) -> None:
+        super().__init__("invalid filters")
+        self.form = form
+
+
+def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | None = None) -> Filters | None:
+    """The filters the query asks for; None when the user has no team; Http404 for a foreign team.
+
+    Raises FilterError (with the bound form) for input that does not validate.
+    """
+    form = FilterForm(query)
+    if not form.is_valid():
+        raise FilterError(form)
+    data = form.cleaned_data
+    teams = team_list_for_user(user=user)
+    if data["team"]:
+        team = teams.filter(pk=data["team"]).first()
+        if team is None:
+            raise Http404("No such team.")
+    else:
+        team = teams.first()
+        if team is None:
+            return None
+    return Filters(
+        team=team,
+        period=_period(data, now or timezone.now()),
+        model_id=data["model"] or "",
+        user_id=data["user"],
+        connection_id=data["connection"],
+        path=data["path"] or "",
+        status=data["status"] or "",
+        affinity=data["affinity"] or "",
+        conversation_id=data["conversation"],
+        cached_share=data["cached_share"] or "",
+        group=data["group"] or "model",
+        sort=data["sort"] or "newest",
+    )
+
+
+def _period(data: dict[str, object], now: dt.datetime) -> Period:
+    preset = str(data.get("range") or "7d")
+    if preset == "custom":
+        start_day, end_day = data["start"], data["end"]
+        assert isinstance(start_day, dt.date) and isinstance(end_day, dt.date)
+        start = dt.datetime.combine(start_day, dt.time.min, tzinfo=dt.UTC)
+        end = dt.datetime.combine(end_day + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
+        return Period(start=start, end=end, preset=preset)
+    return Period(start=now - PRESETS[preset], end=now, preset=preset)

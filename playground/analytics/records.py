@@ -1,0 +1,217 @@
+"""Request-log reads of raw usage records: filtered, sorted, keyset-paginated, scoped.
+
+No OFFSET anywhere: a page ends with a cursor (the last row's sort value and id) and the
+next page starts strictly after it, so page 1,000 costs what page 1 costs. Every sort
+walks one of the records' (team, column, id) indexes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.db.models import F, Q, QuerySet
+
+from playground.accounts.selectors import AnyUser
+from playground.analytics.filters import Filters
+from playground.usage.models import UsageRecord
+
+PAGE_SIZE = 50
+EXPORT_CHUNK = 5000
+# sort key -> (column, descending)
+SORT_COLUMNS: dict[str, tuple[str, bool]] = {
+    "newest": ("created_at", True),
+    "oldest": ("created_at", False),
+    "cost": ("total_cost", True),
+    "latency": ("latency_ms", True),
+    "ttft": ("ttft_ms", True),
+    "prompt": ("prompt_tokens", True),
+}
+NULLABLE = {"latency_ms", "ttft_ms"}
+
+
+class BadCursor(ValueError):
+    pass
+
+
+def log_records(filters: Filters) -> QuerySet[UsageRecord]:
+    """The filtered records of the filters' team and period (the team is the caller's: see filters)."""
+    records = UsageRecord.objects.filter(
+        team=filters.team, created_at__gte=filters.period.start, created_at__lt=filters.period.end
+    )
+    if filters.model_id:
+        records = records.filter(model_id=filters.model_id)
+    if filters.user_id:
+        records = records.filter(user_id=filters.user_id)
+    if filters.connection_id:
+        records = records.filter(connection_id=filters.connection_id)
+    if filters.path:
+        records = records.filter(path=filters.path)
+    if filters.status:
+        records = records.filter(status=filters.status)
+    if filters.affinity:
+        records = (
+            records.exclude(affinity_key="") if filters.affinity == "on" else records.filter(affinity_key="")
+        )
+    if filters.conversation_id:
+        records = records.filter(conversation_id=filters.conversation_id)
+    match filters.cached_share:
+        case "none":
+            records = records.filter(cached_tokens=0)
+        case "some":
+            records = records.alias(doubled=F("cached_tokens") * 2).filter(
+                cached_tokens__gt=0, doubled__lt=F("prompt_tokens")
+            )
+        case "most":
+            records = records.alias(doubled=F("cached_tokens") * 2).filter(
+                cached_tokens__gt=0, doubled__gte=F("prompt_tokens")
+            )
+        case "unknown":
+            records = records.filter(cached_tokens__isnull=True)
+    return records
+
+
+def _ordered(records: QuerySet[UsageRecord], sort: str) -> QuerySet[UsageRecord]:
+    column, descending = SORT_COLUMNS[sort]
+    if descending:
+        return records.order_by(F(column).desc(nulls_last=True), "-id")
+    return records.order_by(F(column).asc(nulls_last=True), "id")
+
+
+def _after(records: QuerySet[UsageRecord], sort: str, value: Any, last_id: int) -> QuerySet[UsageRecord]:
+    """Rows strictly after (value, last_id) in the sort order, NULLs last."""
+    column, descending = SORT_COLUMNS[sort]
+    beyond = "lt" if descending else "gt"
+    if value is None:  # already among the NULLs, ordered by id
+        return records.filter(**{f"{column}__isnull": True, f"id__{beyond}": last_id})
+    condition = Q(**{f"{column}__{beyond}": value}) | Q(**{column: value, f"id__{beyond}": last_id})
+    if column in NULLABLE:
+        condition |= Q(**{f"{column}__isnull": True})
+    return records.filter(condition)
+
+
+@dataclass(frozen=True)
+class LogPage:
+    records: list[UsageRecord]
+    next_cursor: str  # "" on the last page
+
+
+def log_page(filters: Filters, *, cursor: str = "", size: int = PAGE_SIZE) -> LogPage:
+    records = log_records(filters)
+    if cursor:
+        value, last_id = decode_cursor(cursor, filters.sort)
+        records = _after(records, filters.sort, value, last_id)
+    page = list(
+        _ordered(records, filters.sort).select_related("user", "connection", "price_card")[: size + 1]
+    )
+    more = len(page) > size
+    page = page[:size]
+    return LogPage(records=page, next_cursor=encode_cursor(page[-1], filters.sort) if more and page else "")
+
+
+def encode_cursor(record: UsageRecord, sort: str) -> str:
+    column, _ = SORT_COLUMNS[sort]
+    value = getattr(record, column)
+    if isinstance(value, dt.datetime):
+        value = value.isoformat()
+    elif isinstance(value, Decimal):
+        value = str(value)
+    raw = json.dumps([value, record.pk]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, sort: str) -> tuple[Any, int]:
+    """(sort value, id) from a cursor; BadCursor for anything we did not make."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value, last_id = json.loads(raw)
+        if not isinstance(last_id, int) or isinstance(last_id, bool):
+            raise BadCursor("bad id")
+        column, _ = SORT_COLUMNS[sort]
+        if value is None:
+            return None, last_id
+        if column == "created_at":
+            return dt.datetime.fromisoformat(value), last_id
+        if column == "total_cost":
+            return Decimal(value), last_id
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, last_id
+    except (ValueError, TypeError, binascii.Error, InvalidOperation, json.JSONDecodeError) as exc:
+        raise BadCursor(str(exc)) from exc
+    raise BadCursor("bad value")
+
+
+def usage_record_get(*, user: AnyUser, request_id: str) -> UsageRecord | None:
+    """A record of one of the user's teams, or None (callers answer 404)."""
+    if not user.is_authenticated:
+        return None
+    return (
+        UsageRecord.objects.filter(request_id=request_id, team__memberships__user_id=user.pk)
+        .select_related("team", "user", "connection", "price_card", "price_card__model", "conversation")
+        .first()
+    )
+
+
+def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[list[dict[str, Any]]]:
+    """The filtered log, newest first, in keyset chunks (flat memory whatever the row count)."""
+    records = log_records(filters)
+    columns = EXPORT_FIELDS
+    after: tuple[dt.datetime, int] | None = None
+    while True:
+        page = records
+        if after is not None:
+            page = page.filter(Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]))
+        rows = list(page.order_by("-created_at", "-id").values(*columns)[:chunk])
+        if not rows:
+            return
+        yield rows
+        after = (rows[-1]["created_at"], rows[-1]["id"])
+        if len(rows) < chunk:
+            return
+
+
+# The stored fields an export reads (no secret lives on a usage record; request bodies are
+# left out: they are large and hold the prompt text).
+EXPORT_FIELDS = (
+    "id",
+    "request_id",
+    "created_at",
+    "team__slug",
+    "user__username",
+    "connection__name",
+    "model_id",
+    "path",
+    "status",
+    "streamed",
+    "affinity_key",
+    "conversation_id",
+    "source",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "usage_source",
+    "usage_implausible",
+    "price_card_id",
+    "price_card__label",
+    "price_card__effective_from",
+    "price_card__input_per_m",
+    "price_card__cached_input_per_m",
+    "price_card__output_per_m",
+    "input_cost",
+    "cached_input_cost",
+    "output_cost",
+    "total_cost",
+    "ttft_ms",
+    "latency_ms",
+    "upstream_request_id",
+    "http_status",
+    "error_code",
+    "error_text",
+)

@@ -1,0 +1,398 @@
+"""Dashboard reads: rollup rows in, plain rows out (no raw usage row is scanned here).
+
+Every function takes `Filters`, whose team the caller has already checked is the acting
+user's (see `filters.filters_from_query`). Periods of up to seven days read the hourly
+rollup, longer ones the daily rollup; a bucket is counted when it starts inside the period.
+Money leaves here as Decimal USD; re-pricing goes through `usage.pricing.cost_for`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db.models import Q, QuerySet, Sum
+
+from playground.analytics.filters import Filters
+from playground.analytics.histograms import percentile
+from playground.catalog.models import PriceCard
+from playground.providers.models import ProviderConnection
+from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.models import (
+    COST_SCALE,
+    LATENCY_COLUMNS,
+    TTFT_COLUMNS,
+    CacheState,
+    UsageConversationDaily,
+    UsageDaily,
+    UsageHourly,
+    UsageRecord,
+)
+from playground.usage.pricing import cost_for
+
+TOP_CONVERSATIONS = 10
+GROWTH_SESSIONS = 5
+GROWTH_TURNS = 200
+NO_CACHE_DISCOUNT = "nocache"
+
+
+def usd(e10: int | None) -> Decimal:
+    return Decimal(e10 or 0) / COST_SCALE
+
+
+def _floor(at: dt.datetime, *, hourly: bool) -> dt.datetime:
+    at = at.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    return at if hourly else at.replace(hour=0)
+
+
+def rollup_rows(filters: Filters) -> QuerySet[Any]:
+    """The rollup rows of the filters' team, period and dimensions (hourly or daily)."""
+    period = filters.period
+    model: type[UsageHourly] | type[UsageDaily] = UsageHourly if period.hourly else UsageDaily
+    rows = model.objects.filter(
+        team=filters.team,
+        bucket__gte=_floor(period.start, hourly=period.hourly),
+        bucket__lt=period.end,
+    )
+    if filters.model_id:
+        rows = rows.filter(model_id=filters.model_id)
+    if filters.user_id:
+        rows = rows.filter(user_id=filters.user_id)
+    if filters.connection_id:
+        rows = rows.filter(connection_id=filters.connection_id)
+    if filters.path:
+        rows = rows.filter(path=filters.path)
+    if filters.status:
+        rows = rows.filter(status=filters.status)
+    if filters.affinity:
+        rows = rows.filter(affinity=filters.affinity == "on")
+    return rows.order_by()
+
+
+def buckets(filters: Filters) -> list[dt.datetime]:
+    """Every bucket start of the period, so a chart shows quiet hours as zero, not as gaps."""
+    step = dt.timedelta(hours=1) if filters.period.hourly else dt.timedelta(days=1)
+    at = _floor(filters.period.start, hourly=filters.period.hourly)
+    out = []
+    while at < filters.period.end:
+        out.append(at)
+        at += step
+    return out
+
+
+# --- cost ----------------------------------------------------------------------------------
+
+
+def cost_by_group(filters: Filters) -> list[dict[str, Any]]:
+    """[{bucket, key, label, cost}] with the group (model, user or connection) as key."""
+    column = {"model": "model_id", "user": "user_id", "connection": "connection_id"}[filters.group]
+    rows = list(
+        rollup_rows(filters)
+        .values("bucket", column)
+        .annotate(cost=Sum("total_cost_e10"))
+        .order_by("bucket", column)
+    )
+    labels = _labels(filters.group, {row[column] for row in rows})
+    return [
+        {"bucket": row["bucket"], "key": row[column], "label": labels[row[column]], "cost": usd(row["cost"])}
+        for row in rows
+    ]
+
+
+def _labels(group: str, keys: set[Any]) -> dict[Any, str]:
+    if group == "model":
+        return {key: key for key in keys}
+    if group == "user":
+        names = dict(User.objects.filter(pk__in=keys).values_list("pk", "username"))
+        return {key: names.get(key, "(no user)" if key == 0 else f"user {key}") for key in keys}
+    names = dict(ProviderConnection.objects.filter(pk__in=keys).values_list("pk", "name"))
+    return {key: names.get(key, "(deleted connection)" if key else "(none)") for key in keys}
+
+
+# --- tokens and caching -----------------------------------------------------------------------
+
+KNOWN_CACHE = ~Q(cache_state=CacheState.UNKNOWN)
+
+
+def tokens_over_time(filters: Filters) -> list[dict[str, Any]]:
+    """[{bucket, fresh, cached, share}]: share = cached / prompt tokens whose cache figure is known."""
+    rows = (
+        rollup_rows(filters)
+        .values("bucket")
+        .annotate(
+            prompt=Sum("prompt_tokens"),
+            cached=Sum("cached_tokens"),
+            known=Sum("prompt_tokens", filter=KNOWN_CACHE),
+        )
+        .order_by("bucket")
+    )
+    return [
+        {
+            "bucket": row["bucket"],
+            "fresh": row["prompt"] - row["cached"],
+            "cached": row["cached"],
+            "share": row["cached"] / row["known"] if row["known"] else None,
+        }
+        for row in rows
+    ]
+
+
+def cache_ratio_by_affinity(filters: Filters) -> list[dict[str, Any]]:
+    """[{bucket, affinity, ratio, requests}]: cached / prompt tokens among records that reported caching.
+
+    Records with no cache figure are left out of numerator and denominator (unknown is not zero).
+    """
+    rows = (
+        rollup_rows(filters)
+        .filter(KNOWN_CACHE)
+        .values("bucket", "affinity")
+        .annotate(prompt=Sum("prompt_tokens"), cached=Sum("cached_tokens"), requests=Sum("requests"))
+        .order_by("bucket", "affinity")
+    )
+    return [
+        {
+            "bucket": row["bucket"],
+            "affinity": row["affinity"],
+            "ratio": row["cached"] / row["prompt"] if row["prompt"] else None,
+            "requests": row["requests"],
+        }
+        for row in rows
+    ]
+
+
+def savings_over_time(filters: Filters) -> list[dict[str, Any]]:
+    """[{bucket, would_cost, cost, savings}]: cached tokens at their card's input price minus their cost."""
+    rows = list(
+        rollup_rows(filters)
+        .exclude(price_card_id=0)
+        .values("bucket", "price_card_id")
+        .annotate(cached=Sum("cached_tokens"), cost=Sum("cached_input_cost_e10"))
+        .order_by("bucket")
+    )
+    cards = PriceCard.objects.in_bulk({row["price_card_id"] for row in rows})
+    out: dict[dt.datetime, dict[str, Any]] = {}
+    for row in rows:
+        card = cards.get(row["price_card_id"])
+        if card is None:
+            continue
+        at_input_price = cost_for(
+            usage=NormalizedUsage(prompt_tokens=row["cached"], completion_tokens=0), card=card
+        ).input
+        entry = out.setdefault(
+            row["bucket"], {"bucket": row["bucket"], "would_cost": Decimal(0), "cost": Decimal(0)}
+        )
+        entry["would_cost"] += at_input_price
+        entry["cost"] += usd(row["cost"])
+    for entry in out.values():
+        entry["savings"] = entry["would_cost"] - entry["cost"]
+    return sorted(out.values(), key=lambda entry: entry["bucket"])
+
+
+# --- timings -----------------------------------------------------------------------------------
+
+
+def _sums(columns: tuple[str, ...]) -> dict[str, Sum]:
+    return {column: Sum(column) for column in columns}
+
+
+def ttft_percentiles_by_cache(filters: Filters) -> list[dict[str, Any]]:
+    """[{bucket, cache_state, p50, p95, requests}] for cache hits and misses (ms, from the histograms)."""
+    rows = (
+        rollup_rows(filters)
+        .filter(cache_state__in=[CacheState.HIT, CacheState.MISS])
+        .values("bucket", "cache_state")
+        .annotate(**_sums(TTFT_COLUMNS))
+        .order_by("bucket", "cache_state")
+    )
+    out = []
+    for row in rows:
+        counts = [row[column] or 0 for column in TTFT_COLUMNS]
+        if sum(counts):
+            out.append(
+                {
+                    "bucket": row["bucket"],
+                    "cache_state": row["cache_state"],
+                    "p50": percentile(counts, 50),
+                    "p95": percentile(counts, 95),
+                    "requests": sum(counts),
+                }
+            )
+    return out
+
+
+def latency_distribution(filters: Filters) -> dict[str, Any]:
+    """{counts: per histogram bucket, p50, p95, p99} over the whole period (ms)."""
+    totals = rollup_rows(filters).aggregate(**_sums(LATENCY_COLUMNS))
+    counts = [totals[column] or 0 for column in LATENCY_COLUMNS]
+    return {
+        "counts": counts,
+        "p50": percentile(counts, 50),
+        "p95": percentile(counts, 95),
+        "p99": percentile(counts, 99),
+    }
+
+
+def requests_by_status(filters: Filters) -> list[dict[str, Any]]:
+    rows = (
+        rollup_rows(filters).values("bucket", "status").annotate(requests=Sum("requests")).order_by("bucket")
+    )
+    return list(rows)
+
+
+# --- conversations ----------------------------------------------------------------------------
+
+
+def top_conversations(filters: Filters, *, limit: int = TOP_CONVERSATIONS) -> list[dict[str, Any]]:
+    """[{conversation_id, title, cost, requests, prompt_tokens, cached_tokens}] by cost over the period.
+
+    Reads the conversation-day rollup: it has no model, user or status dimension, so only the
+    team and period filters apply here.
+    """
+    period = filters.period
+    rows = list(
+        UsageConversationDaily.objects.filter(
+            team=filters.team, bucket__gte=_floor(period.start, hourly=False), bucket__lt=period.end
+        )
+        .values("conversation_id")
+        .annotate(
+            cost=Sum("total_cost_e10"),
+            requests=Sum("requests"),
+            prompt_tokens=Sum("prompt_tokens"),
+            cached_tokens=Sum("cached_tokens"),
+        )
+        .order_by("-cost", "conversation_id")[:limit]
+    )
+    titles = _conversation_titles([row["conversation_id"] for row in rows])
+    return [
+        {
+            **row,
+            "cost": usd(row["cost"]),
+            "title": titles.get(row["conversation_id"], "(deleted conversation)"),
+        }
+        for row in rows
+    ]
+
+
+def _conversation_titles(ids: list[int]) -> dict[int, str]:
+    # Through the record's own relation: usage never imports the chat app.
+    conversation_model = UsageRecord._meta.get_field("conversation").related_model
+    assert conversation_model is not None and not isinstance(conversation_model, str)
+    return {
+        conversation.pk: str(conversation)
+        for conversation in conversation_model._default_manager.filter(pk__in=ids)
+    }
+
+
+def prompt_growth(filters: Filters, *, sessions: int = GROWTH_SESSIONS) -> list[dict[str, Any]]:
+    """[{conversation_id, title, turns: [prompt tokens per request, in order]}] for the top sessions.
+
+    The only raw-row read of the dashboard: at most `GROWTH_TURNS` rows of each of a handful
+    of conversations, through the records' conversation index.
+    """
+    top = top_conversations(filters, limit=sessions)
+    out = []
+    for row in top:
+        turns = list(
+            UsageRecord.objects.filter(
+                team=filters.team,
+                conversation_id=row["conversation_id"],
+                created_at__gte=filters.period.start,
+                created_at__lt=filters.period.end,
+            )
+            .order_by("created_at", "id")
+            .values_list("prompt_tokens", flat=True)[:GROWTH_TURNS]
+        )
+        out.append({"conversation_id": row["conversation_id"], "title": row["title"], "turns": turns})
+    return out
+
+
+# --- what-if re-pricing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhatIfTarget:
+    key: str
+    label: str
+    card: PriceCard | None  # None: each group's own card without its cache discount
+
+
+def what_if_targets() -> list[WhatIfTarget]:
+    cards = PriceCard.objects.select_related("model").order_by("model__display_name", "-effective_from")
+    return [
+        WhatIfTarget(NO_CACHE_DISCOUNT, "The same cards without their cache discount", None),
+        *(
+            WhatIfTarget(str(card.pk), f"{card.model.display_name} from {card.effective_from}", card)
+            for card in cards
+        ),
+    ]
+
+
+def what_if_target(key: str) -> WhatIfTarget | None:
+    return next((target for target in what_if_targets() if target.key == key), None)
+
+
+def what_if(filters: Filters, *, target: WhatIfTarget) -> list[dict[str, Any]]:
+    """[{model_id, prompt_tokens, cached_tokens, completion_tokens, actual, repriced, difference}].
+
+    The period's tokens per model (and card) priced again by `cost_for` under the target card:
+    the one cost function, applied to sums (pricing is linear in tokens, so this equals
+    re-pricing each record, to the records' 1e-10 rounding).
+    """
+    rows = list(
+        rollup_rows(filters)
+        .values("model_id", "price_card_id")
+        .annotate(
+            prompt=Sum("prompt_tokens"),
+            cached=Sum("cached_tokens"),
+            completion=Sum("completion_tokens"),
+            cost=Sum("total_cost_e10"),
+        )
+        .order_by("model_id")
+    )
+    own_cards = PriceCard.objects.in_bulk({row["price_card_id"] for row in rows if row["price_card_id"]})
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        card = (
+            target.card
+            if target.card is not None
+            else _without_cache_discount(own_cards.get(row["price_card_id"]))
+        )
+        usage = NormalizedUsage(
+            prompt_tokens=row["prompt"], completion_tokens=row["completion"], cached_tokens=row["cached"]
+        )
+        repriced = cost_for(usage=usage, card=card).total if card is not None else Decimal(0)
+        entry = out.setdefault(
+            row["model_id"],
+            {
+                "model_id": row["model_id"],
+                "prompt_tokens": 0,
+                "cached_tokens": 0,
+                "completion_tokens": 0,
+                "actual": Decimal(0),
+                "repriced": Decimal(0),
+            },
+        )
+        entry["prompt_tokens"] += row["prompt"]
+        entry["cached_tokens"] += row["cached"]
+        entry["completion_tokens"] += row["completion"]
+        entry["actual"] += usd(row["cost"])
+        entry["repriced"] += repriced
+    for entry in out.values():
+        entry["difference"] = entry["repriced"] - entry["actual"]
+    return list(out.values())
+
+
+def _without_cache_discount(card: PriceCard | None) -> PriceCard | None:
+    if card is None:
+        return None
+    return PriceCard(
+        model=card.model,
+        effective_from=card.effective_from,
+        input_per_m=card.input_per_m,
+        cached_input_per_m=None,
+        output_per_m=card.output_per_m,
+        label=f"{card.label} without cache discount",
+    )

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.urls import URLPattern, path
+
+from playground.analytics import views
+
+app_name = "analytics"
+urlpatterns: list[URLPattern] = [
+    path("", views.dashboard_view, name="dashboard"),
+    path("charts/<slug:name>/", views.chart_view, name="chart"),
+    path("log/", views.log_view, name="log"),
+    path("log/<uuid:request_id>/", views.record_detail_view, name="record-detail"),
+    path("export.<slug:fmt>", views.export_view, name="export"),
+]

@@ -1,0 +1,161 @@
+"""Dashboard selectors over the rollups: known rows in, exact figures out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from playground.analytics import selectors
+from playground.catalog.models import PriceCard
+from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
+from tests.analytics.conftest import Known, filters_for
+
+pytestmark = pytest.mark.django_db
+H9 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
+H10 = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
+
+
+def test_a_day_reads_hourly_buckets_and_a_month_daily_ones(actors: Any) -> None:
+    assert filters_for(actors.owner).period.hourly
+    assert len(selectors.buckets(filters_for(actors.owner))) == 24  # 12:00 yesterday to 11:00 today
+    month = filters_for(actors.owner, range="30d")
+    assert not month.period.hourly and len(selectors.buckets(month)) == 31
+
+
+def test_cost_is_summed_per_bucket_and_model_and_leaves_other_teams_out(actors: Any, known: Known) -> None:
+    rows = selectors.cost_by_group(filters_for(actors.owner))
+
+    assert [(r["bucket"], r["label"], r["cost"]) for r in rows] == [
+        (H9, ENGINE_MODEL_ID, Decimal("0.00195")),
+        (H10, KIMI_K26, Decimal("0.0135")),
+    ]
+
+
+def test_cost_can_be_stacked_by_user(actors: Any, known: Known) -> None:
+    rows = selectors.cost_by_group(filters_for(actors.owner, group="user"))
+
+    assert {(r["bucket"], r["label"], r["cost"]) for r in rows} == {
+        (H9, "owner", Decimal("0.00075")),
+        (H9, "teammate", Decimal("0.0012")),
+        (H10, "owner", Decimal("0.0135")),
+    }
+
+
+def test_fresh_and_cached_tokens_with_the_share_of_known_prompts(actors: Any, known: Known) -> None:
+    rows = selectors.tokens_over_time(filters_for(actors.owner))
+
+    assert rows == [
+        {"bucket": H9, "fresh": 1500, "cached": 1500, "share": 0.5},
+        {"bucket": H10, "fresh": 10000, "cached": 0, "share": None},  # not reported is not zero
+    ]
+
+
+def test_cache_hit_ratio_is_split_by_affinity_and_skips_unreported(actors: Any, known: Known) -> None:
+    rows = selectors.cache_ratio_by_affinity(filters_for(actors.owner))
+
+    assert [(r["bucket"], r["affinity"], r["ratio"]) for r in rows] == [(H9, False, 0.0), (H9, True, 0.75)]
+
+
+def test_savings_are_the_cached_tokens_at_the_input_price_minus_what_they_cost(
+    actors: Any, known: Known
+) -> None:
+    rows = selectors.savings_over_time(filters_for(actors.owner))
+
+    nine = next(r for r in rows if r["bucket"] == H9)
+    assert nine["would_cost"] == Decimal("0.0009")  # 1,500 x $0.60/M
+    assert nine["cost"] == Decimal("0.00015")  # 1,500 x $0.10/M
+    assert nine["savings"] == Decimal("0.00075")
+
+
+def test_ttft_percentiles_split_hits_from_misses(actors: Any, known: Known) -> None:
+    rows = selectors.ttft_percentiles_by_cache(filters_for(actors.owner))
+
+    assert [(r["cache_state"], r["p50"], r["p95"]) for r in rows] == [
+        ("hit", 450.0, 495.0),  # 420 ms in [400, 500)
+        ("miss", 875.0, 987.5),  # 900 ms in [750, 1000)
+    ]
+
+
+def test_latency_distribution_combines_buckets_into_percentiles(actors: Any, known: Known) -> None:
+    result = selectors.latency_distribution(filters_for(actors.owner))
+
+    assert sum(result["counts"]) == 3
+    assert result["counts"][9] == result["counts"][11] == result["counts"][14] == 1
+    assert result["p50"] == 2500.0  # the middle request is in [2000, 3000)
+
+
+def test_requests_by_status(actors: Any, known: Known) -> None:
+    rows = selectors.requests_by_status(filters_for(actors.owner))
+
+    assert rows == [
+        {"bucket": H9, "status": "ok", "requests": 2},
+        {"bucket": H10, "status": "upstream_error", "requests": 1},
+    ]
+
+
+def test_filters_narrow_every_chart(actors: Any, known: Known) -> None:
+    assert selectors.requests_by_status(filters_for(actors.owner, status="ok")) == [
+        {"bucket": H9, "status": "ok", "requests": 2}
+    ]
+    assert [r["cost"] for r in selectors.cost_by_group(filters_for(actors.owner, affinity="on"))] == [
+        Decimal("0.00075")
+    ]
+    assert selectors.cost_by_group(filters_for(actors.owner, user=str(actors.teammate.pk)))[0][
+        "cost"
+    ] == Decimal("0.0012")
+    assert selectors.cost_by_group(filters_for(actors.owner, model=KIMI_K26))[0]["cost"] == Decimal("0.0135")
+    assert selectors.cost_by_group(filters_for(actors.owner, path="batch")) == []
+
+
+def test_top_conversations_and_their_prompt_growth(actors: Any, known: Known) -> None:
+    filters = filters_for(actors.owner)
+
+    top = selectors.top_conversations(filters)
+    growth = selectors.prompt_growth(filters)
+
+    assert top == [
+        {
+            "conversation_id": known.conversation.pk,
+            "title": "Alpha's long chat",
+            "cost": Decimal("0.00195"),
+            "requests": 2,
+            "prompt_tokens": 3000,
+            "cached_tokens": 1500,
+        }
+    ]
+    assert growth == [
+        {"conversation_id": known.conversation.pk, "title": "Alpha's long chat", "turns": [2000, 1000]}
+    ]
+
+
+def test_what_if_reprices_the_periods_tokens_under_another_card(actors: Any, known: Known) -> None:
+    k26 = PriceCard.objects.get(model__model_id=KIMI_K26)
+    target = selectors.what_if_target(str(k26.pk))
+    assert target is not None
+
+    rows = {r["model_id"]: r for r in selectors.what_if(filters_for(actors.owner), target=target)}
+
+    engine = rows[ENGINE_MODEL_ID]
+    assert (engine["prompt_tokens"], engine["cached_tokens"], engine["completion_tokens"]) == (
+        3000,
+        1500,
+        300,
+    )
+    assert engine["actual"] == Decimal("0.00195")
+    # 1,500 fresh x $0.95 + 1,500 cached x $0.16 + 300 x $4.00, per M
+    assert engine["repriced"] == Decimal("0.002865")
+    assert engine["difference"] == Decimal("0.000915")
+
+
+def test_what_if_without_the_cache_discount(actors: Any, known: Known) -> None:
+    target = selectors.what_if_target(selectors.NO_CACHE_DISCOUNT)
+    assert target is not None
+
+    rows = {r["model_id"]: r for r in selectors.what_if(filters_for(actors.owner), target=target)}
+
+    assert rows[ENGINE_MODEL_ID]["repriced"] == Decimal("0.0027")  # 3,000 x $0.60 + 300 x $3.00, per M
+    assert rows[ENGINE_MODEL_ID]["difference"] == Decimal("0.00075")  # = the savings
+    assert rows[KIMI_K26]["difference"] == Decimal(0)  # it reported no cache hit
