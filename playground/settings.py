@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "playground.providers",
     "playground.usage",
     "playground.chat",
+    "playground.teams",
     "playground.analytics",
 ]
 
@@ -75,6 +76,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "playground.teams.context.budget_banners",
             ],
         },
     }

@@ -1,0 +1,123 @@
+"""List a connection's models: the "Test connection" check of the team pages.
+
+Goes through the one HTTP seam (`providers.http`: the base-URL policy at connect time, no
+redirects, explicit timeouts) to the kind's model listing:
+
+- Workers AI: `GET {base}/accounts/{account}/ai/models/search` (a v4 envelope of `{name}`);
+- the embedded engine: `GET {engine}/client/v4/accounts/team-<id>/ai/v1/models` (OpenAI shape);
+- OpenAI-compatible: `GET {base}/models` (`{"data": [{"id"}]}`).
+
+The result is the model ids and the latency, or the upstream's error with the token (and
+anything credential-shaped) redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from playground.providers.adapters.base import error_details
+from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL
+from playground.providers.http import UpstreamHTTPError, upstream_stream
+from playground.providers.kinds import ConnectionKind, WireFormat
+from playground.providers.models import ProviderConnection
+from playground.providers.secrets import redact
+from playground.providers.services import connection_settings_validate, connection_token, engine_account_id
+
+MAX_MODELS_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class ModelListing:
+    ok: bool
+    latency_ms: int
+    models: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ListingTarget:
+    url: str
+    token: str
+
+
+def models_list_target(connection: ProviderConnection) -> ListingTarget:
+    """Where the listing goes, with the token; blocking (checks the base-URL policy)."""
+    connection_settings_validate(connection=connection)
+    if connection.kind == ConnectionKind.ENGINE:
+        account = engine_account_id(team_id=connection.team_id)
+        return ListingTarget(
+            f"{settings.ENGINE_URL}/client/v4/accounts/{account}/ai/v1/models", settings.ENGINE_API_TOKEN
+        )
+    token = connection_token(connection=connection)
+    if connection.spec.wire == WireFormat.WORKERS_AI:
+        base = (connection.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return ListingTarget(
+            f"{base}/accounts/{quote(connection.account_id, safe='')}/ai/models/search", token
+        )
+    return ListingTarget(f"{connection.base_url.rstrip('/')}/models", token)
+
+
+async def models_list(target: ListingTarget) -> ModelListing:
+    """Ask the upstream for its models; never raises for upstream trouble."""
+    headers = {"accept": "application/json"}
+    if target.token:
+        headers["authorization"] = f"Bearer {target.token}"
+    started = time.perf_counter()
+    try:
+        async with upstream_stream("GET", target.url, headers=headers) as response:
+            body = await response.read()
+    except UpstreamHTTPError as exc:
+        _code, message = error_details(_json(exc.body)) if exc.body else ("", "")
+        text = f"{exc.message} {message}".strip() if message else exc.message
+        return ModelListing(ok=False, latency_ms=_ms(started), error=_redacted(text, target))
+    latency = _ms(started)
+    models = model_ids(_json(body))
+    if models is None:
+        return ModelListing(ok=False, latency_ms=latency, error="The upstream's answer is not a model list.")
+    return ModelListing(ok=True, latency_ms=latency, models=models[:MAX_MODELS_SHOWN])
+
+
+def model_ids(body: Any) -> list[str] | None:
+    """Ids from an OpenAI list (`data[].id`) or a v4 envelope (`result[].name` or `.id`)."""
+    if not isinstance(body, Mapping):
+        return None
+    rows = body.get("data")
+    if rows is None:
+        rows = body.get("result")
+    if not isinstance(rows, list):
+        return None
+    ids = []
+    for row in rows:
+        if isinstance(row, Mapping):
+            value = row.get("id") if isinstance(row.get("id"), str) else row.get("name")
+            if isinstance(value, str):
+                ids.append(value)
+    return sorted(ids)
+
+
+def connection_test_error(exc: ValidationError) -> ModelListing:
+    """A connection refused before sending (bad settings, internal host) as a test result."""
+    return ModelListing(ok=False, latency_ms=0, error=" ".join(exc.messages))
+
+
+def _json(raw: str | bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _redacted(text: str, target: ListingTarget) -> str:
+    return redact(text, [target.token] if target.token else [])
+
+
+def _ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)

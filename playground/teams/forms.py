@@ -1,0 +1,174 @@
+"""Forms of the team pages. The connection form is built from the provider registry."""
+
+from __future__ import annotations
+
+import zoneinfo
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+
+from playground.accounts.models import DEFAULT_ALERT_THRESHOLDS, Role
+from playground.catalog.models import CatalogModel
+from playground.providers.kinds import KINDS, ConnectionKind, kind_spec
+from playground.providers.models import ProviderConnection
+
+MONEY: dict[str, Any] = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal(0)}
+PRICE: dict[str, Any] = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal(0)}
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class InvitationForm(forms.Form):
+    role = forms.ChoiceField(
+        choices=[(r.value, r.label) for r in Role if r != Role.OWNER], initial=Role.MEMBER
+    )
+    note = forms.CharField(
+        required=False, max_length=200, label="For (optional)", help_text="A name or email, for your records."
+    )
+
+    def __init__(self, *args: Any, can_invite_owner: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if can_invite_owner:
+            self.fields["role"].choices = Role.choices  # type: ignore[attr-defined]
+
+
+class TransferForm(forms.Form):
+    membership = forms.IntegerField(widget=forms.HiddenInput)
+
+
+# --- connections -------------------------------------------------------------------------------------
+
+CREATABLE_KINDS = [(kind, spec.label) for kind, spec in KINDS.items() if kind != ConnectionKind.ENGINE]
+
+
+class KindForm(forms.Form):
+    kind = forms.ChoiceField(choices=CREATABLE_KINDS, label="Kind")
+
+
+class ConnectionForm(forms.ModelForm):
+    """The fields the connection's kind needs (`KindSpec`); the token is write-only."""
+
+    token = forms.CharField(
+        required=False,
+        strip=True,
+        max_length=500,
+        label="API token",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_token = forms.BooleanField(required=False, label="Remove the stored token")
+
+    class Meta:
+        model = ProviderConnection
+        fields = ["name", "base_url", "account_id", "is_default"]
+        labels = {"base_url": "Base URL", "account_id": "Account id", "is_default": "Default connection"}
+
+    def __init__(self, *args: Any, kind: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        spec = kind_spec(kind)
+        self.spec = spec
+        if kind == ConnectionKind.ENGINE:
+            for name in ("base_url", "account_id", "token", "clear_token"):
+                del self.fields[name]
+            return
+        self.fields["base_url"].required = spec.needs_base_url
+        self.fields["base_url"].help_text = (
+            "Where requests go, e.g. https://api.example.com/v1. Changing it removes the stored token."
+            if spec.needs_base_url
+            else "Blank: the provider's own address. Changing it removes the stored token."
+        )
+        if spec.needs_account_id:
+            self.fields["account_id"].required = True
+        else:
+            del self.fields["account_id"]
+        if not spec.takes_token:
+            del self.fields["token"], self.fields["clear_token"]
+            return
+        last4 = self.instance.token_last4 if self.instance.pk and self.instance.has_token else ""
+        if self.instance.pk and self.instance.has_token:
+            self.fields["token"].help_text = (
+                f"A token ending in {last4} is stored. Leave blank to keep it."
+                if last4
+                else "A token is stored. Leave blank to keep it."
+            )
+        else:
+            self.fields[
+                "token"
+            ].help_text = "Stored encrypted; afterwards only its last four characters are shown."
+            del self.fields["clear_token"]
+
+    def token_change(self) -> str | None:
+        """The token to store ("" clears it, None keeps it)."""
+        if self.cleaned_data.get("token"):
+            return str(self.cleaned_data["token"])
+        if self.cleaned_data.get("clear_token"):
+            return ""
+        return None
+
+
+# --- price cards -------------------------------------------------------------------------------------
+
+
+class PriceForm(forms.Form):
+    model = forms.ModelChoiceField(queryset=CatalogModel.objects.order_by("display_name"), label="Model")
+    effective_from = forms.DateField(label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    input_per_m = forms.DecimalField(label="Input $/M", **PRICE)
+    cached_input_per_m = forms.DecimalField(
+        label="Cached input $/M", required=False, help_text="Blank: no cache discount", **PRICE
+    )
+    output_per_m = forms.DecimalField(label="Output $/M", **PRICE)
+    label = forms.CharField(max_length=160, required=False, label="Label")
+
+
+class OverrideForm(PriceForm):
+    effective_until = forms.DateField(
+        label="Until (inclusive)", required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    field_order = ["model", "effective_from", "effective_until"]
+
+
+class GlobalCardForm(PriceForm):
+    label = forms.CharField(max_length=200, label="Label", help_text="Where the price comes from")
+    source = forms.CharField(max_length=300, required=False, label="Source URL")
+
+
+# --- budgets -----------------------------------------------------------------------------------------
+
+
+class TeamBudgetForm(forms.Form):
+    monthly_limit_usd = forms.DecimalField(
+        label="Monthly budget (USD)", required=False, help_text="Blank: no limit", **MONEY
+    )
+    alert_thresholds = forms.CharField(
+        label="Alert at (% of the budget)",
+        required=False,
+        initial=", ".join(str(value) for value in DEFAULT_ALERT_THRESHOLDS),
+        help_text="Comma-separated, e.g. 50, 80, 100. Each is shown as a banner and emailed once a month.",
+    )
+    time_zone = forms.CharField(
+        label="Time zone", max_length=64, initial="UTC", help_text="Months start at midnight on the 1st here."
+    )
+
+    def clean_alert_thresholds(self) -> list[int]:
+        raw = str(self.cleaned_data.get("alert_thresholds") or "")
+        values = []
+        for part in raw.replace(";", ",").split(","):
+            part = part.strip().rstrip("%").strip()
+            if not part:
+                continue
+            if not part.isdigit() or not 1 <= int(part) <= 1000:
+                raise forms.ValidationError(f"{part!r} is not a whole percentage between 1 and 1000.")
+            values.append(int(part))
+        return sorted(set(values))
+
+    def clean_time_zone(self) -> str:
+        value = str(self.cleaned_data["time_zone"]).strip()
+        if value not in zoneinfo.available_timezones():
+            raise forms.ValidationError(f"{value!r} is not a time zone name (e.g. UTC, Europe/Paris).")
+        return value
+
+
+class MemberBudgetForm(forms.Form):
+    monthly_budget_usd = forms.DecimalField(label="Monthly budget (USD)", required=False, **MONEY)

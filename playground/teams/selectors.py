@@ -1,0 +1,114 @@
+"""Reads of the team pages, scoped to one team the caller belongs to."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from playground.accounts.models import AuditEvent, Invitation, Membership, Team
+from playground.accounts.selectors import AnyUser
+from playground.catalog.models import CatalogModel
+from playground.catalog.selectors import price_card_for
+from playground.usage.budgets import BudgetStatus, member_spend, usd_text
+
+AUDIT_ROWS = 500
+
+
+def membership_for(*, user: AnyUser, team_id: int) -> Membership | None:
+    if not user.is_authenticated:
+        return None
+    return Membership.objects.select_related("team", "user").filter(user_id=user.pk, team_id=team_id).first()
+
+
+def member_rows(*, team: Team) -> QuerySet[Membership]:
+    return Membership.objects.filter(team=team).select_related("user").order_by("role", "user__username")
+
+
+def invitations_pending(*, team: Team) -> list[Invitation]:
+    return list(
+        Invitation.objects.filter(
+            team=team, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+        ).select_related("created_by")
+    )
+
+
+@dataclass(frozen=True)
+class CatalogueRow:
+    model: CatalogModel
+    price_label: str
+    prices: str
+    is_override: bool
+
+
+def catalogue_rows(*, team_id: int, today: dt.date) -> list[CatalogueRow]:
+    """Each model with the card that prices this team's requests today."""
+    rows = []
+    for model in CatalogModel.objects.order_by("display_name"):
+        card = price_card_for(model_id=model.model_id, day=today, team_id=team_id)
+        if card is None:
+            rows.append(CatalogueRow(model, "No price card for today", "unpriced", False))
+            continue
+        cached = (
+            f" · ${card.cached_input_per_m.normalize():f} cached"
+            if card.cached_input_per_m is not None
+            else ""
+        )
+        output = f"${card.output_per_m.normalize():f} out"
+        prices = f"${card.input_per_m.normalize():f} in{cached} · {output} per M tokens"
+        rows.append(CatalogueRow(model, card.label, prices, card.is_override))
+    return rows
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    month: str
+    limit: str
+    spent: str
+    reserved: str
+    remaining: str
+    forecast: str
+    percent: int | None
+    over_forecast: bool
+    thresholds: str
+    crossed: list[int]
+
+
+def budget_view(status: BudgetStatus) -> BudgetView:
+    remaining = status.remaining
+    return BudgetView(
+        month=status.month.strftime("%B %Y"),
+        limit=usd_text(status.limit) if status.limit is not None else "No limit",
+        spent=usd_text(status.spent),
+        reserved=usd_text(status.reserved),
+        remaining=usd_text(remaining) if remaining is not None else "—",
+        forecast=usd_text(status.forecast),
+        percent=min(status.percent_used, 100) if status.percent_used is not None else None,
+        over_forecast=status.limit is not None and status.forecast > status.limit,
+        thresholds=", ".join(f"{value}%" for value in status.thresholds) or "none",
+        crossed=status.crossed,
+    )
+
+
+@dataclass(frozen=True)
+class MemberBudgetRow:
+    membership: Membership
+    spent: str
+    budget: Decimal | None
+
+
+def member_budget_rows(*, team: Team, month: dt.date) -> list[MemberBudgetRow]:
+    spend = member_spend(team=team, month=month)
+    return [
+        MemberBudgetRow(
+            membership, usd_text(spend.get(membership.user_id, Decimal(0))), membership.monthly_budget_usd
+        )
+        for membership in member_rows(team=team)
+    ]
+
+
+def audit_rows(*, team: Team) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(team=team).select_related("actor")[:AUDIT_ROWS]

@@ -1,0 +1,492 @@
+"""Team pages: members, connections, catalogue and price cards, budgets, audit log.
+
+Thin views over `teams.services` (writes) and `teams.selectors` (reads). Every page is
+`/teams/<team_id>/…`: `team_view` finds the user's membership of that team (none: 404, so
+another team's pages and objects do not exist for you) and checks the role the method
+needs: every member reads, owners and admins change things. Services check the finer rules
+(admins never touch owners; the last owner stays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Membership, Role
+from playground.accounts.selectors import team_list_for_user
+from playground.catalog.selectors import price_cards_visible
+from playground.providers.kinds import ConnectionKind, kind_spec
+from playground.providers.models import ProviderConnection
+from playground.providers.models_list import connection_test_error, models_list, models_list_target
+from playground.teams import selectors, services
+from playground.teams.forms import (
+    ConnectionForm,
+    GlobalCardForm,
+    InvitationForm,
+    KindForm,
+    MemberBudgetForm,
+    OverrideForm,
+    RoleForm,
+    TeamBudgetForm,
+)
+from playground.usage.budgets import budget_status
+
+ALL_ROLES = frozenset(Role.values)
+TeamView = Callable[..., HttpResponse]
+
+
+class TeamRequest(HttpRequest):
+    user: User
+
+
+def team_view(*, read: frozenset[str] = ALL_ROLES, write: frozenset[str] = ROLES_THAT_CAN_MANAGE) -> Any:
+    """Resolve `team_id` to the user's membership (404 when none); GET needs `read`, POST `write`."""
+
+    def decorate(view: TeamView) -> TeamView:
+        @wraps(view)
+        @never_cache
+        @login_required
+        def wrapper(request: TeamRequest, team_id: int, **kwargs: Any) -> HttpResponse:
+            membership = selectors.membership_for(user=request.user, team_id=team_id)
+            if membership is None:
+                raise Http404("No such team.")
+            allowed = write if request.method == "POST" else read
+            if membership.role not in allowed:
+                raise PermissionDenied("Your role in this team does not allow that.")
+            return view(request, membership, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _page(
+    request: HttpRequest, membership: Membership, template: str, context: dict[str, Any], status: int = 200
+) -> HttpResponse:
+    base = {
+        "team": membership.team,
+        "membership": membership,
+        "can_manage": membership.role in ROLES_THAT_CAN_MANAGE,
+        "is_owner": membership.role == Role.OWNER,
+        "teams": team_list_for_user(user=request.user),
+    }
+    return render(request, template, {**base, **context}, status=status)
+
+
+def _done(request: HttpRequest, text: str, to: str, team_id: int) -> HttpResponse:
+    messages.success(request, text)
+    return redirect(to, team_id=team_id)
+
+
+def _failed(
+    request: HttpRequest, exc: ValidationError | PermissionDenied, to: str, team_id: int
+) -> HttpResponse:
+    text = " ".join(exc.messages) if isinstance(exc, ValidationError) else (str(exc) or "Not allowed.")
+    messages.error(request, text)
+    return redirect(to, team_id=team_id)
+
+
+@login_required
+@require_GET
+def team_home_view(request: TeamRequest) -> HttpResponse:
+    team = team_list_for_user(user=request.user).first()
+    if team is None:
+        return render(request, "teams/no_team.html", {"teams": []})
+    return redirect("teams:members", team_id=team.pk)
+
+
+# --- members -----------------------------------------------------------------------------------------
+
+
+@require_GET
+@team_view()
+def members_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    return _members_page(request, membership)
+
+
+def _members_page(
+    request: TeamRequest,
+    membership: Membership,
+    *,
+    invite_form: InvitationForm | None = None,
+    invitation_link: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "members": selectors.member_rows(team=membership.team),
+        "invitations": selectors.invitations_pending(team=membership.team),
+        "invite_form": invite_form or InvitationForm(can_invite_owner=membership.role == Role.OWNER),
+        "invitation_link": invitation_link,
+        "roles": Role.choices,
+    }
+    return _page(request, membership, "teams/members.html", context, status=status)
+
+
+@require_POST
+@team_view()
+def invitation_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    form = InvitationForm(request.POST, can_invite_owner=membership.role == Role.OWNER)
+    if not form.is_valid():
+        return _members_page(request, membership, invite_form=form, status=400)
+    try:
+        _invitation, token = services.invitation_create(
+            actor=membership, role=form.cleaned_data["role"], note=form.cleaned_data["note"]
+        )
+    except (ValidationError, PermissionDenied) as exc:
+        return _failed(request, exc, "teams:members", membership.team_id)
+    link = request.build_absolute_uri(f"/teams/join/{token}/")
+    return _members_page(request, membership, invitation_link=link)  # shown once, never stored
+
+
+@require_POST
+@team_view()
+def invitation_revoke_view(request: TeamRequest, membership: Membership, invitation_id: int) -> HttpResponse:
+    try:
+        services.invitation_revoke(actor=membership, invitation_id=invitation_id)
+    except ValidationError as exc:
+        return _failed(request, exc, "teams:members", membership.team_id)
+    return _done(request, "Invitation revoked.", "teams:members", membership.team_id)
+
+
+@require_POST
+@team_view()
+def member_role_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+    form = RoleForm(request.POST)
+    if not form.is_valid():
+        return _failed(request, ValidationError("Choose a role."), "teams:members", membership.team_id)
+    try:
+        target = services.member_role_change(
+            actor=membership, membership_id=membership_id, role=form.cleaned_data["role"]
+        )
+    except (ValidationError, PermissionDenied) as exc:
+        return _failed(request, exc, "teams:members", membership.team_id)
+    return _done(
+        request,
+        f"{target.user.get_username()} is now {target.get_role_display().lower()}.",
+        "teams:members",
+        membership.team_id,
+    )
+
+
+@require_POST
+@team_view()
+def member_remove_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+    try:
+        services.member_remove(actor=membership, membership_id=membership_id)
+    except (ValidationError, PermissionDenied) as exc:
+        return _failed(request, exc, "teams:members", membership.team_id)
+    return _done(request, "Member removed.", "teams:members", membership.team_id)
+
+
+@require_POST
+@team_view(write=frozenset({Role.OWNER}))
+def ownership_transfer_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+    try:
+        target = services.ownership_transfer(actor=membership, membership_id=membership_id)
+    except (ValidationError, PermissionDenied) as exc:
+        return _failed(request, exc, "teams:members", membership.team_id)
+    return _done(
+        request,
+        f"{target.user.get_username()} now owns the team; you are an admin.",
+        "teams:members",
+        membership.team_id,
+    )
+
+
+@require_POST
+@team_view(write=ALL_ROLES)
+def team_leave_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    try:
+        services.member_leave(membership=membership)
+    except ValidationError as exc:
+        return _failed(request, exc, "teams:members", membership.team_id)
+    messages.success(request, f"You left {membership.team.name}.")
+    return redirect("teams:home")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def join_view(request: TeamRequest, token: str) -> HttpResponse:
+    """An invitation link: any signed-in user may open it; it works once, before it expires."""
+    invitation = services.invitation_for_token(token=token)
+    problem = services.invitation_problem(invitation)
+    if request.method == "POST" and not problem:
+        try:
+            joined = services.invitation_accept(user=request.user, token=token)
+        except ValidationError as exc:
+            problem = " ".join(exc.messages)
+        else:
+            messages.success(request, f"Welcome to {joined.team.name}.")
+            return redirect("teams:members", team_id=joined.team_id)
+    context = {"invitation": invitation, "problem": problem, "teams": team_list_for_user(user=request.user)}
+    return render(request, "teams/join.html", context, status=400 if problem else 200)
+
+
+# --- connections -------------------------------------------------------------------------------------
+
+
+def _connection(membership: Membership, connection_id: int) -> ProviderConnection:
+    connection = ProviderConnection.objects.filter(team_id=membership.team_id, pk=connection_id).first()
+    if connection is None:
+        raise Http404("No such connection.")
+    return connection
+
+
+@require_GET
+@team_view()
+def connections_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    return _connections_page(request, membership)
+
+
+def _connections_page(request: TeamRequest, membership: Membership, **extra: Any) -> HttpResponse:
+    context = {
+        "connections": ProviderConnection.objects.filter(team_id=membership.team_id).order_by(
+            "-is_default", "name"
+        ),
+        "kind_form": KindForm(),
+        **extra,
+    }
+    return _page(request, membership, "teams/connections.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@team_view(read=ROLES_THAT_CAN_MANAGE)
+def connection_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    kind = request.POST.get("kind") or request.GET.get("kind") or ""
+    if kind not in dict(KindForm.base_fields["kind"].choices):  # type: ignore[attr-defined]
+        messages.error(request, "Choose the kind of connection to add.")
+        return redirect("teams:connections", team_id=membership.team_id)
+    instance = ProviderConnection(team=membership.team, kind=kind)
+    if request.method == "POST" and "name" in request.POST:
+        form = ConnectionForm(request.POST, instance=instance, kind=kind)
+        if form.is_valid():
+            return _connection_save(request, membership, form, previous_base_url=None)
+        status = 400
+    else:
+        form, status = (
+            ConnectionForm(instance=instance, kind=kind, initial={"name": kind_spec(kind).label}),
+            200,
+        )
+    return _connection_form_page(request, membership, form, kind=kind, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@team_view(read=ROLES_THAT_CAN_MANAGE)
+def connection_edit_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+    connection = _connection(membership, connection_id)
+    previous_base_url = connection.base_url
+    if request.method == "POST":
+        form = ConnectionForm(request.POST, instance=connection, kind=connection.kind)
+        if form.is_valid():
+            return _connection_save(request, membership, form, previous_base_url=previous_base_url)
+        status = 400
+    else:
+        form, status = ConnectionForm(instance=connection, kind=connection.kind), 200
+    return _connection_form_page(request, membership, form, kind=connection.kind, status=status)
+
+
+def _connection_save(
+    request: TeamRequest, membership: Membership, form: ConnectionForm, *, previous_base_url: str | None
+) -> HttpResponse:
+    connection = form.save(commit=False)
+    try:
+        services.connection_write(
+            actor=membership,
+            connection=connection,
+            token=form.token_change() if "token" in form.fields else None,
+            previous_base_url=previous_base_url,
+        )
+    except ValidationError as exc:
+        _form_errors(form, exc)
+        return _connection_form_page(request, membership, form, kind=connection.kind, status=400)
+    return _done(request, f"Saved {connection.name}.", "teams:connections", membership.team_id)
+
+
+def _connection_form_page(
+    request: TeamRequest, membership: Membership, form: ConnectionForm, *, kind: str, status: int
+) -> HttpResponse:
+    context = {"form": form, "kind": kind, "spec": kind_spec(kind), "connection": form.instance}
+    return _page(request, membership, "teams/connection_form.html", context, status=status)
+
+
+@require_POST
+@team_view()
+def connection_delete_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+    connection = _connection(membership, connection_id)
+    if connection.kind == ConnectionKind.ENGINE:
+        messages.error(request, "The embedded engine connection is the team's own and cannot be deleted.")
+        return redirect("teams:connections", team_id=membership.team_id)
+    services.connection_delete(actor=membership, connection=connection)
+    return _done(request, f"Deleted {connection.name}.", "teams:connections", membership.team_id)
+
+
+@require_POST
+@team_view()
+def connection_test_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+    """List the provider's models through the HTTP seam: latency, or the redacted error."""
+    connection = _connection(membership, connection_id)
+    try:
+        target = models_list_target(connection)
+    except ValidationError as exc:
+        result = connection_test_error(exc)
+    else:
+        result = async_to_sync(models_list)(target)
+    return _connections_page(request, membership, tested=connection.pk, result=result)
+
+
+# --- catalogue and price cards --------------------------------------------------------------------------
+
+
+@require_GET
+@team_view()
+def catalogue_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    return _catalogue_page(request, membership)
+
+
+def _catalogue_page(
+    request: TeamRequest,
+    membership: Membership,
+    *,
+    override_form: OverrideForm | None = None,
+    card_form: GlobalCardForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "models": selectors.catalogue_rows(team_id=membership.team_id, today=timezone.now().date()),
+        "cards": price_cards_visible(team_id=membership.team_id),
+        "override_form": override_form or OverrideForm(initial={"effective_from": timezone.now().date()}),
+        "card_form": card_form or GlobalCardForm(initial={"effective_from": timezone.now().date()}),
+        "is_superuser": request.user.is_superuser,
+    }
+    return _page(request, membership, "teams/catalogue.html", context, status=status)
+
+
+@require_POST
+@team_view()
+def override_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    form = OverrideForm(request.POST)
+    if form.is_valid():
+        try:
+            services.price_override_create(actor=membership, **form.cleaned_data)
+        except ValidationError as exc:
+            _form_errors(form, exc)
+        else:
+            return _done(request, "Price override added.", "teams:catalogue", membership.team_id)
+    return _catalogue_page(request, membership, override_form=form, status=400)
+
+
+@require_POST
+@team_view()
+def override_delete_view(request: TeamRequest, membership: Membership, card_id: int) -> HttpResponse:
+    try:
+        services.price_override_delete(actor=membership, card_id=card_id)
+    except ValidationError as exc:
+        return _failed(request, exc, "teams:catalogue", membership.team_id)
+    return _done(request, "Price override removed.", "teams:catalogue", membership.team_id)
+
+
+@require_POST
+@team_view(write=ALL_ROLES)  # superusers only: the service refuses everyone else
+def global_card_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    if not request.user.is_superuser:
+        raise PermissionDenied("Only a superuser can add a global price card.")
+    form = GlobalCardForm(request.POST)
+    if form.is_valid():
+        try:
+            services.price_card_global_create(user=request.user, team=membership.team, **form.cleaned_data)
+        except ValidationError as exc:
+            _form_errors(form, exc)
+        else:
+            return _done(request, "Global price card added.", "teams:catalogue", membership.team_id)
+    return _catalogue_page(request, membership, card_form=form, status=400)
+
+
+# --- budgets -------------------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@team_view()
+def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    team = membership.team
+    if request.method == "POST":
+        form = TeamBudgetForm(request.POST)
+        if form.is_valid():
+            try:
+                services.team_budget_update(actor=membership, **form.cleaned_data)
+            except ValidationError as exc:
+                _form_errors(form, exc)
+            else:
+                return _done(request, "Budget saved.", "teams:budgets", team.pk)
+        status = 400
+    else:
+        budget = getattr(team, "budget", None)
+        form = TeamBudgetForm(
+            initial={
+                "monthly_limit_usd": budget.monthly_limit_usd if budget else None,
+                "alert_thresholds": ", ".join(str(v) for v in budget.alert_thresholds)
+                if budget
+                else "50, 80, 100",
+                "time_zone": team.time_zone,
+            }
+        )
+        status = 200
+    figures = budget_status(team=team)
+    context = {
+        "form": form,
+        "status": selectors.budget_view(figures),
+        "member_rows": selectors.member_budget_rows(team=team, month=figures.month),
+    }
+    return _page(request, membership, "teams/budgets.html", context, status=status)
+
+
+@require_POST
+@team_view()
+def member_budget_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+    form = MemberBudgetForm(request.POST)
+    if not form.is_valid():
+        return _failed(
+            request,
+            ValidationError("Enter a budget in dollars, or leave it blank."),
+            "teams:budgets",
+            membership.team_id,
+        )
+    try:
+        services.member_budget_update(
+            actor=membership,
+            membership_id=membership_id,
+            monthly_budget_usd=form.cleaned_data["monthly_budget_usd"],
+        )
+    except ValidationError as exc:
+        return _failed(request, exc, "teams:budgets", membership.team_id)
+    return _done(request, "Member budget saved.", "teams:budgets", membership.team_id)
+
+
+# --- audit ---------------------------------------------------------------------------------------------
+
+
+@require_GET
+@team_view()
+def audit_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    return _page(
+        request, membership, "teams/audit.html", {"events": selectors.audit_rows(team=membership.team)}
+    )
+
+
+def _form_errors(form: Any, exc: ValidationError) -> None:
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        form.add_error(None, exc.messages)
