@@ -1,0 +1,85 @@
+"""Price overrides and budgets on the team pages."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from playground.accounts.models import AuditAction, AuditEvent, BudgetAlert, Membership, TeamBudget
+from playground.catalog.models import CatalogModel, PriceCard
+from playground.catalog.seed import KIMI_K26
+from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
+from tests.teams.conftest import Crew, signed_in
+
+
+def add_override(crew: Crew, **extra: str) -> int:
+    model = CatalogModel.objects.get(model_id=KIMI_K26)
+    body = {
+        "model": model.pk,
+        "effective_from": "2026-01-01",
+        "input_per_m": "0.50",
+        "output_per_m": "2.00",
+        "label": "Enterprise deal",
+        **extra,
+    }
+    return signed_in(crew.admin).post(f"/teams/{crew.team.pk}/catalogue/overrides/", body).status_code
+
+
+def test_an_override_is_shown_to_its_team_only_and_prices_its_models_today(crew: Crew) -> None:
+    assert add_override(crew) == 302
+
+    alpha = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/catalogue/").content.decode()
+    bravo = signed_in(crew.outsider).get(f"/teams/{crew.other_team.pk}/catalogue/").content.decode()
+
+    assert "Enterprise deal (team override)" in alpha and "$0.5 in" in alpha
+    assert "Enterprise deal" not in bravo
+    assert AuditEvent.objects.filter(action=AuditAction.PRICE_OVERRIDE_CREATED, actor=crew.admin).exists()
+
+
+def test_an_override_whose_end_comes_before_its_start_is_refused(crew: Crew) -> None:
+    assert add_override(crew, effective_until="2025-12-31") == 400
+    assert not PriceCard.objects.filter(team=crew.team).exists()
+
+
+def test_the_budget_page_shows_spend_reserved_remaining_and_a_forecast(crew: Crew) -> None:
+    signed_in(crew.owner).post(
+        f"/teams/{crew.team.pk}/budgets/",
+        {"monthly_limit_usd": "10", "alert_thresholds": "50, 80, 100", "time_zone": "Europe/Paris"},
+    )
+    spent = budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(6))
+    budget_reconcile(reservation=spent, actual=Decimal("5.5"))
+    budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(2))  # in flight
+
+    page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+
+    assert crew.team.__class__.objects.get(pk=crew.team.pk).time_zone == "Europe/Paris"
+    assert 'id="budget-limit">$10.00' in page
+    assert 'id="budget-spent">$5.50' in page
+    assert 'id="budget-reserved">$2.00' in page
+    assert 'id="budget-remaining">$2.50' in page
+    assert 'id="budget-forecast"' in page
+    assert "has spent $5.50 of its $10.00 budget" in page, "the 50 % banner"
+    assert list(BudgetAlert.objects.values_list("threshold", flat=True)) == [50]
+    assert AuditEvent.objects.filter(action=AuditAction.BUDGET_CHANGED, actor=crew.owner).exists()
+
+
+def test_bad_thresholds_and_time_zones_are_refused_and_nothing_is_saved(crew: Crew) -> None:
+    response = signed_in(crew.owner).post(
+        f"/teams/{crew.team.pk}/budgets/",
+        {"monthly_limit_usd": "10", "alert_thresholds": "50, lots", "time_zone": "Mars/Olympus"},
+    )
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "not a whole percentage" in page and "not a time zone" in page
+    assert not TeamBudget.objects.exists()
+
+
+def test_a_member_budget_is_set_by_an_admin(crew: Crew) -> None:
+    target = crew.membership(crew.member)
+
+    signed_in(crew.admin).post(
+        f"/teams/{crew.team.pk}/budgets/members/{target.pk}/", {"monthly_budget_usd": "3.50"}
+    )
+
+    assert Membership.objects.get(pk=target.pk).monthly_budget_usd == Decimal("3.50")
+    assert budget_month(crew.team).day == 1
