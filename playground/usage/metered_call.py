@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from asgiref.sync import async_to_sync, sync_to_async
 
@@ -55,6 +55,10 @@ class MeteredCall:
     after_record: AfterRecord | None = None
     record: UsageRecord | None = field(default=None, init=False)
     outcome: Outcome | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        # The record keeps the body as the adapter sends it (redacted), whatever path sent it.
+        self.context = replace(self.context, request_body=self.adapter.body_as_sent(self.request))
     # The budget held for this request until its record is written (playground.usage.budgets),
     # or why it was refused before anything was sent.
     reservation: Reservation | None = field(default=None, init=False)

@@ -33,6 +33,8 @@ class RequestContext:
     streamed: bool = True
     path: str = RequestPath.CHAT
     source: str = ""  # see UsageRecord.source
+    # The body as sent upstream, secrets and images redacted (the metered call fills it in).
+    request_body: dict[str, Any] | None = None
 
 
 def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
@@ -91,6 +93,7 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         http_status=outcome.http_status,
         error_code=outcome.error_code[:40],
         error_text=outcome.error_text,
+        request_body=context.request_body,
     )
     rollup_add(record)  # same transaction: the record and its rollups commit together
     return record

@@ -28,6 +28,7 @@ from playground.providers.events import (
     UsageReport,
 )
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
+from playground.providers.request_body import recorded_body
 from playground.providers.retry import retrying
 from playground.providers.secrets import redact
 from playground.providers.usage_normalize import normalize_usage
@@ -65,6 +66,10 @@ class ChatAdapter(Protocol):
     # An async generator (not just an iterator) so callers can `aclose()` it / use `aclosing`.
     def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]: ...
 
+    def body_as_sent(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body `stream` sends for `request`, fit to store: secrets and images redacted."""
+        ...
+
 
 class HTTPChatAdapter(ABC):
     """Sends one chat request and yields normalized events; never raises for upstream trouble.
@@ -94,6 +99,15 @@ class HTTPChatAdapter(ABC):
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         return body
+
+    def body_as_sent(self, request: ChatRequest) -> dict[str, Any]:
+        """`payload(request)` (what `_attempt` posts) made fit to keep on the usage record.
+
+        Our own token is never put in a body, but a user could paste it into a message: any
+        string holding it (or anything credential-shaped) is redacted, and each image data
+        URL is replaced by its hash, type and size.
+        """
+        return recorded_body(self.payload(request), secrets=[self.token] if self.token else [])
 
     def headers(self, request: ChatRequest) -> dict[str, str]:
         headers = {"accept": "text/event-stream, application/json"}
