@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from playground.settings import *  # noqa: F403
+
+# Uploaded images never land in var/media; tests that look at files set their own tmp_path.
+MEDIA_ROOT = Path(tempfile.gettempdir()) / "playground-test-media"
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
