@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from playground.providers.images import redact_images
 from playground.providers.secrets import redact
 
 
 def recorded_body(body: dict[str, Any], *, secrets: Iterable[str] = ()) -> dict[str, Any]:
-    result: dict[str, Any] = _walk(body, [secret for secret in secrets if secret])
-    return result  # images: `redact_images` joins here with the attachments work
+    # Images first: the secret patterns need not read megabytes of base64.
+    result: dict[str, Any] = _walk(redact_images(body), [secret for secret in secrets if secret])
+    return result
 
 
 def _walk(value: Any, secrets: list[str]) -> Any:
