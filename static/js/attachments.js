@@ -106,6 +106,13 @@
       composer.classList.remove("is-dragover");
       upload(event.dataTransfer.files);
     });
+    // A file dropped just beside the composer must not make the browser leave the page to show it.
+    document.addEventListener("dragover", function (event) {
+      if (hasFiles(event) && !composer.contains(event.target)) event.preventDefault();
+    });
+    document.addEventListener("drop", function (event) {
+      if (hasFiles(event) && !composer.contains(event.target)) event.preventDefault();
+    });
     composer.addEventListener("paste", function (event) {
       var items = event.clipboardData ? event.clipboardData.items : [];
       var files = [];

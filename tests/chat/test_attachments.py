@@ -183,6 +183,7 @@ def test_a_member_gets_the_image_with_its_type_nosniff_and_a_private_cache(
     assert response["Content-Type"] == "image/png"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert "private" in response["Cache-Control"]
+    assert "sandbox" in response["Content-Security-Policy"]  # opened on its own, it runs nothing
     assert hashlib.sha256(response.content).hexdigest() == attachment.sha256
 
 
