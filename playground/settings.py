@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "playground.usage",
     "playground.chat",
     "playground.teams",
+    "playground.batches",
     "playground.analytics",
 ]
 
@@ -121,10 +122,36 @@ else:
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True
+# The queue tasks go to (and a worker reads); tests give each run its own on a shared Redis.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# --- batches (see playground.batches.services) ---
+BATCH_CONCURRENCY = env_int("BATCH_CONCURRENCY", 4)  # requests in flight per batch without a queue
+BATCH_UPLOAD_MAX_BYTES = env_int("BATCH_UPLOAD_MAX_BYTES", 100 * 1000 * 1000)
+BATCH_SUBMISSION_MAX_BYTES = env_int("BATCH_SUBMISSION_MAX_BYTES", 10 * 1000 * 1000 - 64 * 1024)
+BATCH_SUBMISSION_MAX_ITEMS = env_int("BATCH_SUBMISSION_MAX_ITEMS", 500)
+BATCH_SUBMIT_MAX_ATTEMPTS = env_int("BATCH_SUBMIT_MAX_ATTEMPTS", 6)
+BATCH_POLL_FIRST_SECONDS = env_float("BATCH_POLL_FIRST_SECONDS", 1.0)
+# Polls are scheduled by countdown; kept below the Redis visibility timeout (an ETA task held
+# longer than that would be handed to a second worker).
+BATCH_POLL_MAX_SECONDS = min(
+    env_float("BATCH_POLL_MAX_SECONDS", 15.0),
+    float(CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600)) / 2,  # type: ignore[arg-type]
+)
+BATCH_POLL_MAX_ERRORS = env_int("BATCH_POLL_MAX_ERRORS", 10)
+BATCH_POLLS_PER_STEP = env_int("BATCH_POLLS_PER_STEP", 10)
+BATCH_RESULT_EXPIRY_SECONDS = env_int("BATCH_RESULT_EXPIRY_SECONDS", 24 * 3600)
+BATCH_STEP_SECONDS = env_int("BATCH_STEP_SECONDS", 120)  # a concurrent step's time slice
+BATCH_STEP_RETRY_SECONDS = env_float("BATCH_STEP_RETRY_SECONDS", 30.0)
+BATCH_LEASE_SECONDS = env_float("BATCH_LEASE_SECONDS", 60.0)  # renewed every third of it
+BATCH_STALL_GRACE_SECONDS = env_float("BATCH_STALL_GRACE_SECONDS", 60.0)
+BATCH_ESTIMATE_OUTPUT_TOKENS = env_int("BATCH_ESTIMATE_OUTPUT_TOKENS", 256)  # when an item sets no max_tokens
+BATCH_ESTIMATE_CACHE_SHARE = env_float("BATCH_ESTIMATE_CACHE_SHARE", 0.5)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # bigger uploads go to a temporary file (batch inputs)
 
 # The chat limits (turn rate, concurrent turns) count per user across processes: in Redis
 # when there is one, else in this process (the embedded profile runs one web process).
@@ -231,6 +258,16 @@ if HTTPS:
 CHAT_MAX_FRAME_BYTES = env_int("CHAT_MAX_FRAME_BYTES", 512 * 1024)
 CHAT_TURNS_PER_MINUTE = env_int("CHAT_TURNS_PER_MINUTE", 20)
 CHAT_MAX_CONCURRENT_TURNS = env_int("CHAT_MAX_CONCURRENT_TURNS", 3)
+
+# --- image attachments (see playground.chat.attachments) ---
+# Uploaded images are stored under MEDIA_ROOT through Django's storage API and served only
+# by the attachment view to members of the conversation's team: there is no MEDIA_URL route.
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(DATA_DIR / "media")))
+ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 20 * 1024 * 1024)  # per file, checked while reading
+ATTACHMENT_MAX_SIDE = env_int("ATTACHMENT_MAX_SIDE", 2048)  # longer sides are downscaled to this
+# Refused before decoding (a decompression bomb declares a huge canvas in a small file).
+ATTACHMENT_MAX_PIXELS = env_int("ATTACHMENT_MAX_PIXELS", 50_000_000)
+ATTACHMENTS_PER_TURN = env_int("ATTACHMENTS_PER_TURN", 8)
 
 LOGGING = {
     "version": 1,

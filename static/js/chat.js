@@ -18,7 +18,9 @@
     input.addEventListener("keydown", function (event) {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
-        if (!streaming() && input.value.trim()) composer.requestSubmit();
+        // An image-only message (no text) is allowed: attachments.js puts their ids in the form.
+        var images = composer.querySelector("input[name=attachment]");
+        if (!streaming() && (input.value.trim() || images)) composer.requestSubmit();
       }
     });
 

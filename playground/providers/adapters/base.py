@@ -28,6 +28,7 @@ from playground.providers.events import (
     UsageReport,
 )
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
+from playground.providers.images import content_prompt_chars
 from playground.providers.request_body import recorded_body
 from playground.providers.retry import retrying
 from playground.providers.secrets import redact
@@ -58,8 +59,12 @@ class ChatRequest:
 
     @property
     def prompt_chars(self) -> int:
-        """Characters of message content: what a token estimate of the prompt counts."""
-        return sum(len(str(message.get("content") or "")) for message in self.messages)
+        """Characters of message content: what a token estimate of the prompt counts.
+
+        Content parts count their text; each image counts as a fixed `IMAGE_PROMPT_CHARS`
+        (never its base64, which would make one photo look like a million tokens).
+        """
+        return sum(content_prompt_chars(message.get("content")) for message in self.messages)
 
 
 class ChatAdapter(Protocol):
