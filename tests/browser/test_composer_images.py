@@ -127,6 +127,9 @@ def test_two_images_reach_a_vision_model_as_data_urls_an_svg_is_refused_and_the_
             expect(notice).to_contain_text("It is an SVG drawing")
             expect(page.locator(".attachment-chip")).to_have_count(2)
             page.screenshot(path=shots / "01-two-images-waiting-svg-refused.png")
+            page.set_viewport_size({"width": 390, "height": 780})
+            page.screenshot(path=shots / "01b-waiting-phone.png")
+            page.set_viewport_size({"width": 1280, "height": 900})
 
             box = page.get_by_label("Message")
             box.fill("What differs between these two?")
