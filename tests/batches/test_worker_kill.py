@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from tests.fakes.fixtures import fake_upstream  # noqa: F401
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
 
 REPO = Path(__file__).resolve().parents[2]
