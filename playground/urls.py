@@ -13,6 +13,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("chat/", include("playground.chat.urls")),
+    path("batches/", include("playground.batches.urls")),
     path("teams/", include("playground.teams.urls")),
     path("usage/", include("playground.analytics.urls")),
 ]

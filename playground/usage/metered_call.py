@@ -17,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
 
 from playground.asyncutil import finish_even_if_cancelled
 from playground.providers.adapters import ChatAdapter, ChatRequest
@@ -53,16 +54,24 @@ class MeteredCall:
     # Runs (in a worker thread, blocking is fine) right after the record is written, even
     # when writing it failed (then with None): the feature stores its own result there.
     after_record: AfterRecord | None = None
+    # The record and `after_record` commit together, or neither does (a failure in either is
+    # raised): for features that send the request again when its result is missing (batch
+    # items), so a worker killed between the two writes cannot leave a record without a result.
+    store_atomically: bool = False
+    # The caller already holds this request's budget (a batch chunk sent to a queue reserves
+    # all its items at once, `budgets.budget_reserve`, and reconciles the chunk itself): the
+    # call neither reserves nor reconciles. Replaying a queued result must never be refused.
+    budget_held: bool = False
     record: UsageRecord | None = field(default=None, init=False)
     outcome: Outcome | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        # The record keeps the body as the adapter sends it (redacted), whatever path sent it.
-        self.context = replace(self.context, request_body=self.adapter.body_as_sent(self.request))
     # The budget held for this request until its record is written (playground.usage.budgets),
     # or why it was refused before anything was sent.
     reservation: Reservation | None = field(default=None, init=False)
     refusal: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        # The record keeps the body as the adapter sends it (redacted), whatever path sent it.
+        self.context = replace(self.context, request_body=self.adapter.body_as_sent(self.request))
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
         meter = UsageMeter(prompt_chars=self.request.prompt_chars, context_window=self.context_window)
@@ -91,6 +100,8 @@ class MeteredCall:
 
     def _reserve(self) -> None:
         """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed)."""
+        if self.budget_held:
+            return
         try:
             self.reservation = budget_reserve_for_request(
                 request=self.request,
@@ -121,6 +132,12 @@ class MeteredCall:
 
     def _store(self, outcome: Outcome) -> None:
         """The usage record, then the feature's result: a failure of the first does not lose the second."""
+        if self.store_atomically:
+            with transaction.atomic():
+                self.record = usage_record_create(context=self.context, outcome=outcome)
+                if self.after_record is not None:
+                    self.after_record(self.record, outcome)
+            return
         try:
             self.record = usage_record_create(context=self.context, outcome=outcome)
         except Exception:  # even the minimal record failed; the result is still worth keeping

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,9 @@ class RequestContext:
     streamed: bool = True
     path: str = RequestPath.CHAT
     source: str = ""  # see UsageRecord.source
+    # The day whose price card prices the request; None: today. A batch item is priced by the
+    # card of the day its batch was submitted, however long the queue takes.
+    priced_on: dt.date | None = None
     # The body as sent upstream, secrets and images redacted (the metered call fills it in).
     request_body: dict[str, Any] | None = None
 
@@ -67,7 +71,9 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
 
 
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
-    card = price_card_for(model_id=context.model_id, day=timezone.now().date(), team_id=context.team_id)
+    card = price_card_for(
+        model_id=context.model_id, day=context.priced_on or timezone.now().date(), team_id=context.team_id
+    )
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
     record = UsageRecord.objects.create(

@@ -9,13 +9,14 @@ from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL, WorkersAIAdapter
 from playground.providers.kinds import ConnectionKind, WireFormat
 from playground.providers.models import ProviderConnection
+from playground.providers.queue import QueueClient
 from playground.providers.services import (
     connection_settings_validate,
     connection_token,
     engine_account_id,
 )
 
-__all__ = ["ChatAdapter", "ChatRequest", "adapter_for"]
+__all__ = ["ChatAdapter", "ChatRequest", "adapter_for", "queue_client_for"]
 
 
 def adapter_for(connection: ProviderConnection) -> ChatAdapter:
@@ -42,3 +43,16 @@ def adapter_for(connection: ProviderConnection) -> ChatAdapter:
             )
         case WireFormat.OPENAI:
             return OpenAICompatAdapter(base_url=connection.base_url, token=token)
+
+
+def queue_client_for(connection: ProviderConnection) -> QueueClient | None:
+    """The queue (`?queueRequest=true`) of a connection whose kind serves one, else None.
+
+    Blocking like `adapter_for` (the same checks, the same base URL, account id and token).
+    """
+    if not connection.spec.queue:
+        return None
+    adapter = adapter_for(connection)
+    if not isinstance(adapter, WorkersAIAdapter):
+        return None
+    return QueueClient(base_url=adapter.base_url, account_id=adapter.account_id, token=adapter.token)

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.urls import URLPattern, path
+
+from playground.batches import views
+
+app_name = "batches"
+urlpatterns: list[URLPattern] = [
+    path("", views.batch_list_view, name="batch-list"),
+    path("<int:batch_id>/", views.batch_detail_view, name="batch-detail"),
+    path("<int:batch_id>/<str:action>/", views.batch_action_view, name="batch-action"),
+    path("<int:batch_id>/items/<int:index>/", views.batch_item_view, name="batch-item"),
+    path("<int:batch_id>/results.<str:fmt>", views.batch_results_view, name="batch-results"),
+]

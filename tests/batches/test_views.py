@@ -1,0 +1,136 @@
+"""Batch pages: submit with line errors (nothing stored), preview, team scoping, streamed results."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from playground.batches.models import Batch, BatchItem, ItemState
+from playground.batches.views import csv_safe
+from playground.providers.models import ProviderConnection
+from playground.usage.models import UsageRecord
+from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
+from tests.conftest import Actors
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _post(client: Client, connection: ProviderConnection, text: str, **extra: str) -> object:
+    data = {
+        "connection": connection.pk,
+        "model_id": NO_QUEUE_MODEL,
+        "input_kind": "jsonl",
+        "text": text,
+        **extra,
+    }
+    return client.post(reverse("batches:batch-list"), data)
+
+
+def test_a_bad_line_is_refused_with_its_number_and_nothing_is_stored(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    text = jsonl(prompts(2)) + "{oops\n"
+
+    response = _post(_client(actors.owner), workers_connection, text)
+
+    assert response.status_code == 400
+    assert "Line 3: not valid JSON" in response.content.decode()
+    assert "nothing was queued" in response.content.decode()
+    assert not Batch.objects.exists() and not BatchItem.objects.exists()
+
+
+def test_a_valid_input_becomes_a_draft_with_a_preview_and_an_estimate(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    client = _client(actors.owner)
+    response = _post(client, workers_connection, jsonl(prompts(3, max_tokens=10)))
+    batch = Batch.objects.get()
+    page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
+
+    assert response.status_code == 302
+    assert batch.status == "draft" and batch.items.count() == 3
+    assert "Question 0" in page and "Confirm and run 3 items" in page
+    assert "does not take Workers AI&#x27;s batch queue" in page
+    assert batch.estimate["output_tokens"] == 30 and batch.estimate["cost"] is not None
+
+
+def test_an_outsider_gets_404_and_a_viewer_cannot_run(
+    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(1))
+    for name in ("batch-detail",):
+        assert _client(actors.outsider).get(reverse(f"batches:{name}", args=[batch.pk])).status_code == 404
+    assert (
+        _client(actors.outsider).get(reverse("batches:batch-results", args=[batch.pk, "jsonl"])).status_code
+        == 404
+    )
+    assert (
+        _client(actors.outsider).post(reverse("batches:batch-action", args=[batch.pk, "cancel"])).status_code
+        == 404
+    )
+
+    assert _client(viewer).get(reverse("batches:batch-detail", args=[batch.pk])).status_code == 200
+    assert _client(viewer).post(reverse("batches:batch-action", args=[batch.pk, "cancel"])).status_code == 403
+    batch.refresh_from_db()
+    assert batch.status == "running"
+
+
+def test_results_stream_in_input_order_as_jsonl_and_formula_safe_csv(
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(
+        openai_connection, [{"messages": [{"role": "user", "content": "=HYPERLINK(1)"}]}, *prompts(2)]
+    )
+    record = UsageRecord.objects.create(
+        team=actors.team, model_id="m", status="ok", prompt_tokens=5, completion_tokens=2
+    )
+    BatchItem.objects.filter(batch=batch, index=1).update(
+        state=ItemState.DONE, response={"text": "+1 answer"}, usage_record=record
+    )
+    client = _client(actors.teammate)
+
+    response = client.get(reverse("batches:batch-results", args=[batch.pk, "jsonl"]))
+    lines = [json.loads(line) for line in _body(response).splitlines()]
+    csv_response = client.get(reverse("batches:batch-results", args=[batch.pk, "csv"]))
+    rows = list(csv.DictReader(io.StringIO(_body(csv_response))))
+
+    assert response.streaming and csv_response.streaming
+    assert [line["index"] for line in lines] == [0, 1, 2]
+    assert lines[1]["output"]["text"] == "+1 answer" and lines[1]["usage"]["prompt_tokens"] == 5
+    assert lines[0]["input"]["messages"][0]["content"] == "=HYPERLINK(1)"
+    assert rows[0]["prompt"] == "'=HYPERLINK(1)"
+    assert rows[1]["output"] == "'+1 answer" and rows[1]["prompt_tokens"] == "5"
+
+
+def _body(response: Any) -> str:
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(read)().decode()
+
+
+def test_csv_safe_quotes_every_formula_start() -> None:
+    assert [csv_safe(v) for v in ("=1", "+1", "-1", "@x", "\tx", "ok", 5)] == [
+        "'=1",
+        "'+1",
+        "'-1",
+        "'@x",
+        "'\tx",
+        "ok",
+        5,
+    ]
