@@ -1,0 +1,323 @@
+"""Function tools of a conversation: the definitions, the calls the model makes, the results.
+
+Definitions are kept on `Conversation.tools` in the OpenAI shape
+(`{"type": "function", "function": {"name", "description", "parameters", "strict"}}`) plus
+two keys of ours that are never sent upstream: `mocks` (saved results the user can pick, and
+that auto-mock mode answers with) and `returns_json` (a typed result must then be JSON).
+Pure checks and shaping, no writes (`chat.services.conversation_tools_update` saves). Every
+definition is checked on save, `parameters` against the JSON Schema 2020-12 meta-schema,
+and each problem is reported with its JSON path; nothing invalid is stored.
+
+A call the model makes is stored on its assistant message, keyed by its index (Kimi's ids
+repeat, so the id is only kept to send back), with whether its arguments validate against
+the tool's `parameters`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError as SchemaViolation
+
+from playground.catalog.selectors import catalog_model_serving
+from playground.chat.models import Conversation
+from playground.providers.answer import ToolCall
+from playground.storable import is_storable
+from playground.usage.metering import estimate_tokens
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_TOOLS = 128  # what OpenAI accepts
+MAX_TOOLS_CHARS = 200_000
+MAX_MOCKS = 20
+MAX_AUTO_MOCK_STEPS = 20
+MAX_RESULT_CHARS = 100_000
+TOOL_CHOICES = ("auto", "none", "required")
+# Keys of ours on a stored tool: kept for the editor, never sent upstream.
+LOCAL_KEYS = ("mocks", "returns_json")
+TOOL_KEYS = ("type", "function", *LOCAL_KEYS)
+FUNCTION_KEYS = ("name", "description", "parameters", "strict")
+_META = Draft202012Validator(
+    Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+)
+
+
+@dataclass(frozen=True)
+class ToolProblem:
+    path: str  # a JSON path into what the user typed: "$[0].function.parameters.properties.city.type"
+    message: str
+
+
+class ToolsInvalid(ValidationError):
+    """The definitions (or the tool choice) have problems; `problems` lists each with its path."""
+
+    def __init__(self, problems: Sequence[ToolProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__([f"{problem.path}: {problem.message}" for problem in self.problems])
+
+
+@dataclass(frozen=True)
+class ToolSupport:
+    allowed: bool
+    reason: str  # why not (or a caveat when the catalogue does not know the model)
+
+
+# --- capability -------------------------------------------------------------------------
+
+
+def tools_support(*, model_id: str) -> ToolSupport:
+    """Whether the catalogue says the conversation's model takes tools."""
+    model = catalog_model_serving(model_id=model_id, day=timezone.now().date())
+    if model is None:
+        return ToolSupport(True, "The catalogue does not know this model: tools are sent as defined.")
+    if not model.supports_tools:
+        return ToolSupport(False, f"{model.display_name} does not support tool calling (per the catalogue).")
+    return ToolSupport(True, "")
+
+
+# --- definitions --------------------------------------------------------------------------
+
+
+def tools_parse(text: str) -> list[dict[str, Any]]:
+    """The tool list typed in the editor, checked; raises `ToolsInvalid` with every problem."""
+    text = text.strip()
+    if not text:
+        return []
+    if len(text) > MAX_TOOLS_CHARS:
+        raise ToolsInvalid([ToolProblem("$", f"The definitions are over {MAX_TOOLS_CHARS:,} characters.")])
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        raise ToolsInvalid([ToolProblem("$", f"Not valid JSON: {exc}.")]) from None
+    problems = tools_validate(value)
+    if problems:
+        raise ToolsInvalid(problems)
+    return value  # type: ignore[no-any-return]  # tools_validate checked it is a list of objects
+
+
+def tools_validate(value: Any) -> list[ToolProblem]:
+    """Every problem of a decoded tool list: the OpenAI shape, names, schemas, mocks."""
+    if not isinstance(value, list):
+        return [ToolProblem("$", "Tools must be a JSON array of tool objects.")]
+    if len(value) > MAX_TOOLS:
+        return [ToolProblem("$", f"At most {MAX_TOOLS} tools.")]
+    problems: list[ToolProblem] = []
+    names: set[str] = set()
+    for index, tool in enumerate(value):
+        problems += _tool_problems(tool, f"$[{index}]", names)
+    return problems
+
+
+def _tool_problems(tool: Any, path: str, names: set[str]) -> list[ToolProblem]:
+    if not isinstance(tool, dict):
+        return [ToolProblem(path, 'A tool must be an object: {"type": "function", "function": {...}}.')]
+    problems = [
+        ToolProblem(f"{path}.{key}", f"Unknown key {key!r}; a tool has {', '.join(TOOL_KEYS)}.")
+        for key in tool
+        if key not in TOOL_KEYS
+    ]
+    if tool.get("type") != "function":
+        problems.append(ToolProblem(f"{path}.type", 'Must be "function".'))
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        problems.append(
+            ToolProblem(f"{path}.function", "Required: an object with name, description, parameters.")
+        )
+        return problems
+    where = f"{path}.function"
+    problems += [
+        ToolProblem(f"{where}.{key}", f"Unknown key {key!r}; a function has {', '.join(FUNCTION_KEYS)}.")
+        for key in function
+        if key not in FUNCTION_KEYS
+    ]
+    name = function.get("name")
+    if not isinstance(name, str) or not TOOL_NAME.match(name):
+        problems.append(ToolProblem(f"{where}.name", "Required: 1-64 letters, digits, '_' or '-'."))
+    elif name in names:
+        problems.append(ToolProblem(f"{where}.name", f"Another tool is already named {name!r}."))
+    else:
+        names.add(name)
+    if "description" in function and not isinstance(function["description"], str):
+        problems.append(ToolProblem(f"{where}.description", "Must be a string."))
+    if "strict" in function and not isinstance(function["strict"], bool | None):
+        problems.append(ToolProblem(f"{where}.strict", "Must be true, false or null."))
+    if "parameters" in function:
+        problems += schema_problems(function["parameters"], f"{where}.parameters", root_object=True)
+    returns_json = tool.get("returns_json", False)
+    if not isinstance(returns_json, bool):
+        problems.append(ToolProblem(f"{path}.returns_json", "Must be true or false."))
+    problems += _mock_problems(tool.get("mocks", []), f"{path}.mocks", returns_json=returns_json is True)
+    return problems
+
+
+def schema_problems(schema: Any, path: str, *, root_object: bool = False) -> list[ToolProblem]:
+    """Each way `schema` breaks the JSON Schema 2020-12 meta-schema, with its path."""
+    if not isinstance(schema, dict):
+        return [ToolProblem(path, "Must be a JSON Schema object.")]
+    problems = [
+        ToolProblem(path + _suffix(error.json_path), f"Not valid JSON Schema 2020-12: {error.message}.")
+        for error in sorted(_META.iter_errors(schema), key=lambda error: error.json_path)
+    ]
+    if root_object and not problems and schema.get("type", "object") != "object":
+        problems.append(
+            ToolProblem(f"{path}.type", 'Tool parameters must describe an object ("type": "object").')
+        )
+    return problems
+
+
+def _mock_problems(mocks: Any, path: str, *, returns_json: bool) -> list[ToolProblem]:
+    if not isinstance(mocks, list):
+        return [ToolProblem(path, "Mocks must be an array of results (text, or any JSON value).")]
+    if len(mocks) > MAX_MOCKS:
+        return [ToolProblem(path, f"At most {MAX_MOCKS} mocks per tool.")]
+    problems = []
+    for index, mock in enumerate(mocks):
+        if returns_json and isinstance(mock, str) and not _is_json(mock):
+            problems.append(
+                ToolProblem(f"{path}[{index}]", "This tool returns JSON, and this text is not JSON.")
+            )
+    return problems
+
+
+def tools_upstream(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The definitions as sent: without our own keys (mocks, returns_json)."""
+    return [{key: value for key, value in tool.items() if key not in LOCAL_KEYS} for tool in tools]
+
+
+def tools_token_estimate(tools: Sequence[Mapping[str, Any]]) -> int:
+    """Prompt tokens the definitions add to every request: an estimate, by the meter's rule
+    (about 4 characters of the JSON sent per token); models also wrap them in a template."""
+    if not tools:
+        return 0
+    return estimate_tokens(len(json.dumps(tools_upstream(tools))))
+
+
+def tool_by_name(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
+    return next((tool for tool in tools if tool.get("function", {}).get("name") == name), None)
+
+
+def tool_choice_parse(raw: str, tools: Sequence[Mapping[str, Any]]) -> str | dict[str, Any]:
+    """auto / none / required, or the name of a tool that must exist (stored as OpenAI's object)."""
+    raw = raw.strip() or "auto"
+    if raw in TOOL_CHOICES:
+        if raw == "required" and not tools:
+            raise ToolsInvalid([ToolProblem("tool_choice", '"required" needs at least one tool.')])
+        return raw
+    if tool_by_name(tools, raw) is None:
+        raise ToolsInvalid([ToolProblem("tool_choice", f"There is no tool named {raw!r}.")])
+    return {"type": "function", "function": {"name": raw}}
+
+
+def tool_choice_name(choice: Any) -> str:
+    """The editor's value for a stored tool choice."""
+    if isinstance(choice, dict):
+        return str(choice.get("function", {}).get("name", "auto"))
+    return str(choice or "auto")
+
+
+def tools_request_fields(conversation: Conversation) -> dict[str, Any]:
+    """`ChatRequest` fields for the conversation's tools (none without tools).
+
+    Raises `ValidationError` when the catalogue says the model takes no tools: the server
+    never sends them, whatever the page did.
+    """
+    if not conversation.tools:
+        return {}
+    support = tools_support(model_id=conversation.model_id)
+    if not support.allowed:
+        raise ValidationError(f"{support.reason} Remove this conversation's tools to send messages.")
+    return {
+        "tools": tools_upstream(conversation.tools),
+        "tool_choice": conversation.tool_choice or "auto",
+        "parallel_tool_calls": conversation.parallel_tool_calls,
+    }
+
+
+# --- calls and results -----------------------------------------------------------------------
+
+
+def tool_call_record(call: ToolCall, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What is stored on the assistant message for one call, with its validation.
+
+    A call without an id (some native replies) gets one made from its index, since a tool
+    result must name the call it answers.
+    """
+    errors: list[dict[str, str]] = []
+    tool = tool_by_name(tools, call.name)
+    arguments, why_not = call.parsed_arguments()
+    if tool is None:
+        errors.append(
+            {"path": "$", "message": f"The model called {call.name!r}, which is not a defined tool."}
+        )
+    elif why_not:
+        errors.append({"path": "$", "message": why_not})
+    else:
+        schema = tool.get("function", {}).get("parameters") or {"type": "object"}
+        errors += [
+            {"path": error.json_path, "message": error.message}
+            for error in sorted(Draft202012Validator(schema).iter_errors(arguments), key=_error_order)
+        ]
+    return {
+        "index": call.index,
+        "id": call.id or f"call_{call.index}",
+        "name": call.name,
+        "arguments": call.arguments or "{}",
+        "valid": not errors,
+        "errors": errors,
+    }
+
+
+def tool_result_content(*, text: str, mock: int | None, tool: Mapping[str, Any] | None) -> str:
+    """The content of a tool message: a saved mock, or what the user typed.
+
+    Raises `ValidationError` for a missing result, an unknown mock, or text that is not JSON
+    when the tool returns JSON.
+    """
+    if mock is not None:
+        mocks = tool.get("mocks", []) if tool is not None else []
+        if not 0 <= mock < len(mocks):
+            raise ValidationError("That mock result no longer exists; pick another or type a result.")
+        return mock_text(mocks[mock])
+    if not text.strip():
+        raise ValidationError("Type a result or pick a mock.")
+    if len(text) > MAX_RESULT_CHARS:
+        raise ValidationError(f"A result can be at most {MAX_RESULT_CHARS:,} characters.")
+    if not is_storable(text):
+        raise ValidationError(
+            "The result contains a character that cannot be stored (a lone surrogate or NUL)."
+        )
+    if tool is not None and tool.get("returns_json") and not _is_json(text):
+        raise ValidationError("This tool returns JSON, and this result is not valid JSON.")
+    return text
+
+
+def mock_text(mock: Any) -> str:
+    """A mock as a tool message's content: text as is, any other JSON value encoded."""
+    return mock if isinstance(mock, str) else json.dumps(mock)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text, parse_constant=_refuse_constant)
+    except ValueError:
+        return False
+    return True
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _suffix(json_path: str) -> str:
+    """jsonschema's "$.properties.x" as a suffix: ".properties.x"."""
+    return json_path[1:] if json_path.startswith("$") else json_path
+
+
+def _error_order(error: SchemaViolation) -> str:
+    return error.json_path
