@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -27,11 +28,19 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.template.loader import render_to_string
 
 from playground.accounts.selectors import asession_user_id
-from playground.chat.forms import BadCommand, SendCommand, StopCommand, chat_command_parse
+from playground.chat.forms import BadCommand, ContinueCommand, SendCommand, StopCommand, chat_command_parse
 from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.selectors import aconversation_get
-from playground.chat.services import ChatTurn, ConversationNotFound, chat_turn_start
+from playground.chat.services import (
+    ChatTurn,
+    ConversationNotFound,
+    ToolResultInput,
+    ToolResultsRefused,
+    chat_auto_continue_start,
+    chat_continue_start,
+    chat_turn_start,
+)
 from playground.providers.events import ReasoningDelta, StreamEvent, TextDelta
 
 logger = logging.getLogger(__name__)
@@ -83,8 +92,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             case StopCommand():
                 if await self._stop_turn() and self.turn is not None:
                     await self._send_finished(self.turn)
-            case SendCommand(text=text):
-                await self._start_turn(text)
+            case SendCommand(text=text, attachment_ids=attachment_ids):
+                await self._start_turn(lambda: self._open_turn(text, attachment_ids))
+            case ContinueCommand():
+                await self._start_turn(lambda: self._open_continue(command))
 
     # --- turns ---------------------------------------------------------------------------
 
@@ -97,7 +108,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _turn_running(self) -> bool:
         return self.turn_task is not None and not self.turn_task.done()
 
-    async def _start_turn(self, text: str) -> None:
+    async def _start_turn(self, open_turn: Callable[[], Awaitable[ChatTurn | None]]) -> None:
         if self._turn_running():
             await self._notice(BUSY)
             return
@@ -108,7 +119,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         turn: ChatTurn | None = None
         try:
-            turn = await self._open_turn(text)
+            turn = await open_turn()
         finally:
             if turn is None:  # refused or failed: no task will hold the slot
                 await slot.release()
@@ -117,21 +128,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self._run_turn(turn, slot), name=f"chat-turn-{turn.user_message.pk}"
             )
 
-    async def _open_turn(self, text: str) -> ChatTurn | None:
+    async def _open_turn(self, text: str, attachment_ids: tuple[int, ...] = ()) -> ChatTurn | None:
         """Save the question and show it; None (after a notice) when the service refuses."""
-        try:
-            turn = await database_sync_to_async(chat_turn_start)(
-                user=self.scope["user"], conversation_id=self.conversation_id, text=text
-            )
-        except ConversationNotFound:
-            await self._notice(GONE)
-            await self.close(code=CLOSE_NOT_FOUND)
-            return None
-        except PermissionDenied as exc:
-            await self._notice(str(exc) or "You may not send messages in this conversation.")
-            return None
-        except ValidationError as exc:
-            await self._notice(" ".join(exc.messages))
+        turn = await self._refusable(
+            chat_turn_start,
+            user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            text=text,
+            attachment_ids=attachment_ids,
+        )
+        if turn is None:
             return None
         self.turn, self.finished_sent = turn, False
         await self._send_template(
@@ -140,16 +146,80 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "user_message": message_view(turn.user_message),
                 "key": _key(turn),
                 "conversation": turn.conversation,
+                "whole_answer": not turn.call.request.stream,  # JSON output this model cannot stream
             },
         )
         return turn
 
-    async def _run_turn(self, turn: ChatTurn, slot: TurnSlot) -> None:
+    async def _open_continue(self, command: ContinueCommand) -> ChatTurn | None:
+        """Save the tool results and show them with a new answer streaming under them."""
+        results = {
+            index: ToolResultInput(text=command.texts.get(index, ""), mock=command.mocks.get(index))
+            for index in {*command.texts, *command.mocks}
+        }
+        turn = await self._refusable(
+            chat_continue_start,
+            user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            message_id=command.message_id,
+            results=results,
+        )
+        if turn is not None:
+            await self._show_continue(turn)
+        return turn
+
+    async def _auto_continue(self, turn: ChatTurn) -> ChatTurn | None:
+        """Auto-mock mode: the next step answered from mocks, or None (the user answers)."""
+        answer = turn.assistant_message
+        if answer is None or not answer.tool_calls:
+            return None
+        next_turn = await self._refusable(
+            chat_auto_continue_start,
+            user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            message_id=answer.pk,
+        )
+        if next_turn is not None:
+            await self._show_continue(next_turn)
+        return next_turn
+
+    async def _show_continue(self, turn: ChatTurn) -> None:
+        self.turn, self.finished_sent = turn, False
+        assert turn.continues is not None
+        answered = message_view(turn.continues, tools=turn.conversation.tools, results=turn.tool_results)
+        context = {"message": answered, "key": _key(turn), "oob_target": answered.dom_id, "can_send": True}
+        await self._send_template("chat/ws/continue_started.html", context)
+
+    async def _refusable(self, service: Callable[..., ChatTurn | None], **kwargs: Any) -> ChatTurn | None:
+        """Run a turn-starting service; a refusal becomes a notice (or closes the socket) and None."""
         try:
-            async with aclosing(turn.events()) as events:
-                async for event in events:
-                    await self._send_event(turn, event)
-            await self._send_finished(turn)
+            return await database_sync_to_async(service)(**kwargs)
+        except ConversationNotFound:
+            await self._notice(GONE)
+            await self.close(code=CLOSE_NOT_FOUND)
+        except PermissionDenied as exc:
+            await self._notice(str(exc) or "You may not send messages in this conversation.")
+        except ToolResultsRefused as exc:
+            context = {"message_id": kwargs.get("message_id"), "errors": sorted(exc.errors.items())}
+            await self._send_template("chat/ws/tool_results_refused.html", context)
+        except ValidationError as exc:
+            await self._notice(" ".join(exc.messages))
+        return None
+
+    async def _run_turn(self, turn: ChatTurn, slot: TurnSlot) -> None:
+        steps = 0  # tool steps answered from mocks since the user last acted
+        try:
+            current: ChatTurn | None = turn
+            while current is not None:
+                turn = current
+                async with aclosing(turn.events()) as events:
+                    async for event in events:
+                        await self._send_event(turn, event)
+                await self._send_finished(turn)
+                current = None
+                if steps < turn.conversation.auto_mock_steps:
+                    current = await self._auto_continue(turn)
+                    steps += 1
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -188,7 +258,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if turn.assistant_message is None or self.finished_sent:
             return
         self.finished_sent = True
-        context = {"oob_target": f"answer-{_key(turn)}", "message": message_view(turn.assistant_message)}
+        context = {
+            "oob_target": f"answer-{_key(turn)}",
+            "message": message_view(turn.assistant_message, tools=turn.conversation.tools, awaiting=True),
+            "can_send": True,  # only senders hold a socket; the service re-checks on Continue
+        }
         await self._send_quietly("chat/ws/turn_finished.html", context)
 
     async def _notice(self, text: str) -> None:

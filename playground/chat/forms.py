@@ -12,6 +12,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.composer import Capabilities
+from playground.chat.tools import MAX_AUTO_MOCK_STEPS
 from playground.providers.model_ids import MODEL_ID_MAX_CHARS, model_id_validate
 from playground.providers.models import ProviderConnection
 
@@ -90,6 +92,94 @@ class AffinityForm(forms.Form):
     use_affinity = forms.BooleanField(required=False)
 
 
+STOP_SEQUENCES_MAX = 4
+STOP_SEQUENCE_MAX_CHARS = 100
+
+
+class ComposerForm(forms.Form):
+    """The composer settings panel: types and ranges. Which fields the conversation's model
+    and connection take is the service's check (`playground.chat.composer`)."""
+
+    temperature = forms.FloatField(required=False, min_value=0, max_value=2)
+    top_p = forms.FloatField(required=False, min_value=0, max_value=1)
+    max_tokens = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**32 - 1)
+    stop = forms.CharField(required=False, max_length=1_000, widget=forms.Textarea(attrs={"rows": 2}))
+    presence_penalty = forms.FloatField(required=False, min_value=-2, max_value=2)
+    frequency_penalty = forms.FloatField(required=False, min_value=-2, max_value=2)
+    reasoning_effort = forms.ChoiceField(
+        required=False,
+        choices=[("", "Model default"), ("low", "Low"), ("medium", "Medium"), ("high", "High")],
+    )
+    thinking = forms.ChoiceField(
+        required=False, choices=[("", "Model default"), ("on", "On"), ("off", "Off")]
+    )
+    response_format = forms.ChoiceField(
+        choices=[("text", "Text"), ("json_object", "JSON object"), ("json_schema", "JSON schema")]
+    )
+    schema_name = forms.CharField(required=False, max_length=64)
+    schema_strict = forms.BooleanField(required=False)
+    schema = forms.CharField(required=False, strip=False, widget=forms.Textarea)
+
+    PARAMETER_FIELDS = (
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "reasoning_effort",
+        "thinking",
+    )
+
+    def __init__(self, *args: Any, caps: Capabilities, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.caps = caps
+        for control in caps.controls.values():
+            field = self.fields[control.name]
+            field.help_text = control.reason or control.parameter.help
+            if not control.available:  # shown with its reason; a posted value is ignored
+                field.disabled = True
+                self.initial[control.name] = None
+        if caps.max_tokens_limit is not None and caps.available("max_tokens"):
+            limit = f"Up to {caps.max_tokens_limit:,} (the model's context window)."
+            self.fields["max_tokens"].help_text = limit
+        self.fields["schema"].widget.attrs.update({"data-json-editor": "", "rows": 10, "spellcheck": "false"})
+
+    def clean_stop(self) -> list[str]:
+        lines = [line for line in self.cleaned_data.get("stop", "").splitlines() if line.strip()]
+        if len(lines) > STOP_SEQUENCES_MAX:
+            raise forms.ValidationError(f"At most {STOP_SEQUENCES_MAX} stop sequences (one per line).")
+        if any(len(line) > STOP_SEQUENCE_MAX_CHARS for line in lines):
+            raise forms.ValidationError(
+                f"A stop sequence can be at most {STOP_SEQUENCE_MAX_CHARS} characters."
+            )
+        return lines
+
+    def clean_thinking(self) -> bool | None:
+        return {"on": True, "off": False}.get(self.cleaned_data.get("thinking", ""))
+
+    def parameters(self) -> dict[str, Any]:
+        return {name: self.cleaned_data.get(name) for name in self.PARAMETER_FIELDS}
+
+    @classmethod
+    def initial_for(
+        cls, *, parameters: dict[str, Any], response_format: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The form's values from what the conversation stores."""
+        initial: dict[str, Any] = {name: parameters.get(name) for name in cls.PARAMETER_FIELDS}
+        initial["stop"] = "\n".join(parameters.get("stop") or [])
+        thinking = parameters.get("thinking")
+        initial["thinking"] = "" if thinking is None else ("on" if thinking else "off")
+        initial["response_format"] = (response_format or {}).get("type", "text")
+        spec = (response_format or {}).get("json_schema") or {}
+        initial["schema_name"] = spec.get("name", "")
+        initial["schema_strict"] = bool(spec.get("strict"))
+        initial["schema"] = json.dumps(spec["schema"], indent=2) if "schema" in spec else ""
+        return initial
+
+
 def _grouped_by_team(connections: Sequence[ProviderConnection]) -> list[Any]:
     """Options, in optgroups per team when the user belongs to several."""
     teams: dict[str, list[tuple[int, str]]] = {}
@@ -110,6 +200,7 @@ class BadCommand(Exception):
 @dataclass(frozen=True)
 class SendCommand:
     text: str
+    attachment_ids: tuple[int, ...] = ()  # uploaded images sent with the text
 
 
 @dataclass(frozen=True)
@@ -117,7 +208,16 @@ class StopCommand:
     pass
 
 
-ChatCommand = SendCommand | StopCommand
+@dataclass(frozen=True)
+class ContinueCommand:
+    """Results for the tool calls of one answer: typed text or a mock's index, by call index."""
+
+    message_id: int
+    texts: dict[int, str]
+    mocks: dict[int, int]
+
+
+ChatCommand = SendCommand | StopCommand | ContinueCommand
 
 
 def chat_command_parse(raw: str | None) -> ChatCommand:
@@ -140,9 +240,63 @@ def chat_command_parse(raw: str | None) -> ChatCommand:
     action = data.get("action", "send")
     if action == "stop":
         return StopCommand()
+    if action == "continue":
+        return _continue_command(data)
     if action != "send":
         raise BadCommand("Unknown action.")
     text = data.get("message", "")
     if not isinstance(text, str):
         raise BadCommand("The message must be text.")
-    return SendCommand(text=text)
+    return SendCommand(text=text, attachment_ids=_attachment_ids(data.get("attachment")))
+
+
+def _attachment_ids(value: Any) -> tuple[int, ...]:
+    """The composer's hidden `attachment` fields: absent, one id, or a list of ids (htmx sends
+    a single field as a string, several as a list)."""
+    if value is None or value == "":
+        return ()
+    values = value if isinstance(value, list) else [value]
+    limit = settings.ATTACHMENTS_PER_TURN
+    if len(values) > limit:
+        raise BadCommand(f"A message can carry at most {limit} images; nothing was sent.")
+    ids: list[int] = []
+    for item in values:
+        digits = str(item).strip() if isinstance(item, int | str) and not isinstance(item, bool) else ""
+        if not (digits.isascii() and digits.isdigit()):
+            raise BadCommand("An attached image id was not a number; nothing was sent.")
+        ids.append(int(digits))
+    return tuple(dict.fromkeys(ids))
+
+
+def _continue_command(data: dict[str, Any]) -> ContinueCommand:
+    """`{"action": "continue", "message_id": "12", "result_0": "...", "mock_1": "0"}`: the
+    tool-call form's fields (`result_<index>`, `mock_<index>`; an empty mock means none)."""
+    try:
+        message_id = int(data.get("message_id", ""))
+    except (TypeError, ValueError):
+        raise BadCommand("Continue needs the answer whose tool calls it answers.") from None
+    texts: dict[int, str] = {}
+    mocks: dict[int, int] = {}
+    for key, value in data.items():
+        prefix, _, index = key.partition("_")
+        if prefix not in ("result", "mock") or not index.isdigit():
+            continue
+        if not isinstance(value, str):
+            raise BadCommand("Tool results must be text.")
+        if prefix == "result":
+            texts[int(index)] = value
+        elif value.strip():
+            if not value.strip().isdigit():
+                raise BadCommand("Pick a mock from the list.")
+            mocks[int(index)] = int(value)
+    return ContinueCommand(message_id=message_id, texts=texts, mocks=mocks)
+
+
+class ToolsForm(forms.Form):
+    """The tools editor. The definitions' JSON is checked by `chat.tools` (every problem with
+    its path); this form only reads the fields."""
+
+    tools = forms.CharField(required=False, strip=False, widget=forms.Textarea)
+    tool_choice = forms.CharField(required=False, max_length=80)
+    parallel_tool_calls = forms.BooleanField(required=False)
+    auto_mock_steps = forms.IntegerField(required=False, min_value=0, max_value=MAX_AUTO_MOCK_STEPS)

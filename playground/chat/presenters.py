@@ -9,20 +9,25 @@ Callers pass objects whose relations are already loaded (`message_list` selects 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
+from django.urls import reverse
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from playground.catalog.models import CatalogModel
-from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.rendering import render_markdown
+from playground.chat.tool_presenters import ToolCallView, tool_call_views
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED
 
 NOT_REPORTED = "—"
+NOT_KEPT = "Not kept (sent before request bodies were recorded)."
 ESTIMATE_RULE = "counted from the text, about 4 characters per token."
 SEPARATOR = " · "
 
@@ -59,6 +64,58 @@ class UsageLine:
 
 
 @dataclass(frozen=True)
+class StructuredView:
+    """An answer under a JSON response format: pretty JSON and whether it validated."""
+
+    valid: bool
+    errors: list[dict[str, str]]  # {"path", "message"}
+    pretty: str  # the answer re-indented, or as sent when it is not JSON
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """The "View request" panel: the body as sent (redacted), the reply's HTTP status, the usage received."""
+
+    body: str
+    http_status: str
+    raw_usage: str
+    streamed: bool
+
+
+@dataclass(frozen=True)
+class ImageView:
+    """An attachment as a thumbnail: served by the attachment view, never a public URL."""
+
+    id: int
+    url: str
+    alt: str
+    width: int
+    height: int
+    label: str  # "PNG · 800 x 600 · 120 KB"
+
+
+def image_view(attachment: Attachment, *, number: int = 1) -> ImageView:
+    kind = attachment.content_type.removeprefix("image/").upper()
+    label = f"{kind} · {attachment.width:,} x {attachment.height:,} · {size_text(attachment.size_bytes)}"
+    return ImageView(
+        id=attachment.pk,
+        url=reverse("chat:attachment", args=[attachment.pk]),
+        alt=f"Image {number} ({label})",
+        width=attachment.width,
+        height=attachment.height,
+        label=label,
+    )
+
+
+def size_text(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.0f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+@dataclass(frozen=True)
 class MessageView:
     id: int
     role: str
@@ -67,6 +124,12 @@ class MessageView:
     html: SafeString  # assistant answers: rendered, sanitized markdown
     reasoning: str
     usage: UsageLine | None
+    structured: StructuredView | None = None
+    has_request: bool = False  # it has a usage record ("View request")
+    conversation_id: int = 0
+    images: tuple[ImageView, ...] = ()  # user messages: the images sent with the text
+    tool_calls: tuple[ToolCallView, ...] = ()
+    awaiting_results: bool = False  # the latest answer, its calls not answered yet: show the form
 
     @property
     def is_user(self) -> bool:
@@ -148,7 +211,15 @@ def status_label(status: str) -> str:
     return UsageStatus(status).label if status in UsageStatus.values else status
 
 
-def message_view(message: Message) -> MessageView:
+def message_view(
+    message: Message,
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    results: Iterable[Message] = (),
+    awaiting: bool = False,
+) -> MessageView:
+    """`tools`: the conversation's definitions (for mocks); `results`: this answer's tool
+    messages; `awaiting`: it is the latest answer and its calls may still be answered."""
     record = message.usage_record if message.role == MessageRole.ASSISTANT else None
     return MessageView(
         id=message.pk,
@@ -158,11 +229,63 @@ def message_view(message: Message) -> MessageView:
         html=render_markdown(message.content) if message.role == MessageRole.ASSISTANT else SafeString(""),
         reasoning=message.reasoning,
         usage=usage_line(record) if record is not None else None,
+        structured=structured_view(message.content, message.structured) if message.structured else None,
+        has_request=record is not None,
+        conversation_id=message.conversation_id,
+        tool_calls=tuple(tool_call_views(message, tools=tools, results=results)),
+        awaiting_results=awaiting and bool(message.tool_calls) and not results,
+        images=_images(message),
     )
 
 
-def message_views(messages: Iterable[Message]) -> list[MessageView]:
-    return [message_view(message) for message in messages]
+def _images(message: Message) -> tuple[ImageView, ...]:
+    """A user message's images, when the caller prefetched them (`message_list` and
+    `chat_turn_start` do): this runs in async code too, where a query is not allowed."""
+    prefetched = getattr(message, "_prefetched_objects_cache", {})
+    if message.role != MessageRole.USER or "attachments" not in prefetched:
+        return ()
+    attachments = prefetched["attachments"]
+    return tuple(image_view(attachment, number=n) for n, attachment in enumerate(attachments, 1))
+
+
+def structured_view(text: str, structured: dict[str, Any]) -> StructuredView:
+    try:
+        pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = text
+    errors = [error for error in structured.get("errors", []) if isinstance(error, dict)]
+    return StructuredView(valid=bool(structured.get("valid")), errors=errors, pretty=pretty)
+
+
+def request_view(record: UsageRecord) -> RequestView:
+    return RequestView(
+        body=_pretty(record.request_body) if record.request_body is not None else NOT_KEPT,
+        http_status=str(record.http_status) if record.http_status is not None else NOT_REPORTED,
+        raw_usage=_pretty(record.raw_usage) if record.raw_usage else "The provider sent no usage.",
+        streamed=record.streamed,
+    )
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def message_views(
+    messages: Iterable[Message], *, tools: Sequence[Mapping[str, Any]] = ()
+) -> list[MessageView]:
+    """The conversation's messages to show; tool results are shown on the answer they reply to."""
+    shown: list[Message] = []
+    results: dict[int, list[Message]] = {}
+    for message in messages:
+        if message.role == MessageRole.TOOL and message.reply_to_id is not None:
+            results.setdefault(message.reply_to_id, []).append(message)
+        elif message.role != MessageRole.TOOL:
+            shown.append(message)
+    last = shown[-1].pk if shown else None
+    return [
+        message_view(message, tools=tools, results=results.get(message.pk, ()), awaiting=message.pk == last)
+        for message in shown
+    ]
 
 
 def model_choices(models: Iterable[CatalogModel], *, today: dt.date) -> list[ModelChoice]:
@@ -214,3 +337,25 @@ def _tokens_out(completion: int, reasoning: int | None) -> str:
     if reasoning:
         text += f" ({reasoning:,} reasoning)"
     return text
+
+
+FORMAT_LABELS = {"json_object": "JSON object", "json_schema": "JSON schema"}
+
+
+def composer_summary(conversation: Conversation) -> str:
+    """The settings panel's one-line summary: "temperature 0.2 · max tokens 512 · JSON schema person"."""
+    parts = []
+    for name, value in (conversation.parameters or {}).items():
+        label = name.replace("_", " ")
+        if name == "stop":
+            parts.append(f"{len(value)} stop sequence{'s' if len(value) != 1 else ''}")
+        elif name == "thinking":
+            parts.append(f"thinking {'on' if value else 'off'}")
+        else:
+            parts.append(f"{label} {value}")
+    response_format = conversation.response_format or {}
+    kind = response_format.get("type", "text")
+    if kind in FORMAT_LABELS:
+        name = (response_format.get("json_schema") or {}).get("name", "")
+        parts.append(f"{FORMAT_LABELS[kind]} {name}".strip())
+    return SEPARATOR.join(parts) or "Model defaults · text"

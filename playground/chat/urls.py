@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat import views
+from playground.chat import attachment_views, views
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
@@ -11,4 +11,22 @@ urlpatterns: list[URLPattern] = [
     path("models/", views.model_options_view, name="model-options"),
     path("<int:conversation_id>/", views.conversation_detail_view, name="conversation-detail"),
     path("<int:conversation_id>/affinity/", views.conversation_affinity_view, name="conversation-affinity"),
+    path("<int:conversation_id>/composer/", views.conversation_composer_view, name="conversation-composer"),
+    path("<int:conversation_id>/tools/", views.conversation_tools_view, name="conversation-tools"),
+    path(
+        "<int:conversation_id>/attachments/",
+        attachment_views.attachment_upload_view,
+        name="attachment-upload",
+    ),
+    path("attachments/<int:attachment_id>/", attachment_views.attachment_view, name="attachment"),
+    path(
+        "attachments/<int:attachment_id>/remove/",
+        attachment_views.attachment_remove_view,
+        name="attachment-remove",
+    ),
+    path(
+        "<int:conversation_id>/messages/<int:message_id>/request/",
+        views.message_request_view,
+        name="message-request",
+    ),
 ]

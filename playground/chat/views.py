@@ -21,16 +21,35 @@ from django_htmx.middleware import HtmxDetails
 from playground.accounts.models import ROLES_THAT_CAN_RUN
 from playground.accounts.selectors import membership_get, team_list_for_user
 from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.attachment_views import attachments_context
 from playground.chat.forms import (
     AFFINITY_HELP,
     AffinityForm,
+    ComposerForm,
     ConversationCreateForm,
+    ToolsForm,
     connection_label,
 )
-from playground.chat.presenters import conversation_rows, message_views, model_choices
+from playground.chat.models import Conversation
+from playground.chat.presenters import (
+    composer_summary,
+    conversation_rows,
+    message_views,
+    model_choices,
+    request_view,
+)
 from playground.chat.routing import chat_socket_path
-from playground.chat.selectors import conversation_get, conversation_list, message_list
-from playground.chat.services import ConversationNotFound, conversation_create, conversation_settings_update
+from playground.chat.selectors import conversation_get, conversation_list, message_list, message_request_get
+from playground.chat.services import (
+    ConversationNotFound,
+    conversation_capabilities,
+    conversation_composer_update,
+    conversation_create,
+    conversation_settings_update,
+    conversation_tools_update,
+)
+from playground.chat.tool_presenters import ToolsPanel, tools_panel
+from playground.chat.tools import ToolProblem, ToolsInvalid, tools_support
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_get, connection_list
 
@@ -112,16 +131,105 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     context = {
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
-        "messages_list": message_views(message_list(conversation=conversation)),
+        "messages_list": message_views(message_list(conversation=conversation), tools=conversation.tools),
         "can_send": not composer_note,
         "can_run": can_run,
         "composer_note": composer_note,
         "socket_path": chat_socket_path(conversation.pk),
         "sidebar": conversation_list(user=request.user)[:SIDEBAR_CONVERSATIONS],
         "affinity_help": AFFINITY_HELP,
+        **_composer_context(conversation, can_run=can_run),
+        "tools_panel": _tools_panel(conversation),
+        **attachments_context(conversation, can_send=not composer_note),
         **_chrome(request),
     }
     return render(request, "chat/conversation_detail.html", context)
+
+
+@login_required
+@require_POST
+def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
+    """Save the tools editor; every problem comes back inline with its JSON path, nothing saved."""
+    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    form = ToolsForm(request.POST)
+    form.is_valid()  # every field is optional; a bad step count is the service's problem to name
+    text = request.POST.get("tools", "")
+    try:
+        conversation = conversation_tools_update(
+            user=request.user,
+            conversation_id=conversation.pk,
+            tools_text=text,
+            tool_choice=form.cleaned_data.get("tool_choice") or "auto",
+            parallel_tool_calls=form.cleaned_data.get("parallel_tool_calls", False),
+            auto_mock_steps=form.cleaned_data.get("auto_mock_steps") or 0,
+        )
+    except ToolsInvalid as exc:
+        panel = _tools_panel(conversation, text=text, problems=exc.problems)
+    except ConversationNotFound:
+        raise Http404("No such conversation.") from None
+    except PermissionDenied as exc:
+        panel = _tools_panel(conversation, text=text, problems=[ToolProblem("$", str(exc))])
+    else:
+        if not request.htmx:
+            return redirect("chat:conversation-detail", conversation_id=conversation.pk)
+        panel = _tools_panel(conversation, saved=True)
+    context = {"conversation": conversation, "tools_panel": panel, "can_configure": True}
+    if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
+        return render(request, "chat/tools_panel.html", context)
+    return render(request, "chat/tools_page.html", {**context, **_chrome(request)}, status=400)
+
+
+@login_required
+@require_POST
+def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
+    """Save the composer settings; errors come back inline on the panel and nothing is saved."""
+    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    form = ComposerForm(request.POST, caps=conversation_capabilities(conversation=conversation))
+    saved = False
+    if form.is_valid():
+        try:
+            conversation = conversation_composer_update(
+                user=request.user,
+                conversation_id=conversation.pk,
+                parameters=form.parameters(),
+                response_format=form.cleaned_data["response_format"],
+                schema_name=form.cleaned_data["schema_name"],
+                schema_strict=form.cleaned_data["schema_strict"],
+                schema_text=form.cleaned_data["schema"],
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        except PermissionDenied as exc:
+            form.add_error(None, str(exc))
+        else:
+            saved = True
+    if saved and not request.htmx:
+        return redirect("chat:conversation-detail", conversation_id=conversation.pk)
+    context = {
+        "conversation": conversation,
+        **_composer_context(conversation, can_run=True, form=None if saved else form, saved=saved),
+    }
+    if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
+        return render(request, "chat/conversation_detail.html#composer_settings", context)
+    return render(request, "chat/composer_settings_page.html", {**context, **_chrome(request)}, status=400)
+
+
+@login_required
+@require_GET
+def message_request_view(request: HtmxHttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """The "View request" panel: the body as sent, the reply's HTTP status, the usage as received."""
+    record = message_request_get(user=request.user, conversation_id=conversation_id, message_id=message_id)
+    if record is None:
+        raise Http404("No such answer.")
+    context = {"request_info": request_view(record), "conversation_id": conversation_id}
+    if request.htmx:
+        return render(request, "chat/conversation_detail.html#request_info", context)
+    return render(request, "chat/message_request_page.html", {**context, **_chrome(request)})
 
 
 @login_required
@@ -144,6 +252,39 @@ def conversation_affinity_view(request: HtmxHttpRequest, conversation_id: int) -
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def _composer_context(
+    conversation: Conversation, *, can_run: bool, form: ComposerForm | None = None, saved: bool = False
+) -> dict[str, Any]:
+    """The settings panel: the form (or the one with errors), and each control's gate."""
+    caps = conversation_capabilities(conversation=conversation)
+    if form is None:
+        initial = ComposerForm.initial_for(
+            parameters=conversation.parameters or {}, response_format=conversation.response_format
+        )
+        form = ComposerForm(initial=initial, caps=caps)
+    fields = [(form[control.name], control) for control in caps.controls.values()]
+    return {
+        "composer_form": form,
+        "composer_fields": fields,
+        "composer_caps": caps,
+        "composer_saved": saved,
+        "composer_open": saved or form.is_bound,
+        "composer_summary": composer_summary(conversation),
+        "can_configure": can_run and conversation.connection is not None,
+    }
+
+
+def _tools_panel(conversation: Conversation, **kwargs: Any) -> ToolsPanel:
+    return tools_panel(
+        tools=conversation.tools,
+        tool_choice=conversation.tool_choice,
+        parallel_tool_calls=conversation.parallel_tool_calls,
+        auto_mock_steps=conversation.auto_mock_steps,
+        support=tools_support(model_id=conversation.model_id),
+        **kwargs,
+    )
 
 
 def _chrome(request: HttpRequest) -> dict[str, Any]:

@@ -183,8 +183,11 @@ SLOW_WORDS = [native_frame(f"word{i} ") for i in range(30)]
 
 
 async def slow_turn_started(socket: Socket, upstream: FakeUpstream, message: str = "Count slowly") -> None:
-    """Connect `socket` and start a turn whose upstream sends a word every 0.2 s."""
+    """Connect `socket` and start a turn whose upstream sends a word every 0.2 s; returns once
+    the first word has arrived, so the upstream request is under way (the budget is reserved
+    before it is sent)."""
     upstream.script(sse(SLOW_WORDS, delay=0.2))
     await socket.connect()
     await socket.send(action="send", message=message)
     await socket.receive()  # the turn has started
+    await socket.receive()  # its first word
