@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.models import ROLES_THAT_CAN_RUN
@@ -121,9 +122,9 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
         **_chrome(request),
     }
     if request.htmx and request.GET.get("part") == "progress":
-        return render(
-            request, "batches/batch_detail.html#progress", context, status=286 if batch.finished_at else 200
-        )
+        if batch.finished_at:  # the whole page changes (actions, item states): load it again, once
+            return HttpResponseClientRefresh()
+        return render(request, "batches/batch_detail.html#progress", context)
     return render(request, "batches/batch_detail.html", context)
 
 

@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
 from playground.batches.views import csv_safe
@@ -134,3 +135,18 @@ def test_csv_safe_quotes_every_formula_start() -> None:
         "ok",
         5,
     ]
+
+
+def test_the_progress_poll_reloads_the_page_once_the_batch_is_finished(
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(1))
+    url = reverse("batches:batch-detail", args=[batch.pk]) + "?part=progress"
+    client = _client(actors.owner)
+
+    running = client.get(url, headers={"HX-Request": "true"})
+    Batch.objects.filter(pk=batch.pk).update(finished_at=timezone.now(), status="done")
+    finished = client.get(url, headers={"HX-Request": "true"})
+
+    assert 'hx-trigger="every 2s"' in running.content.decode()
+    assert finished.headers["HX-Refresh"] == "true"
