@@ -45,11 +45,11 @@ def _layout(
 ) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "font": {"family": FONT, "size": 12, "color": "#1c2230"},
-        "margin": {"l": 60, "r": 20, "t": 10, "b": 40},
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
         "height": 300,
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
-        "legend": {"orientation": "h", "y": -0.18},
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
         "hovermode": "x unified",
         "xaxis": {"title": {"text": x_title}, "gridcolor": "#f0f2f5", "linecolor": "#cfd4dc"},
         "yaxis": {
@@ -274,8 +274,8 @@ def latency_distribution(result: dict[str, Any]) -> Chart:
             "hovertemplate": "%{y} requests<extra>%{x}</extra>",
         }
     ]
-    layout = _layout(y_title="Requests", x_title="Latency", hovermode="closest")
-    layout["xaxis"]["type"] = "category"
+    layout = _layout(y_title="Requests", hovermode="closest", showlegend=False)
+    layout["xaxis"].update({"type": "category", "tickangle": -45, "automargin": True})
     marks = ", ".join(
         f"{name} {_fmt_ms(result[name])}" for name in ("p50", "p95", "p99") if result[name] is not None
     )
@@ -330,7 +330,7 @@ def top_conversations(rows: list[dict[str, Any]]) -> Chart:
             "hovertemplate": "%{x:$.4f}<extra></extra>",
         }
     ]
-    layout = _layout(y_title="", hovermode="closest")
+    layout = _layout(y_title="", hovermode="closest", showlegend=False)
     layout["xaxis"]["tickformat"] = "$.4~f"
     layout["yaxis"] = {"automargin": True, "type": "category"}
     layout["margin"]["l"] = 10

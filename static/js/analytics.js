@@ -1,6 +1,6 @@
-// Draws the dashboard's Plotly figures. Each chart fragment carries its figure as JSON in a
-// <script type="application/json"> element (data, never run); htmx.onLoad draws every plot a
-// swap brings in, so switching a chart's grouping redraws just that chart.
+// Draws the dashboard's Plotly figures. Each chart fragment carries its figure as JSON in its
+// data-figure attribute (data, never run; htmx would drop a <script> element); htmx.onLoad
+// draws every plot a swap brings in, so switching a chart's grouping redraws just that chart.
 (function () {
   "use strict";
 
@@ -14,10 +14,9 @@
     if (!window.Plotly || !root.querySelectorAll) return;
     var plots = root.matches && root.matches("[data-figure]") ? [root] : root.querySelectorAll("[data-figure]");
     Array.prototype.forEach.call(plots, function (el) {
-      var source = document.getElementById(el.dataset.figure);
-      if (!source || el.dataset.drawn) return;
-      var figure = JSON.parse(source.textContent);
-      var name = el.dataset.figure.replace(/^figure-/, "");
+      if (el.dataset.drawn) return;
+      var figure = JSON.parse(el.dataset.figure);
+      var name = el.dataset.name;
       var config = Object.assign({}, CONFIG, { toImageButtonOptions: { filename: "usage-" + name, format: "png", scale: 2 } });
       el.dataset.drawn = "1";
       window.Plotly.newPlot(el, figure.data, figure.layout, config);
