@@ -720,11 +720,19 @@ def queue_reference(item: BatchItem) -> str:
     return f"item-{item.pk}-{item.attempt}"
 
 
-def poll_delay(polls: int) -> float:
+def poll_delay(polls: int, *, waited: float | None = None) -> float:
     """Seconds before poll number `polls + 1`: growing by half each time, up to the cap (which is
-    kept below the broker's visibility timeout, so a scheduled poll is never redelivered early)."""
+    kept below the broker's visibility timeout, so a scheduled poll is never redelivered early).
+
+    `waited`: seconds since the submission went out. The wait is also kept under a tenth of
+    that (but not under the first wait), so results that arrive are noticed within about 10 %
+    of the time they took, however the backoff has grown.
+    """
     first, cap = settings.BATCH_POLL_FIRST_SECONDS, settings.BATCH_POLL_MAX_SECONDS
-    return float(min(cap, first * 1.5**polls))
+    delay = min(cap, first * 1.5**polls)
+    if waited is not None:
+        delay = min(delay, max(first, waited / 10))
+    return float(delay)
 
 
 def _queue_step(batch: Batch, token: str) -> float | None:
@@ -882,10 +890,11 @@ def _submission_poll(
         )
         return
     if isinstance(reply, QueuePending):
+        waited = (now - submission.submitted_at).total_seconds() if submission.submitted_at else None
         BatchSubmission.objects.filter(pk=submission.pk).update(
             polls=submission.polls + 1,
             poll_errors=0,
-            next_poll_at=now + dt.timedelta(seconds=poll_delay(submission.polls + 1)),
+            next_poll_at=now + dt.timedelta(seconds=poll_delay(submission.polls + 1, waited=waited)),
         )
         return
     items = list(open_items)

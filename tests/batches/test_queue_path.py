@@ -183,14 +183,24 @@ def test_polls_back_off_up_to_a_cap_below_the_visibility_timeout(settings: Any) 
     assert settings.BATCH_POLL_MAX_SECONDS < 3600
 
 
+def test_the_wait_stays_under_a_tenth_of_the_time_already_waited(settings: Any) -> None:
+    settings.BATCH_POLL_FIRST_SECONDS, settings.BATCH_POLL_MAX_SECONDS = 1.0, 60.0
+
+    assert poll_delay(10, waited=30) == 3.0  # the backoff alone would say 57.7 s
+    assert poll_delay(10, waited=2) == 1.0  # never under the first wait
+    assert poll_delay(10, waited=6000) == 57.6650390625  # the backoff (under the cap) when it is shorter
+
+
 def test_a_pending_poll_schedules_the_next_one_later_each_time(
     workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
 ) -> None:
     batch = running_batch(workers_connection, prompts(2))
     fake_upstream.script(_queued(), _pending(), _pending(), _pending())
     countdowns = [_step(batch)]
-    for _ in range(3):
-        BatchSubmission.objects.update(next_poll_at=timezone.now())
+    for _ in range(3):  # long after the submission, so only the backoff sets the wait
+        BatchSubmission.objects.update(
+            next_poll_at=timezone.now(), submitted_at=timezone.now() - dt.timedelta(hours=1)
+        )
         countdowns.append(_step(batch))
 
     assert countdowns == pytest.approx([poll_delay(0), poll_delay(1), poll_delay(2), poll_delay(3)], abs=0.5)
