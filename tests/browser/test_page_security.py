@@ -68,7 +68,7 @@ def test_the_chat_page_streams_and_toggles_under_the_csp_with_no_violation(
             box.press("Enter")
             expect(page.locator(".message-assistant .usage-line:not(.usage-pending)")).to_be_visible()
             expect(page.locator(".message-assistant .bubble.markdown")).to_contain_text("fake upstream")
-            page.locator("label.switch").click()  # an htmx POST with the CSRF header
+            page.locator("label.switch", has_text="Session affinity").click()  # an htmx POST with the CSRF header
             expect(page.locator("#affinity strong")).to_have_text("off")
         finally:
             browser.close()
@@ -87,7 +87,7 @@ def test_the_affinity_toggle_saves_without_javascript(
             page = browser.new_page(java_script_enabled=False)
             log_in(page, live_app.url)
             page.goto(f"{live_app.url}/chat/{chat.pk}/")
-            page.locator("label.switch").click()
+            page.locator("label.switch", has_text="Session affinity").click()
             page.get_by_role("button", name="Save").click()
             expect(page.locator("#affinity strong")).to_have_text("off")
         finally:
