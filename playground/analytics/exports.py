@@ -80,24 +80,49 @@ def formula_safe(value: str) -> str:
     return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
-def _plain(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value) if not isinstance(value, int) else value
+def _text(value: Any) -> Any:
+    return "" if value is None else formula_safe(str(value))
+
+
+def _number(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _decimal(value: Any) -> Any:
+    return "" if value is None else format(value, "f")  # exact, never "1E-10"
+
+
+def _iso(value: Any) -> Any:
+    return "" if value is None else value.isoformat()
+
+
+def _boolean(value: Any) -> Any:
+    return "" if value is None else ("true" if value else "false")
+
+
+# One converter per column, chosen once (a type test per cell would halve the export's speed).
+_DECIMALS = {"input_cost", "cached_input_cost", "output_cost", "total_cost"}
+_NUMBERS = {
+    "conversation_id", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
+    "price_card_id", "ttft_ms", "latency_ms", "http_status",
+}  # fmt: skip
+CSV_CONVERTERS = [
+    _decimal
+    if field in _DECIMALS or field.endswith("_per_m")
+    else _number
+    if field in _NUMBERS
+    else _iso
+    if field in {"created_at", "price_card__effective_from"}
+    else _boolean
+    if field in {"streamed", "usage_implausible"}
+    else _text
+    for _, field in COLUMNS
+]
+FIELDS = [field for _, field in COLUMNS]
 
 
 def csv_row(row: dict[str, Any]) -> list[Any]:
-    cells = []
-    for _, field in COLUMNS:
-        value = _plain(row[field])
-        cells.append(formula_safe(value) if isinstance(value, str) else value)
-    return cells
+    return [convert(row[field]) for convert, field in zip(CSV_CONVERTERS, FIELDS, strict=True)]
 
 
 def json_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,479 @@
+"""Usage dashboard at scale: every chart fragment and the request log over 7, 30 and 90 days.
+
+    .venv/bin/python benchmarks/usage_dashboard.py                      # PostgreSQL, 10 M + 1 M rows
+    .venv/bin/python benchmarks/usage_dashboard.py --rows 1000000 --database sqlite
+
+Generates `--rows` usage records for one team plus a tenth as many over nine other teams
+(realistic shapes: a daily cycle over 90 days, conversations whose prompts grow turn by
+turn, affinity on for most, cache hits with affinity and mostly misses without, a few
+errors, log-normal TTFT and latency), loads them in bulk (COPY on PostgreSQL), builds the
+rollups with `rollups_rebuild`, then times through Django's test client, 20 runs each:
+every chart fragment, the log's first page and a filtered page, over 7, 30 and 90 days
+(p50 / p95), and a CSV export of `--export-rows` rows in a child process (rows/s, RSS before
+and at peak). PostgreSQL runs in its own database (`bench_usage`, dropped afterwards unless
+`--keep`); SQLite in a temporary file. The last line is
+`dashboard: worst p95 <ms> ms over <N> rows`.
+
+Targets (issue 11): fragment p95 <= 300 ms, log first page <= 150 ms, export >= 100k rows/s
+with flat RSS; SQLite at 1 M rows <= 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = "bench_usage"
+RANGES = ("7d", "30d", "90d")
+COLUMNS = (
+    "request_id", "team_id", "user_id", "connection_id", "model_id", "conversation_id", "path",
+    "affinity_key",
+    "streamed", "status", "prompt_tokens", "cached_tokens", "completion_tokens", "usage_source",
+    "usage_implausible", "price_card_id", "input_cost", "cached_input_cost", "output_cost", "total_cost",
+    "ttft_ms", "latency_ms", "upstream_request_id", "error_code", "error_text", "source", "created_at",
+)  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rows", type=int, default=10_000_000, help="rows of the main team (others get a tenth)"
+    )
+    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--export-rows", type=int, default=1_000_000)
+    parser.add_argument("--pg-admin-url", default=PG_ADMIN_URL)
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument("--export-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.export_child:
+        export_child(json.loads(args.export_child))
+        return
+
+    sqlite_path = ""
+    if args.database == "postgres":
+        database_url = _pg_create(args.pg_admin_url)
+    else:
+        sqlite_path = tempfile.mktemp(prefix="bench-usage-", suffix=".sqlite3")
+        database_url = f"sqlite:///{sqlite_path}"
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("HTTPS", "false")
+    try:
+        run(args, database_url)
+    finally:
+        if args.database == "postgres" and not args.keep:
+            _pg_drop(args.pg_admin_url)
+        elif sqlite_path and not args.keep:
+            for suffix in ("", "-wal", "-shm"):
+                Path(sqlite_path + suffix).unlink(missing_ok=True)
+
+
+def _django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
+    import django
+
+    django.setup()
+
+
+def run(args: argparse.Namespace, database_url: str) -> None:
+    _django()
+    from django.core.management import call_command
+
+    started = time.perf_counter()
+    call_command("migrate", verbosity=0)
+    world = make_world(args.rows)
+    print(f"setup: {len(world['teams'])} teams, {world['conversations']:,} conversations")
+    loaded = load_rows(world, args.rows, args.database)
+    print(f"loaded {loaded:,} usage rows in {time.perf_counter() - started:.0f} s")
+
+    from playground.usage.rollups import rollups_rebuild
+
+    t0 = time.perf_counter()
+    rollups_rebuild()
+    _analyze(args.database)
+    print(f"rollups rebuilt in {time.perf_counter() - t0:.1f} s ({_rollup_counts()})")
+
+    worst = time_pages(world, args.runs)
+    export_rows = min(args.export_rows, args.rows)
+    report = export_in_child(database_url, world["owner_id"], world["team_ids"][0], export_rows)
+    print(
+        f"csv export: {report['rows']:,} rows in {report['seconds']:.1f} s = "
+        f"{report['rows'] / report['seconds']:,.0f} rows/s; "
+        f"RSS {report['rss_before_mb']:.0f} MB before, peak {report['rss_peak_mb']:.0f} MB"
+    )
+    print(f"dashboard: worst p95 {worst:.0f} ms over {loaded} rows")
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+def make_world(rows: int) -> dict[str, Any]:
+    from django.contrib.auth.models import User
+
+    from playground.accounts.models import Membership, Role, Team
+    from playground.catalog.models import PriceCard
+    from playground.chat.models import Conversation
+    from playground.providers.models import ProviderConnection
+
+    teams = [Team.objects.create(name=f"Bench {i}", slug=f"bench-{i}") for i in range(10)]
+    users: dict[int, list[int]] = {}
+    connections: dict[int, list[int]] = {}
+    for index, team in enumerate(teams):
+        count = 25 if index == 0 else 5
+        members = [User.objects.create_user(f"u{index}-{n}") for n in range(count)]  # no password: no hashing
+        for n, member in enumerate(members):
+            Membership.objects.create(team=team, user=member, role=Role.OWNER if n == 0 else Role.MEMBER)
+        users[team.pk] = [m.pk for m in members]
+        connections[team.pk] = [
+            ProviderConnection.objects.create(team=team, name=f"{kind} {team.pk}", kind=kind).pk
+            for kind in ("workers-ai", "openai", "engine")
+        ]
+    cards = {card.model.model_id: card for card in PriceCard.objects.select_related("model")}
+    models = [
+        ("@cf/moonshotai/kimi-k2.6", 0.45),
+        ("@local/gemma-3-270m", 0.25),
+        ("@cf/openai/gpt-oss-120b", 0.15),
+        ("@cf/meta/llama-3.3-70b-instruct-fp8-fast", 0.1),
+        ("@cf/zai-org/glm-4.7-flash", 0.05),
+    ]
+    # Conversations of ~12 turns on average: one per 12 rows, created in bulk.
+    conversation_ids: dict[int, list[int]] = {}
+    total_conversations = 0
+    for index, team in enumerate(teams):
+        wanted = max(1, (rows if index == 0 else rows // 90) // 12)
+        ids: list[int] = []
+        batch = 10_000
+        for start in range(0, wanted, batch):
+            made = Conversation.objects.bulk_create(
+                Conversation(team=team, user_id=users[team.pk][0], model_id="m", title=f"Session {start + n}")
+                for n in range(min(batch, wanted - start))
+            )
+            ids.extend(c.pk for c in made)
+        conversation_ids[team.pk] = ids
+        total_conversations += len(ids)
+    return {
+        "teams": [t.pk for t in teams],
+        "team_ids": [t.pk for t in teams],
+        "users": users,
+        "connections": connections,
+        "cards": {
+            model_id: (card.pk, card.input_per_m, card.effective_cached_input_per_m, card.output_per_m)
+            for model_id, card in cards.items()
+        },
+        "models": models,
+        "conversation_ids": conversation_ids,
+        "conversations": total_conversations,
+        "owner_id": users[teams[0].pk][0],
+    }
+
+
+E10 = Decimal("1e-10")
+
+
+def _cost(tokens: int, per_m: Decimal) -> Decimal:
+    return (Decimal(tokens) * per_m / 1_000_000).quantize(E10, rounding=ROUND_HALF_UP)
+
+
+def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Iterator[tuple[Any, ...]]:
+    """Conversations of growing prompts spread over 90 days with a daily cycle."""
+    rng = random.Random(seed)
+    now = dt.datetime.now(dt.UTC)
+    models, weights = zip(*world["models"], strict=True)
+    users = world["users"][team_id]
+    user_weights = [1 / (i + 1) for i in range(len(users))]  # a few heavy users
+    connections = world["connections"][team_id]
+    conversations = world["conversation_ids"][team_id]
+    made = 0
+    while made < rows:
+        conversation = rng.choice(conversations)
+        turns = min(rows - made, max(1, int(rng.expovariate(1 / 12))))
+        model = rng.choices(models, weights)[0]
+        card = world["cards"].get(model)
+        user = rng.choices(users, user_weights)[0]
+        connection = rng.choice(connections)
+        affinity = rng.random() < 0.7
+        path = "batch" if rng.random() < 0.1 else "chat"
+        day = rng.random() * 90
+        hour = rng.gauss(14, 4) % 24
+        at = now - dt.timedelta(days=day) + dt.timedelta(hours=hour - now.hour)
+        if at > now:
+            at -= dt.timedelta(days=1)
+        base = rng.randint(300, 4000)
+        growth = rng.randint(150, 1200)
+        for turn in range(turns):
+            prompt = base + growth * turn
+            cached: int | None
+            if rng.random() < 0.05:
+                cached = None
+            elif turn == 0:
+                cached = 0
+            elif affinity:
+                cached = int((prompt - growth) * rng.uniform(0.85, 1.0))
+            else:
+                cached = int((prompt - growth) * rng.uniform(0, 0.4)) if rng.random() < 0.3 else 0
+            completion = int(rng.lognormvariate(5.5, 0.7))
+            roll = rng.random()
+            status = (
+                "ok"
+                if roll < 0.96
+                else (
+                    "upstream_error" if roll < 0.98 else ("timeout" if roll < 0.99 else "client_disconnected")
+                )
+            )
+            hit = bool(cached)
+            ttft = int(rng.lognormvariate(5.6 if hit else 6.5, 0.45))
+            latency = ttft + int(completion * rng.uniform(8, 25))
+            if card is not None:
+                _, input_pm, cached_pm, output_pm = card
+                input_cost = _cost(prompt - (cached or 0), input_pm)
+                cached_cost = _cost(cached or 0, cached_pm)
+                output_cost = _cost(completion, output_pm)
+                card_id: int | None = card[0]
+            else:
+                input_cost = cached_cost = output_cost = Decimal(0)
+                card_id = None
+            yield (
+                uuid.UUID(int=rng.getrandbits(128), version=4),
+                team_id,
+                user,
+                connection,
+                model,
+                conversation if path == "chat" else None,
+                path,
+                f"conv-{conversation}" if affinity else "",
+                True,
+                status,
+                prompt,
+                cached,
+                completion,
+                "provider",
+                False,
+                card_id,
+                input_cost,
+                cached_cost,
+                output_cost,
+                input_cost + cached_cost + output_cost,
+                ttft,
+                latency,
+                f"ray-{rng.getrandbits(48):012x}",
+                "" if status == "ok" else status,
+                "" if status == "ok" else "Upstream said no",
+                f"batch-item:{team_id}{made:09d}:1" if path == "batch" else "",
+                at + dt.timedelta(minutes=turn * rng.uniform(0.5, 6)),
+            )
+            made += 1
+
+
+def load_rows(world: dict[str, Any], rows: int, database: str) -> int:
+    from django.db import connection
+
+    plan = [(world["team_ids"][0], rows)] + [(team, rows // 90) for team in world["team_ids"][1:]]
+    total = 0
+    for seed, (team_id, count) in enumerate(plan):
+        t0 = time.perf_counter()
+        if database == "postgres":
+            with connection.cursor() as cursor:
+                raw = cursor.cursor
+                raw.execute("SET synchronous_commit = off")
+                with raw.copy(f"COPY usage_usagerecord ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+                    for row in generate(world, team_id, count, seed):
+                        copy.write_row(row)
+        else:
+            marks = ", ".join(["?"] * len(COLUMNS))
+            sql = f"INSERT INTO usage_usagerecord ({', '.join(COLUMNS)}) VALUES ({marks})"
+            connection.ensure_connection()
+            raw_connection = connection.connection
+            raw_connection.execute("PRAGMA synchronous = OFF")
+            batch: list[tuple[Any, ...]] = []
+            for row in generate(world, team_id, count, seed):
+                batch.append(_sqlite_row(row))
+                if len(batch) == 20_000:
+                    _sqlite_insert(raw_connection, sql, batch)
+                    batch.clear()
+            if batch:
+                _sqlite_insert(raw_connection, sql, batch)
+        total += count
+        if team_id == world["team_ids"][0]:
+            print(f"  team {team_id}: {count:,} rows in {time.perf_counter() - t0:.0f} s")
+    return total
+
+
+def _sqlite_insert(raw_connection: Any, sql: str, batch: list[tuple[Any, ...]]) -> None:
+    # Django's SQLite connection is in autocommit mode: one transaction per batch, not per row.
+    raw_connection.execute("BEGIN")
+    raw_connection.executemany(sql, batch)
+    raw_connection.execute("COMMIT")
+
+
+def _sqlite_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = []
+    for value in row:
+        if isinstance(value, uuid.UUID):
+            out.append(value.hex)
+        elif isinstance(value, Decimal):
+            out.append(str(value))
+        elif isinstance(value, dt.datetime):
+            out.append(value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(" "))
+        else:
+            out.append(value)
+    return tuple(out)
+
+
+def _analyze(database: str) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def _rollup_counts() -> str:
+    from playground.usage.models import UsageConversationDaily, UsageDaily, UsageHourly
+
+    return ", ".join(
+        f"{model.__name__} {model.objects.count():,}"
+        for model in (UsageHourly, UsageDaily, UsageConversationDaily)
+    )
+
+
+# --- timing -------------------------------------------------------------------------------------
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+def time_pages(world: dict[str, Any], runs: int) -> float:
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    from playground.analytics.views import CHARTS
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    client = Client()
+    client.force_login(User.objects.get(pk=world["owner_id"]))
+    team = world["team_ids"][0]
+    targets: list[tuple[str, str, dict[str, Any]]] = []
+    for name in CHARTS:
+        targets.append((f"chart {name}", reverse("analytics:chart", args=[name]), {}))
+    targets.append(("log first page", reverse("analytics:log"), {}))
+    narrow = {"status": "upstream_error", "model": "@cf/openai/gpt-oss-120b", "affinity": "on"}
+    targets.append(("log filtered", reverse("analytics:log"), narrow))
+    worst = 0.0
+    print(f"{'what':32} {'range':>5} {'p50 ms':>8} {'p95 ms':>8}")
+    for label, url, extra in targets:
+        for preset in RANGES:
+            params = {"team": team, "range": preset, **extra}
+            timings = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                response = client.get(url, params)
+                timings.append((time.perf_counter() - t0) * 1000)
+                assert response.status_code == 200, (label, response.status_code)
+            p50, p95 = statistics.median(timings), _quantile(timings, 0.95)
+            worst = max(worst, p95)
+            print(f"{label:32} {preset:>5} {p50:8.1f} {p95:8.1f}")
+    return worst
+
+
+def export_in_child(database_url: str, owner_id: int, team_id: int, rows: int) -> dict[str, Any]:
+    spec = json.dumps({"owner_id": owner_id, "team_id": team_id, "rows": rows})
+    env = {**os.environ, "DATABASE_URL": database_url}
+    output = subprocess.run(
+        [sys.executable, __file__, "--export-child", spec],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def export_child(spec: dict[str, Any]) -> None:
+    """Stream the CSV export of the main team's 90 days and stop after `rows` rows."""
+    _django()
+    from django.contrib.auth.models import User
+    from django.http import QueryDict
+
+    from playground.analytics.exports import csv_stream
+    from playground.analytics.filters import filters_from_query
+
+    query = QueryDict(mutable=True)
+    query.update({"team": str(spec["team_id"]), "range": "90d"})
+    filters = filters_from_query(user=User.objects.get(pk=spec["owner_id"]), query=query)
+    assert filters is not None
+    rss_before = _rss_mb()
+
+    async def consume() -> int:
+        lines = 0
+        stream = csv_stream(filters)
+        async for block in stream:
+            lines += block.count(b"\n")
+            if lines > spec["rows"]:
+                await stream.aclose()
+                break
+        return lines - 1  # the header
+
+    t0 = time.perf_counter()
+    exported = asyncio.run(consume())
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps({"rows": exported, "seconds": seconds, "rss_before_mb": rss_before, "rss_peak_mb": peak})
+    )
+
+
+# --- PostgreSQL database of its own -----------------------------------------------------------------
+
+
+def _pg_create(admin_url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    return admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+
+
+def _pg_drop(admin_url: str) -> None:
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+if __name__ == "__main__":
+    main()
