@@ -112,13 +112,14 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     # The filesystem transport needs no server and still crosses processes (web -> worker).
     _broker_dir = DATA_DIR / "celery-broker"
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),  # worker broadcasts; default: ./control
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True
