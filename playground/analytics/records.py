@@ -79,6 +79,10 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
 
 def _ordered(records: QuerySet[UsageRecord], sort: str) -> QuerySet[UsageRecord]:
     column, descending = SORT_COLUMNS[sort]
+    if column not in NULLABLE:
+        # Plain ORDER BY, so PostgreSQL walks the (team, column, id) index; "NULLS LAST" on a
+        # descending walk would not match the index and sort the whole range instead.
+        return records.order_by(f"-{column}", "-id") if descending else records.order_by(column, "id")
     if descending:
         return records.order_by(F(column).desc(nulls_last=True), "-id")
     return records.order_by(F(column).asc(nulls_last=True), "id")
@@ -93,7 +97,9 @@ def _after(records: QuerySet[UsageRecord], sort: str, value: Any, last_id: int) 
     condition = Q(**{f"{column}__{beyond}": value}) | Q(**{column: value, f"id__{beyond}": last_id})
     if column in NULLABLE:
         condition |= Q(**{f"{column}__isnull": True})
-    return records.filter(condition)
+        return records.filter(condition)
+    # The redundant bound lets the index scan start at the cursor (an OR alone cannot bound it).
+    return records.filter(condition, **{f"{column}__{beyond}e": value})
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,11 @@ def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[li
     while True:
         page = records
         if after is not None:
-            page = page.filter(Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]))
+            # The redundant `lte` bounds the index scan at the cursor; without it every chunk
+            # would walk the index again from the newest row (quadratic in the export's size).
+            page = page.filter(
+                Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]), created_at__lte=after[0]
+            )
         rows = list(page.order_by("-created_at", "-id").values(*columns)[:chunk])
         if not rows:
             return
