@@ -28,13 +28,12 @@ from typing import IO, Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from playground.accounts.models import ROLES_THAT_CAN_RUN
-from playground.accounts.selectors import membership_get
+from playground.accounts.permissions import require_run_role
 from playground.batches.inputs import InputRules, ItemInput, LineError, Shared, csv_items, jsonl_items
 from playground.batches.models import (
     Batch,
@@ -132,7 +131,7 @@ def batch_draft_create(
     connection = connection_get(user=user, connection_id=connection_id)
     if connection is None:
         raise ValidationError({"connection": "Choose one of your team's connections."})
-    _require_run_role(user=user, team_id=connection.team_id)
+    require_run_role(user=user, team_id=connection.team_id)
     model_id = model_id.strip()
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
@@ -344,14 +343,8 @@ def _batch_for_run(*, user: User, batch_id: int) -> Batch:
     batch = batch_get(user=user, batch_id=batch_id)
     if batch is None:
         raise BatchNotFound(batch_id)
-    _require_run_role(user=user, team_id=batch.team_id)
+    require_run_role(user=user, team_id=batch.team_id)
     return batch
-
-
-def _require_run_role(*, user: User, team_id: int) -> None:
-    membership = membership_get(user=user, team_id=team_id)
-    if membership is None or membership.role not in ROLES_THAT_CAN_RUN:
-        raise PermissionDenied("Viewers can read this team's batches but not run them (runs cost money).")
 
 
 # --- the chain: ownership, scheduling, recovery ----------------------------------------

@@ -25,8 +25,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRefresh
 from django_htmx.middleware import HtmxDetails
 
-from playground.accounts.models import ROLES_THAT_CAN_RUN
-from playground.accounts.selectors import membership_get, team_list_for_user
+from playground.accounts.permissions import user_can_run
+from playground.accounts.selectors import team_list_for_user
 from playground.batches.forms import BatchCreateForm, upload_limit_text
 from playground.batches.inputs import Shared, utf8_lines
 from playground.batches.models import Batch, BatchStatus, ItemState
@@ -51,7 +51,7 @@ from playground.batches.services import (
 )
 from playground.chat.selectors import conversation_get, conversation_list
 from playground.providers.models import ProviderConnection
-from playground.providers.selectors import connection_list
+from playground.providers.selectors import connection_list_runnable
 
 EXPORT_PAGE = 500
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -115,7 +115,7 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
     context = {
         "batch": batch,
         "progress": batch_progress(batch=batch),
-        "can_run": _can_run(request.user, batch),
+        "can_run": user_can_run(user=request.user, team_id=batch.team_id),
         "items": batch_items_page(batch=batch, state=state if state in ItemState.values else ""),
         "state_filter": state,
         "states": ItemState.choices,
@@ -263,19 +263,8 @@ def _batch_or_404(request: AuthedRequest, batch_id: int) -> Batch:
     return batch
 
 
-def _can_run(user: User, batch: Batch) -> bool:
-    membership = membership_get(user=user, team_id=batch.team_id)
-    return membership is not None and membership.role in ROLES_THAT_CAN_RUN
-
-
 def _runnable_connections(user: User) -> list[ProviderConnection]:
-    connections = list(connection_list(user=user).order_by("team__name", "-is_default", "name"))
-    allowed: dict[int, bool] = {}
-    for connection in connections:
-        if connection.team_id not in allowed:
-            membership = membership_get(user=user, team_id=connection.team_id)
-            allowed[connection.team_id] = membership is not None and membership.role in ROLES_THAT_CAN_RUN
-    return [connection for connection in connections if allowed[connection.team_id]]
+    return list(connection_list_runnable(user=user))
 
 
 def _shared(user: User, data: dict[str, Any], connections: list[ProviderConnection]) -> Shared:

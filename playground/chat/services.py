@@ -19,13 +19,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
-from playground.accounts.models import ROLES_THAT_CAN_RUN
-from playground.accounts.selectors import membership_get
+from playground.accounts.permissions import require_run_role
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.attachments import (
     ImageRefused,
@@ -96,7 +95,7 @@ def conversation_create(
     connection = connection_get(user=user, connection_id=connection_id)
     if connection is None:
         raise ValidationError({"connection": "Choose one of your team's connections."})
-    _require_run_role(user=user, team_id=connection.team_id)
+    require_run_role(user=user, team_id=connection.team_id)
     model_id = model_id.strip()
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
@@ -496,14 +495,8 @@ def _conversation_for_run(*, user: User, conversation_id: int) -> Conversation:
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     if conversation is None:
         raise ConversationNotFound(conversation_id)
-    _require_run_role(user=user, team_id=conversation.team_id)
+    require_run_role(user=user, team_id=conversation.team_id)
     return conversation
-
-
-def _require_run_role(*, user: User, team_id: int) -> None:
-    membership = membership_get(user=user, team_id=team_id)
-    if membership is None or membership.role not in ROLES_THAT_CAN_RUN:
-        raise PermissionDenied("Viewers can read this team's conversations but not send requests.")
 
 
 # --- image attachments ----------------------------------------------------------------------
@@ -553,7 +546,7 @@ def attachment_remove(*, user: User, attachment_id: int) -> None:
     attachment = attachment_get(user=user, attachment_id=attachment_id)
     if attachment is None:
         raise ConversationNotFound(attachment_id)
-    _require_run_role(user=user, team_id=attachment.conversation.team_id)
+    require_run_role(user=user, team_id=attachment.conversation.team_id)
     if attachment.message_id is not None:
         raise ValidationError("This image was sent with a message; it stays with it.")
     attachment_discard(attachment)

@@ -18,8 +18,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from playground.accounts.models import ROLES_THAT_CAN_RUN
-from playground.accounts.selectors import membership_get, team_list_for_user
+from playground.accounts.permissions import user_can_run
+from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.attachment_views import attachments_context
 from playground.chat.forms import (
@@ -51,7 +51,7 @@ from playground.chat.services import (
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolProblem, ToolsInvalid, tools_support
 from playground.providers.models import ProviderConnection
-from playground.providers.selectors import connection_get, connection_list
+from playground.providers.selectors import connection_get, connection_list_runnable
 
 SIDEBAR_CONVERSATIONS = 50
 
@@ -116,8 +116,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     conversation = conversation_get(user=request.user, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
-    membership = membership_get(user=request.user, team_id=conversation.team_id)
-    can_run = membership is not None and membership.role in ROLES_THAT_CAN_RUN
+    can_run = user_can_run(user=request.user, team_id=conversation.team_id)
     connection = conversation.connection
     if not can_run:
         composer_note = (
@@ -294,13 +293,7 @@ def _chrome(request: HttpRequest) -> dict[str, Any]:
 
 def _runnable_connections(request: HttpRequest) -> list[ProviderConnection]:
     """Connections of the teams where the user may send requests (viewers may not)."""
-    connections = list(connection_list(user=request.user).order_by("team__name", "-is_default", "name"))
-    runnable: dict[int, bool] = {}
-    for connection in connections:
-        if connection.team_id not in runnable:
-            membership = membership_get(user=request.user, team_id=connection.team_id)
-            runnable[connection.team_id] = membership is not None and membership.role in ROLES_THAT_CAN_RUN
-    return [connection for connection in connections if runnable[connection.team_id]]
+    return list(connection_list_runnable(user=request.user))
 
 
 def _initial(connections: list[ProviderConnection]) -> dict[str, Any]:
