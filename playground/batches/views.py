@@ -49,8 +49,8 @@ from playground.batches.services import (
     batch_nudge_if_stalled,
     batch_retry_failed,
 )
-from playground.chat.selectors import conversation_get, conversation_list
 from playground.providers.models import ProviderConnection
+from playground.providers.presets import preset_choices, preset_get
 from playground.providers.selectors import connection_list_runnable
 
 EXPORT_PAGE = 500
@@ -67,7 +67,7 @@ class AuthedRequest(HttpRequest):
 @require_http_methods(["GET", "POST"])
 def batch_list_view(request: AuthedRequest) -> HttpResponse:
     connections = _runnable_connections(request.user)
-    conversations = [(c.pk, f"{c} · {c.model_id}") for c in conversation_list(user=request.user)[:100]]
+    conversations = preset_choices(user=request.user)
     if request.method == "GET":
         form = BatchCreateForm(connections=connections, conversations=conversations)
         return _list_page(request, form, connections)
@@ -272,21 +272,14 @@ def _shared(user: User, data: dict[str, Any], connections: list[ProviderConnecti
     system_prompt = data.get("system_prompt", "")
     fields: dict[str, Any] = {}
     if data.get("conversation"):
-        conversation = conversation_get(user=user, conversation_id=data["conversation"])
-        if conversation is None:
+        preset = preset_get(user=user, preset_id=data["conversation"])
+        if preset is None:
             raise ValidationError({"conversation": "Choose one of your team's conversations."})
         connection = next((c for c in connections if c.pk == data["connection"]), None)
         allowed = connection.spec.parameters if connection else frozenset()
-        fields.update(
-            {key: value for key, value in (conversation.parameters or {}).items() if key in allowed}
-        )
-        if conversation.tools:
-            fields["tools"] = [{k: v for k, v in tool.items() if k != "mocks"} for tool in conversation.tools]
-            fields["tool_choice"] = conversation.tool_choice
-            fields["parallel_tool_calls"] = conversation.parallel_tool_calls
-        if conversation.response_format:
-            fields["response_format"] = conversation.response_format
-        system_prompt = system_prompt or conversation.system_prompt
+        fields.update({key: value for key, value in preset.parameters.items() if key in allowed})
+        fields.update(preset.fields)
+        system_prompt = system_prompt or preset.system_prompt
     return Shared(system_prompt=system_prompt, fields=fields)
 
 

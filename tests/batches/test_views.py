@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
 from playground.batches.views import csv_safe
+from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
 from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
@@ -150,3 +151,51 @@ def test_the_progress_poll_reloads_the_page_once_the_batch_is_finished(
 
     assert 'hx-trigger="every 2s"' in running.content.decode()
     assert finished.headers["HX-Refresh"] == "true"
+
+
+def test_a_batch_started_from_a_conversation_carries_its_settings(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
+    conversation = Conversation.objects.create(
+        team=actors.team,
+        user=actors.owner,
+        connection=workers_connection,
+        model_id=NO_QUEUE_MODEL,
+        system_prompt="Answer in French.",
+        parameters={"temperature": 0.2, "not_a_workers_parameter": 1},
+        tools=[{**tool, "returns_json": True, "mocks": ["{}"]}],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        response_format=schema,
+    )
+
+    response = _post(
+        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
+    )
+
+    assert response.status_code == 302
+    batch = Batch.objects.get()
+    request = batch.items.get().request
+    assert batch.from_conversation_id == conversation.pk
+    assert request["messages"][0] == {"role": "system", "content": "Answer in French."}
+    assert request["temperature"] == 0.2 and "not_a_workers_parameter" not in request
+    assert request["tools"] == [tool]  # mocks and returns_json are ours: never sent
+    assert request["tool_choice"] == "required" and request["parallel_tool_calls"] is False
+    assert request["response_format"] == schema
+
+
+def test_another_teams_conversation_cannot_seed_a_batch(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    foreign = Conversation.objects.create(
+        team=actors.other_team, user=actors.outsider, model_id=NO_QUEUE_MODEL
+    )
+
+    response = _post(
+        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(foreign.pk)
+    )
+
+    assert response.status_code == 400
+    assert not Batch.objects.exists()
