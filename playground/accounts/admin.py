@@ -1,15 +1,15 @@
+"""Teams in the (superuser-only) admin. Owners and admins manage theirs on the team pages."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.options import InlineModelAdmin
-from django.db.models import Model, QuerySet
+from django.db.models import Model
 from django.http import HttpRequest
 
-from playground.accounts.admin_scope import TeamScopedAdmin, managed_teams
 from playground.accounts.models import Membership, Team
-from playground.accounts.selectors import team_list_owned
+from playground.providers.services import connection_engine_ensure
 
 
 class MembershipInline(admin.TabularInline):
@@ -18,30 +18,17 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(TeamScopedAdmin):
+class TeamAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "created_at"]
     fields = ["name", "slug"]  # the time zone is set with the budget, on the team's budgets page
     prepopulated_fields = {"slug": ["name"]}
     search_fields = ["name"]
+    inlines = [MembershipInline]
 
-    def get_inlines(self, request: HttpRequest, obj: Team | None) -> list[type[InlineModelAdmin[Any, Any]]]:
-        # Picking a user lists every account, so only superusers manage memberships here.
-        return [MembershipInline] if request.user.is_superuser else []
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
-        return managed_teams(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_superuser
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        """Team admins see their team here; only its owners (and superusers) rename it."""
-        if not super().has_change_permission(request, obj):
-            return False
-        if request.user.is_superuser:
-            return True
-        owned = team_list_owned(user=request.user)
-        return owned.filter(pk=obj.pk).exists() if obj is not None else owned.exists()
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:  # as team_create does: every team has the embedded engine
+            connection_engine_ensure(team=obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         # Deleting a team cascades to its conversations, connections and members: not a

@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from playground.accounts.models import Membership, Role, Team
+from playground.accounts.models import Membership, Team
 
 AnyUser = User | AnonymousUser
 
@@ -19,13 +19,6 @@ def team_list_for_user(*, user: AnyUser) -> QuerySet[Team]:
     if not user.is_authenticated:
         return Team.objects.none()
     return Team.objects.filter(memberships__user_id=user.pk).order_by("name")
-
-
-def team_list_owned(*, user: AnyUser) -> QuerySet[Team]:
-    """The teams `user` owns (renaming a team is an owner's call)."""
-    if not user.is_authenticated:
-        return Team.objects.none()
-    return Team.objects.filter(memberships__user_id=user.pk, memberships__role=Role.OWNER)
 
 
 def membership_get(*, user: AnyUser, team_id: int) -> Membership | None:

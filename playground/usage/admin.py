@@ -3,12 +3,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from playground.accounts.admin_scope import TeamScopedAdmin
 from playground.usage.models import UsageRecord
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(TeamScopedAdmin):
+class UsageRecordAdmin(admin.ModelAdmin):
     """Read-only: records are facts about requests that happened."""
 
     list_display = [

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 
 from playground.accounts.models import Membership, Role
 from playground.providers.models import ConnectionKind, ProviderConnection
@@ -45,3 +46,19 @@ def test_it_generates_a_password_when_none_is_given(monkeypatch: Any) -> None:
     password = output.strip().rsplit(" / ", 1)[1]
     assert len(password) >= 12
     assert User.objects.get(username="demo").check_password(password)
+
+
+def test_the_printed_login_reaches_the_team_pages_and_not_the_admin(monkeypatch: Any) -> None:
+    monkeypatch.setenv("PLAYGROUND_DEMO_PASSWORD", "correct-horse-battery")
+    output = run_demo_setup()
+    client = Client()
+
+    signed_in = client.post("/login/", {"username": "demo", "password": "correct-horse-battery"})
+
+    assert signed_in.status_code == 302
+    team = Membership.objects.get(user__username="demo").team
+
+    assert "/teams/" in output
+    assert client.get(f"/teams/{team.pk}/members/").status_code == 200
+    assert client.get(f"/teams/{team.pk}/connections/").status_code == 200
+    assert client.get("/admin/").status_code == 302  # the admin is for superusers only

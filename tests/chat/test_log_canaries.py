@@ -109,26 +109,19 @@ def _connections(
     return connection_save(connection=workers, token=token), connection_engine_ensure(team=actors.team)
 
 
-def test_connection_admin_and_login_paths_log_no_secret(
+def test_connection_form_and_login_paths_log_no_secret(
     actors: Actors, settings: LazySettings, everything_logged: pytest.LogCaptureFixture
 ) -> None:
     token, password = canary(), canary()
-    actors.owner.is_staff = True
     actors.owner.set_password(password)
     actors.owner.save()
-    admin = Client()
-    admin.force_login(actors.owner)
-    form = {
-        "team": actors.team.pk,
-        "name": "Gateway",
-        "kind": ConnectionKind.OPENAI_COMPATIBLE,
-        "token": token,
-    }
+    owner = Client()
+    owner.force_login(actors.owner)
+    add = f"/teams/{actors.team.pk}/connections/new/"
+    form = {"name": "Gateway", "kind": ConnectionKind.OPENAI_COMPATIBLE, "token": token}
 
-    admin.post(
-        "/admin/providers/providerconnection/add/", {**form, "base_url": "http://10.0.0.5/v1"}
-    )  # refused
-    admin.post("/admin/providers/providerconnection/add/", {**form, "base_url": "http://127.0.0.1:9/v1"})
+    owner.post(add, {**form, "base_url": "http://10.0.0.5/v1"})  # refused
+    owner.post(add, {**form, "base_url": "http://127.0.0.1:9/v1"})
     for wrong in range(11):  # failures, then a lockout
         Client().post("/login/", {"username": "owner", "password": password[: -wrong - 1]})
     Client().post("/admin/login/", {"username": "owner", "password": password})

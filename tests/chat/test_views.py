@@ -100,8 +100,9 @@ def test_the_list_shows_an_empty_state_and_the_new_conversation_form(
     assert "Alpha" in content  # the user's team in the top bar
 
 
-def test_only_staff_see_the_link_to_connections_and_usage(actors: Actors) -> None:
-    User.objects.filter(pk=actors.owner.pk).update(is_staff=True)
+def test_only_superusers_see_the_link_to_the_admin(actors: Actors) -> None:
+    User.objects.filter(pk=actors.owner.pk).update(is_staff=True, is_superuser=True)
+    User.objects.filter(pk=actors.teammate.pk).update(is_staff=True)  # staff alone opens no admin
     admin_link = f'href="{reverse("admin:index")}"'
 
     assert admin_link in client_for(actors.owner).get(reverse("chat:conversation-list")).content.decode()

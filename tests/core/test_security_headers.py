@@ -26,12 +26,14 @@ def directives(header: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("url", [reverse("login"), reverse("chat:conversation-list"), reverse("admin:index")])
 def test_every_page_sends_a_strict_content_security_policy(actors: Actors, url: str) -> None:
-    actors.owner.is_staff = True
+    actors.owner.is_staff = actors.owner.is_superuser = True  # the admin is for superusers only
     actors.owner.save()
     client = Client()
     client.force_login(actors.owner)
 
     response = client.get(url)
+
+    assert response.status_code == 200
 
     policy = directives(response["Content-Security-Policy"])
     assert policy["script-src"] == ["'self'"]

@@ -26,7 +26,12 @@ class Command(BaseCommand):
             )
             return
         password = env_secret("PLAYGROUND_DEMO_PASSWORD") or secrets.token_urlsafe(12)
-        # Staff so the owner can manage the team's connections in the admin (scoped to the team).
-        owner = User.objects.create_user(username, password=password, is_staff=True)
+        # Not staff: the owner manages the team on the team pages; the admin is for superusers.
+        owner = User.objects.create_user(username, password=password)
         team_create(name=DEMO_TEAM, owner=owner)
-        self.stdout.write(self.style.SUCCESS(f"Created {DEMO_TEAM!r}. Log in as {username!r} / {password}"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Created {DEMO_TEAM!r} (its owner manages it on the Team pages, /teams/). "
+                f"Log in as {username!r} / {password}"
+            )
+        )
