@@ -32,6 +32,7 @@ from jsonschema.exceptions import ValidationError as SchemaViolation
 from playground.catalog.models import CatalogModel
 from playground.catalog.seed import KIMI_K25, KIMI_K26
 from playground.catalog.selectors import catalog_model_serving
+from playground.chat.issues import Issue, json_path
 from playground.chat.models import Conversation
 from playground.chat.tools import tools_request_fields
 from playground.providers.adapters import ChatRequest
@@ -286,29 +287,6 @@ def parameters_check(*, caps: Capabilities, parameters: Mapping[str, Any]) -> di
     if errors:
         raise ValidationError(errors)
     return kept
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One problem found in a JSON document, at a JSON path such as `$.properties.age.type`."""
-
-    path: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "message": self.message}
-
-
-def json_path(parts: Iterable[str | int]) -> str:
-    path = "$"
-    for part in parts:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
-            path += f".{part}"
-        else:
-            path += f"[{json.dumps(part)}]"
-    return path
 
 
 def json_text_parse(text: str) -> tuple[Any, Issue | None]:

@@ -48,11 +48,11 @@ from playground.chat.composer import (
     response_format_check,
     structured_check,
 )
+from playground.chat.issues import Issue
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.selectors import attachment_get, conversation_get, message_list
 from playground.chat.tools import (
     MAX_AUTO_MOCK_STEPS,
-    ToolProblem,
     ToolsInvalid,
     tool_by_name,
     tool_call_record,
@@ -176,7 +176,7 @@ def conversation_tools_update(
     """Save the tools editor, all or nothing: raises `ToolsInvalid` listing every problem
     with its JSON path (see `chat.tools`), and refuses tools for a model that takes none."""
     conversation = _conversation_for_run(user=user, conversation_id=conversation_id)
-    problems: list[ToolProblem] = []
+    problems: list[Issue] = []
     tools: list[dict[str, Any]] = []
     choice: str | dict[str, Any] = "auto"
     try:
@@ -185,10 +185,10 @@ def conversation_tools_update(
     except ToolsInvalid as exc:
         problems += exc.problems
     if not 0 <= auto_mock_steps <= MAX_AUTO_MOCK_STEPS:
-        problems.append(ToolProblem("auto_mock_steps", f"Between 0 and {MAX_AUTO_MOCK_STEPS}."))
+        problems.append(Issue("auto_mock_steps", f"Between 0 and {MAX_AUTO_MOCK_STEPS}."))
     support = tools_support(model_id=conversation.model_id)
     if tools and not support.allowed:
-        problems.insert(0, ToolProblem("$", support.reason))
+        problems.insert(0, Issue("$", support.reason))
     if problems:
         raise ToolsInvalid(problems)
     conversation.tools = tools

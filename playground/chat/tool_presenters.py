@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from playground.chat.issues import Issue
 from playground.chat.models import Message
 from playground.chat.tools import (
     MAX_AUTO_MOCK_STEPS,
-    ToolProblem,
     ToolSupport,
     mock_text,
     tool_by_name,
@@ -95,7 +95,7 @@ class ToolsPanel:
     count: int
     token_estimate: int
     support: ToolSupport
-    problems: list[ToolProblem]
+    problems: list[Issue]
     saved: bool
     placeholder: str = TOOLS_PLACEHOLDER
 
@@ -112,7 +112,7 @@ def tools_panel(
     auto_mock_steps: int,
     support: ToolSupport,
     text: str | None = None,
-    problems: Sequence[ToolProblem] = (),
+    problems: Sequence[Issue] = (),
     saved: bool = False,
 ) -> ToolsPanel:
     names = [str(tool.get("function", {}).get("name", "")) for tool in tools]

@@ -27,6 +27,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
 
 from playground.catalog.selectors import catalog_model_serving
+from playground.chat.issues import Issue
 from playground.chat.models import Conversation
 from playground.providers.answer import ToolCall
 from playground.storable import is_storable
@@ -48,16 +49,10 @@ _META = Draft202012Validator(
 )
 
 
-@dataclass(frozen=True)
-class ToolProblem:
-    path: str  # a JSON path into what the user typed: "$[0].function.parameters.properties.city.type"
-    message: str
-
-
 class ToolsInvalid(ValidationError):
     """The definitions (or the tool choice) have problems; `problems` lists each with its path."""
 
-    def __init__(self, problems: Sequence[ToolProblem]) -> None:
+    def __init__(self, problems: Sequence[Issue]) -> None:
         self.problems = list(problems)
         super().__init__([f"{problem.path}: {problem.message}" for problem in self.problems])
 
@@ -90,98 +85,92 @@ def tools_parse(text: str) -> list[dict[str, Any]]:
     if not text:
         return []
     if len(text) > MAX_TOOLS_CHARS:
-        raise ToolsInvalid([ToolProblem("$", f"The definitions are over {MAX_TOOLS_CHARS:,} characters.")])
+        raise ToolsInvalid([Issue("$", f"The definitions are over {MAX_TOOLS_CHARS:,} characters.")])
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
     except ValueError as exc:
-        raise ToolsInvalid([ToolProblem("$", f"Not valid JSON: {exc}.")]) from None
+        raise ToolsInvalid([Issue("$", f"Not valid JSON: {exc}.")]) from None
     problems = tools_validate(value)
     if problems:
         raise ToolsInvalid(problems)
     return value  # type: ignore[no-any-return]  # tools_validate checked it is a list of objects
 
 
-def tools_validate(value: Any) -> list[ToolProblem]:
+def tools_validate(value: Any) -> list[Issue]:
     """Every problem of a decoded tool list: the OpenAI shape, names, schemas, mocks."""
     if not isinstance(value, list):
-        return [ToolProblem("$", "Tools must be a JSON array of tool objects.")]
+        return [Issue("$", "Tools must be a JSON array of tool objects.")]
     if len(value) > MAX_TOOLS:
-        return [ToolProblem("$", f"At most {MAX_TOOLS} tools.")]
-    problems: list[ToolProblem] = []
+        return [Issue("$", f"At most {MAX_TOOLS} tools.")]
+    problems: list[Issue] = []
     names: set[str] = set()
     for index, tool in enumerate(value):
         problems += _tool_problems(tool, f"$[{index}]", names)
     return problems
 
 
-def _tool_problems(tool: Any, path: str, names: set[str]) -> list[ToolProblem]:
+def _tool_problems(tool: Any, path: str, names: set[str]) -> list[Issue]:
     if not isinstance(tool, dict):
-        return [ToolProblem(path, 'A tool must be an object: {"type": "function", "function": {...}}.')]
+        return [Issue(path, 'A tool must be an object: {"type": "function", "function": {...}}.')]
     problems = [
-        ToolProblem(f"{path}.{key}", f"Unknown key {key!r}; a tool has {', '.join(TOOL_KEYS)}.")
+        Issue(f"{path}.{key}", f"Unknown key {key!r}; a tool has {', '.join(TOOL_KEYS)}.")
         for key in tool
         if key not in TOOL_KEYS
     ]
     if tool.get("type") != "function":
-        problems.append(ToolProblem(f"{path}.type", 'Must be "function".'))
+        problems.append(Issue(f"{path}.type", 'Must be "function".'))
     function = tool.get("function")
     if not isinstance(function, dict):
-        problems.append(
-            ToolProblem(f"{path}.function", "Required: an object with name, description, parameters.")
-        )
+        problems.append(Issue(f"{path}.function", "Required: an object with name, description, parameters."))
         return problems
     where = f"{path}.function"
     problems += [
-        ToolProblem(f"{where}.{key}", f"Unknown key {key!r}; a function has {', '.join(FUNCTION_KEYS)}.")
+        Issue(f"{where}.{key}", f"Unknown key {key!r}; a function has {', '.join(FUNCTION_KEYS)}.")
         for key in function
         if key not in FUNCTION_KEYS
     ]
     name = function.get("name")
     if not isinstance(name, str) or not TOOL_NAME.match(name):
-        problems.append(ToolProblem(f"{where}.name", "Required: 1-64 letters, digits, '_' or '-'."))
+        problems.append(Issue(f"{where}.name", "Required: 1-64 letters, digits, '_' or '-'."))
     elif name in names:
-        problems.append(ToolProblem(f"{where}.name", f"Another tool is already named {name!r}."))
+        problems.append(Issue(f"{where}.name", f"Another tool is already named {name!r}."))
     else:
         names.add(name)
     if "description" in function and not isinstance(function["description"], str):
-        problems.append(ToolProblem(f"{where}.description", "Must be a string."))
+        problems.append(Issue(f"{where}.description", "Must be a string."))
     if "strict" in function and not isinstance(function["strict"], bool | None):
-        problems.append(ToolProblem(f"{where}.strict", "Must be true, false or null."))
+        problems.append(Issue(f"{where}.strict", "Must be true, false or null."))
     if "parameters" in function:
         problems += schema_problems(function["parameters"], f"{where}.parameters", root_object=True)
     returns_json = tool.get("returns_json", False)
     if not isinstance(returns_json, bool):
-        problems.append(ToolProblem(f"{path}.returns_json", "Must be true or false."))
+        problems.append(Issue(f"{path}.returns_json", "Must be true or false."))
     problems += _mock_problems(tool.get("mocks", []), f"{path}.mocks", returns_json=returns_json is True)
     return problems
 
 
-def schema_problems(schema: Any, path: str, *, root_object: bool = False) -> list[ToolProblem]:
+def schema_problems(schema: Any, path: str, *, root_object: bool = False) -> list[Issue]:
     """Each way `schema` breaks the JSON Schema 2020-12 meta-schema, with its path."""
     if not isinstance(schema, dict):
-        return [ToolProblem(path, "Must be a JSON Schema object.")]
+        return [Issue(path, "Must be a JSON Schema object.")]
     problems = [
-        ToolProblem(path + _suffix(error.json_path), f"Not valid JSON Schema 2020-12: {error.message}.")
+        Issue(path + _suffix(error.json_path), f"Not valid JSON Schema 2020-12: {error.message}.")
         for error in sorted(_META.iter_errors(schema), key=lambda error: error.json_path)
     ]
     if root_object and not problems and schema.get("type", "object") != "object":
-        problems.append(
-            ToolProblem(f"{path}.type", 'Tool parameters must describe an object ("type": "object").')
-        )
+        problems.append(Issue(f"{path}.type", 'Tool parameters must describe an object ("type": "object").'))
     return problems
 
 
-def _mock_problems(mocks: Any, path: str, *, returns_json: bool) -> list[ToolProblem]:
+def _mock_problems(mocks: Any, path: str, *, returns_json: bool) -> list[Issue]:
     if not isinstance(mocks, list):
-        return [ToolProblem(path, "Mocks must be an array of results (text, or any JSON value).")]
+        return [Issue(path, "Mocks must be an array of results (text, or any JSON value).")]
     if len(mocks) > MAX_MOCKS:
-        return [ToolProblem(path, f"At most {MAX_MOCKS} mocks per tool.")]
+        return [Issue(path, f"At most {MAX_MOCKS} mocks per tool.")]
     problems = []
     for index, mock in enumerate(mocks):
         if returns_json and isinstance(mock, str) and not _is_json(mock):
-            problems.append(
-                ToolProblem(f"{path}[{index}]", "This tool returns JSON, and this text is not JSON.")
-            )
+            problems.append(Issue(f"{path}[{index}]", "This tool returns JSON, and this text is not JSON."))
     return problems
 
 
@@ -207,10 +196,10 @@ def tool_choice_parse(raw: str, tools: Sequence[Mapping[str, Any]]) -> str | dic
     raw = raw.strip() or "auto"
     if raw in TOOL_CHOICES:
         if raw == "required" and not tools:
-            raise ToolsInvalid([ToolProblem("tool_choice", '"required" needs at least one tool.')])
+            raise ToolsInvalid([Issue("tool_choice", '"required" needs at least one tool.')])
         return raw
     if tool_by_name(tools, raw) is None:
-        raise ToolsInvalid([ToolProblem("tool_choice", f"There is no tool named {raw!r}.")])
+        raise ToolsInvalid([Issue("tool_choice", f"There is no tool named {raw!r}.")])
     return {"type": "function", "function": {"name": raw}}
 
 

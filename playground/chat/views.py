@@ -30,6 +30,7 @@ from playground.chat.forms import (
     ToolsForm,
     connection_label,
 )
+from playground.chat.issues import Issue
 from playground.chat.models import Conversation
 from playground.chat.presenters import (
     composer_summary,
@@ -49,7 +50,7 @@ from playground.chat.services import (
     conversation_tools_update,
 )
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
-from playground.chat.tools import ToolProblem, ToolsInvalid, tools_support
+from playground.chat.tools import ToolsInvalid, tools_support
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_get, connection_list_runnable
 
@@ -169,7 +170,7 @@ def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> H
     except ConversationNotFound:
         raise Http404("No such conversation.") from None
     except PermissionDenied as exc:
-        panel = _tools_panel(conversation, text=text, problems=[ToolProblem("$", str(exc))])
+        panel = _tools_panel(conversation, text=text, problems=[Issue("$", str(exc))])
     else:
         if not request.htmx:
             return redirect("chat:conversation-detail", conversation_id=conversation.pk)
