@@ -44,11 +44,14 @@ class ItemInput:
     external_reference: str = ""
 
     def prompt_chars(self) -> int:
-        """What the token estimate counts: the meter's rule for messages, plus tools and schema."""
-        extra = sum(
-            len(json.dumps(self.body[key])) for key in ("tools", "response_format") if key in self.body
+        """What the token estimate counts: the meter's rule (messages, tools, response format)."""
+        request = ChatRequest(
+            model="",
+            messages=self.body["messages"],
+            tools=self.body.get("tools"),
+            response_format=self.body.get("response_format"),
         )
-        return ChatRequest(model="", messages=self.body["messages"]).prompt_chars + extra
+        return request.prompt_chars
 
 
 @dataclass(frozen=True)

@@ -59,12 +59,32 @@ class ChatRequest:
 
     @property
     def prompt_chars(self) -> int:
-        """Characters of message content: what a token estimate of the prompt counts.
+        """Characters of everything the model reads: what a token estimate of the prompt counts
+        (the context-window check, the budget reservation, and usage when a provider reports none).
 
-        Content parts count their text; each image counts as a fixed `IMAGE_PROMPT_CHARS`
-        (never its base64, which would make one photo look like a million tokens).
+        Message content: parts count their text; each image counts as a fixed
+        `IMAGE_PROMPT_CHARS` (never its base64, which would make one photo look like a million
+        tokens). Assistant `tool_calls` count their names and arguments, and the tool
+        definitions and the response format (its schema) count as the JSON sent: models read
+        them too, in their template.
         """
-        return sum(content_prompt_chars(message.get("content")) for message in self.messages)
+        chars = sum(_message_prompt_chars(message) for message in self.messages)
+        for sent in (self.tools, self.response_format):
+            if sent:
+                chars += len(json.dumps(sent, ensure_ascii=False))
+        return chars
+
+
+def _message_prompt_chars(message: Mapping[str, Any]) -> int:
+    chars = content_prompt_chars(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            arguments = function.get("arguments") or ""
+            if not isinstance(arguments, str):  # some wires send the arguments as an object
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            chars += len(str(function.get("name") or "")) + len(arguments)
+    return chars
 
 
 class ChatAdapter(Protocol):
@@ -277,7 +297,9 @@ class EventAssembler:
         if usage is not None:
             events.append(UsageReport(usage))
         reason = self.finish_reason or ("tool_calls" if self.saw_tool_call else "stop")
-        events.append(Finish(reason=reason, upstream_request_id=self.request_id, http_status=self.http_status))
+        events.append(
+            Finish(reason=reason, upstream_request_id=self.request_id, http_status=self.http_status)
+        )
         return events
 
     def _choice_events(self, choice: Any) -> list[StreamEvent]:
