@@ -1,4 +1,4 @@
-"""Chat fixtures: connections to the loopback fake upstream, conversations, and sockets.
+"""Chat fixtures: conversations and sockets (connections to the fake upstream: tests/conftest.py).
 
 Consumer tests are `django_db(transaction=True)`: the consumer reaches the database from
 worker threads, which cannot see a test transaction that is never committed. A flush
@@ -18,53 +18,15 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from playground.accounts.models import Membership, Role, Team
-from playground.catalog.models import CatalogModel, PriceCard
-from playground.catalog.seed import KIMI_K26, catalog_seed
+from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
 from playground.chat.services import conversation_create
-from playground.providers.models import ConnectionKind, ProviderConnection
-from playground.providers.services import connection_engine_ensure, connection_save
-from tests.conftest import Actors
-from tests.fakes.fixtures import fake_upstream  # noqa: F401
+from playground.providers.models import ProviderConnection
+from playground.providers.services import connection_engine_ensure
+from tests.conftest import Actors, workers_connection_for
 from tests.fakes.upstream import FakeUpstream, native_frame, sse
 
-WORKERS_TOKEN = "cf-test-token-abcdef"
-ACCOUNT_ID = "0123456789abcdef0123456789abcdef"
 FRAME_TIMEOUT = 5
-
-
-@pytest.fixture
-def catalogue(db: None) -> None:
-    catalog_seed(CatalogModel, PriceCard)
-
-
-@pytest.fixture
-def viewer(actors: Actors) -> User:
-    user = User.objects.create_user("viewer", password="password-viewer")
-    Membership.objects.create(team=actors.team, user=user, role=Role.VIEWER)
-    return user
-
-
-def _workers_connection(
-    team: Team, upstream: FakeUpstream, *, name: str, token: str, is_default: bool = False
-) -> ProviderConnection:
-    connection = ProviderConnection(
-        team=team,
-        name=name,
-        kind=ConnectionKind.WORKERS_AI,
-        base_url=upstream.workers_base_url,
-        account_id=ACCOUNT_ID,
-        is_default=is_default,
-    )
-    return connection_save(connection=connection, token=token)
-
-
-@pytest.fixture
-def workers_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
-    return _workers_connection(
-        actors.team, fake_upstream, name="Workers AI (fake)", token=WORKERS_TOKEN, is_default=True
-    )
 
 
 @pytest.fixture
@@ -73,19 +35,8 @@ def engine_connection(actors: Actors, catalogue: None) -> ProviderConnection:
 
 
 @pytest.fixture
-def openai_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
-    connection = ProviderConnection(
-        team=actors.team,
-        name="Gateway",
-        kind=ConnectionKind.OPENAI_COMPATIBLE,
-        base_url=fake_upstream.url + "/v1",
-    )
-    return connection_save(connection=connection, token="sk-test")
-
-
-@pytest.fixture
-def other_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
-    return _workers_connection(
+def other_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:
+    return workers_connection_for(
         actors.other_team, fake_upstream, name="Bravo Workers AI", token="cf-other-token"
     )
 

@@ -31,8 +31,7 @@ from playground.chat.services import (
 from playground.providers.models import ProviderConnection
 from playground.providers.request_body import recorded_body
 from playground.usage.models import UsageRecord
-from tests.chat.conftest import WORKERS_TOKEN
-from tests.conftest import Actors
+from tests.conftest import WORKERS_TOKEN, Actors
 from tests.fakes.upstream import (
     FakeUpstream,
     chat_completion,

@@ -10,8 +10,8 @@ from django.conf import LazySettings
 from playground.accounts.models import Membership, Role
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from tests.chat.conftest import FINISHED, WORKERS_TOKEN, Socket, slow_turn_started
-from tests.conftest import Actors
+from tests.chat.conftest import FINISHED, Socket, slow_turn_started
+from tests.conftest import WORKERS_TOKEN, Actors
 from tests.fakes.upstream import FakeUpstream, error, native_frame, openai_chunk, sse, usage
 
 pytestmark = pytest.mark.django_db(transaction=True)

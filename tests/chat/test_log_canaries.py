@@ -22,8 +22,8 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.services import conversation_create
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_save
-from tests.chat.conftest import ACCOUNT_ID, Socket
-from tests.conftest import Actors
+from tests.chat.conftest import Socket
+from tests.conftest import ACCOUNT_ID, Actors
 from tests.fakes.upstream import FakeUpstream, error, native_frame, sse, v4_error
 
 pytestmark = pytest.mark.django_db(transaction=True)
