@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import F, Q, QuerySet
 
 from playground.accounts.selectors import AnyUser
 from playground.analytics.filters import Filters
+from playground.catalog.models import PriceCard
+from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
 
 PAGE_SIZE = 50
@@ -167,7 +170,8 @@ def usage_record_get(*, user: AnyUser, request_id: str) -> UsageRecord | None:
 def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[list[dict[str, Any]]]:
     """The filtered log, newest first, in keyset chunks (flat memory whatever the row count)."""
     records = log_records(filters)
-    columns = EXPORT_FIELDS
+    columns = [field for field in EXPORT_FIELDS if "__" not in field]
+    lookups = _ExportLookups(team_slug=filters.team.slug)
     after: tuple[dt.datetime, int] | None = None
     while True:
         page = records
@@ -177,13 +181,59 @@ def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[li
             page = page.filter(
                 Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]), created_at__lte=after[0]
             )
+        # No join in the chunk query: with joins PostgreSQL may hash-join and sort the whole
+        # range for every chunk. Names and cards come from small lookups, cached across chunks.
         rows = list(page.order_by("-created_at", "-id").values(*columns)[:chunk])
         if not rows:
             return
+        lookups.fill(rows)
         yield rows
         after = (rows[-1]["created_at"], rows[-1]["id"])
         if len(rows) < chunk:
             return
+
+
+class _ExportLookups:
+    """The joined columns of an export (team, user, connection, price card), fetched once per id."""
+
+    CARD_FIELDS = ("label", "effective_from", "input_per_m", "cached_input_per_m", "output_per_m")
+
+    def __init__(self, *, team_slug: str) -> None:
+        self.team_slug = team_slug
+        self.users: dict[int, str] = {}
+        self.connections: dict[int, str] = {}
+        self.cards: dict[int, dict[str, Any]] = {}
+
+    def fill(self, rows: list[dict[str, Any]]) -> None:
+        self._load(
+            rows,
+            "user_id",
+            self.users,
+            lambda ids: User.objects.filter(pk__in=ids).values_list("pk", "username"),
+        )
+        self._load(
+            rows,
+            "connection_id",
+            self.connections,
+            lambda ids: ProviderConnection.objects.filter(pk__in=ids).values_list("pk", "name"),
+        )
+        missing = {row["price_card_id"] for row in rows} - set(self.cards) - {None}
+        for card in PriceCard.objects.filter(pk__in=missing).values("pk", *self.CARD_FIELDS):
+            self.cards[card["pk"]] = card
+        empty = dict.fromkeys(self.CARD_FIELDS)
+        for row in rows:
+            row["team__slug"] = self.team_slug
+            row["user__username"] = self.users.get(row["user_id"])
+            row["connection__name"] = self.connections.get(row["connection_id"])
+            card = self.cards.get(row["price_card_id"], empty)
+            for name in self.CARD_FIELDS:
+                row[f"price_card__{name}"] = card[name]
+
+    @staticmethod
+    def _load(rows: list[dict[str, Any]], key: str, cache: dict[int, str], fetch: Any) -> None:
+        missing = {row[key] for row in rows} - set(cache) - {None}
+        if missing:
+            cache.update(dict(fetch(missing)))
 
 
 # The stored fields an export reads (no secret lives on a usage record; request bodies are
@@ -193,7 +243,9 @@ EXPORT_FIELDS = (
     "request_id",
     "created_at",
     "team__slug",
+    "user_id",
     "user__username",
+    "connection_id",
     "connection__name",
     "model_id",
     "path",
