@@ -114,9 +114,7 @@ def model_options_view(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = _conversation_or_404(request, conversation_id)
     can_run = user_can_run(user=request.user, team_id=conversation.team_id)
     connection = conversation.connection
     if not can_run:
@@ -150,9 +148,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
 @require_POST
 def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """Save the tools editor; every problem comes back inline with its JSON path, nothing saved."""
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = _conversation_or_404(request, conversation_id)
     form = ToolsForm(request.POST)
     form.is_valid()  # every field is optional; a bad step count is the service's problem to name
     text = request.POST.get("tools", "")
@@ -185,9 +181,7 @@ def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> H
 @require_POST
 def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """Save the composer settings; errors come back inline on the panel and nothing is saved."""
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = _conversation_or_404(request, conversation_id)
     form = ComposerForm(request.POST, caps=conversation_capabilities(conversation=conversation))
     saved = False
     if form.is_valid():
@@ -285,6 +279,14 @@ def _tools_panel(conversation: Conversation, **kwargs: Any) -> ToolsPanel:
         support=tools_support(model_id=conversation.model_id),
         **kwargs,
     )
+
+
+def _conversation_or_404(request: HttpRequest, conversation_id: int) -> Conversation:
+    """The conversation if one of the user's teams owns it; another team's is a 404."""
+    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
 
 
 def _chrome(request: HttpRequest) -> dict[str, Any]:
