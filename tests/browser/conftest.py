@@ -32,13 +32,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.db import DEFAULT_DB_ALIAS, connections
-from playwright.sync_api import Page, expect
 
-from playground.accounts.models import Team
-from playground.providers.models import ConnectionKind, ProviderConnection
-from playground.providers.services import connection_save
 from tests.fakes.fixtures import fake_upstream  # noqa: F401  (a loopback upstream)
-from tests.fakes.upstream import FakeUpstream
 from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
 
 CHROMIUM = "/usr/bin/chromium"
@@ -109,26 +104,3 @@ def chromium_path() -> str:
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
-
-
-def fake_workers_connection(
-    team: Team, upstream: FakeUpstream, *, token: str = "cf-browser-test"
-) -> ProviderConnection:
-    """A Workers AI connection of `team` that talks to the loopback fake upstream."""
-    connection = ProviderConnection(
-        team=team,
-        name="Workers AI (fake)",
-        kind=ConnectionKind.WORKERS_AI,
-        base_url=upstream.workers_base_url,
-        account_id="0" * 32,
-    )
-    return connection_save(connection=connection, token=token)
-
-
-def log_in(page: Page, base_url: str, *, username: str = "teammate") -> None:
-    """Sign in through the real form (the `actors` fixture's passwords are password-<name>)."""
-    page.goto(base_url + "/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(f"password-{username}")
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(base_url + "/chat/")

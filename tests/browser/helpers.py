@@ -1,20 +1,25 @@
-"""What browser tests share: a console watcher, logging in, opening a chat, and conversations
-on the real engine or on a loopback fake Workers AI (made before the browser starts: the ORM
-cannot run inside Playwright's sync API, which holds an event loop)."""
+"""What browser tests share: a page in Debian's Chromium, a console watcher, logging in,
+opening a chat, and connections and conversations on the real engine or on a loopback fake
+Workers AI (made before the browser starts: the ORM cannot run inside Playwright's sync API,
+which holds an event loop)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import LazySettings
-from playwright.sync_api import ConsoleMessage, Page, expect
+from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
+from playground.accounts.models import Team
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.chat.models import Conversation
 from playground.chat.services import conversation_create
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_save
+from tests.browser.conftest import CHROMIUM_ARGS
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
 
@@ -30,12 +35,30 @@ class Console:
             self.problems.append(message.text)
 
 
-def log_in(page: Page, base_url: str, username: str = "teammate") -> None:
-    page.goto(base_url + "/login/")
+@contextmanager
+def browser_page(chromium_path: str, *, console: Console | None = None, **options: Any) -> Iterator[Page]:
+    """A page in a fresh headless Chromium (closed afterwards), watched by `console` if given;
+    `options` go to `new_page` (viewport, java_script_enabled, ...)."""
+    options.setdefault("viewport", {"width": 1280, "height": 900})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(**options)
+            if console is not None:
+                page.on("console", console.watch)
+            yield page
+        finally:
+            browser.close()
+
+
+def log_in(page: Page, base_url: str, username: str = "teammate", *, then: str = "/chat/") -> None:
+    """Sign in through the real form (the `actors` fixture's passwords are password-<name>),
+    landing on `then`."""
+    page.goto(base_url + "/login/" + (f"?next={then}" if then != "/chat/" else ""))
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(f"password-{username}")
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(base_url + "/chat/")
+    expect(page).to_have_url(base_url + then)
 
 
 def open_chat(page: Page, base_url: str, conversation: Conversation) -> None:
@@ -43,26 +66,37 @@ def open_chat(page: Page, base_url: str, conversation: Conversation) -> None:
     page.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
 
 
-def engine_chat(actors: Actors, settings: LazySettings, engine: Any) -> Conversation:
-    """The teammate's conversation with the real engine's model."""
+def engine_connection(actors: Actors, settings: LazySettings, engine: Any) -> ProviderConnection:
+    """The team's connection to the real engine (the catalogue seeded again: a transactional
+    test's flush empties it)."""
     settings.ENGINE_URL = engine.url
     settings.ENGINE_API_TOKEN = engine.token
-    catalog_seed(CatalogModel, PriceCard)  # a transactional test's flush empties the catalogue
-    connection = connection_engine_ensure(team=actors.team)
+    catalog_seed(CatalogModel, PriceCard)
+    return connection_engine_ensure(team=actors.team)
+
+
+def engine_chat(actors: Actors, settings: LazySettings, engine: Any) -> Conversation:
+    """The teammate's conversation with the real engine's model."""
+    connection = engine_connection(actors, settings, engine)
     return conversation_create(user=actors.teammate, connection_id=connection.pk, model_id=engine.model_id)
+
+
+def fake_workers_connection(
+    team: Team, upstream: FakeUpstream, *, token: str = "cf-browser-test"
+) -> ProviderConnection:
+    """A Workers AI connection of `team` that talks to the loopback fake upstream."""
+    connection = ProviderConnection(
+        team=team,
+        name="Workers AI (fake)",
+        kind=ConnectionKind.WORKERS_AI,
+        base_url=upstream.workers_base_url,
+        account_id="0" * 32,
+    )
+    return connection_save(connection=connection, token=token)
 
 
 def fake_workers_chat(actors: Actors, upstream: FakeUpstream, model_id: str = KIMI_K26) -> Conversation:
     """The teammate's conversation through a Workers AI connection to the loopback fake."""
     catalog_seed(CatalogModel, PriceCard)
-    connection = connection_save(
-        connection=ProviderConnection(
-            team=actors.team,
-            name="Workers AI (fake)",
-            kind=ConnectionKind.WORKERS_AI,
-            base_url=upstream.workers_base_url,
-            account_id="0" * 32,
-        ),
-        token="cf-browser-test",
-    )
+    connection = fake_workers_connection(actors.team, upstream)
     return conversation_create(user=actors.teammate, connection_id=connection.pk, model_id=model_id)

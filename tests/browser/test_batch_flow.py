@@ -16,14 +16,12 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import LazySettings
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from playground.batches.models import Batch
-from playground.catalog.models import CatalogModel, PriceCard
-from playground.catalog.seed import catalog_seed
-from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
+from tests.browser.conftest import LiveApp
+from tests.browser.helpers import Console, browser_page, engine_connection, log_in
 from tests.conftest import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -58,12 +56,9 @@ def test_a_member_submits_a_jsonl_batch_watches_it_finish_and_downloads_the_resu
     artifacts: Path,
     celery_worker_thread: None,
 ) -> None:
-    settings.ENGINE_URL = running_engine.url
-    settings.ENGINE_API_TOKEN = running_engine.token
     settings.BATCH_POLL_FIRST_SECONDS = 0.5
     settings.BATCH_POLL_MAX_SECONDS = 2.0
-    catalog_seed(CatalogModel, PriceCard)
-    connection_engine_ensure(team=actors.team)
+    engine_connection(actors, settings, running_engine)
     lines = "\n".join(
         json.dumps(
             {
@@ -77,57 +72,47 @@ def test_a_member_submits_a_jsonl_batch_watches_it_finish_and_downloads_the_resu
     shots = Path("/tmp/shots/batches")
     shots.mkdir(parents=True, exist_ok=True)
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on(
-                "console", lambda message: errors.append(message.text) if message.type == "error" else None
-            )
-            page.goto(live_app.url + "/login/?next=/batches/")
-            page.get_by_label("Username").fill("teammate")
-            page.get_by_label("Password").fill("password-teammate")
-            page.get_by_role("button", name="Log in").click()
-            expect(page.get_by_text("No batches yet")).to_be_visible()
+    console = Console()
 
-            # A bad line first: refused with its number, nothing stored.
-            page.get_by_label("Model").fill(running_engine.model_id)
-            page.get_by_label("Paste").fill(lines + "\n{not json")
-            page.get_by_role("button", name="Check and preview").click()
-            expect(page.locator("#line-errors")).to_contain_text(f"Line {ITEMS + 1}: not valid JSON")
-            page.screenshot(path=shots / "01-line-error.png", full_page=True)
-            expect(page.locator("#line-errors")).to_contain_text("nothing was queued")
+    with browser_page(chromium_path, console=console) as page:
+        log_in(page, live_app.url, then="/batches/")
+        expect(page.get_by_text("No batches yet")).to_be_visible()
 
-            page.get_by_label("Model").fill(running_engine.model_id)
-            page.get_by_label("Paste").fill(lines)
-            page.get_by_role("button", name="Check and preview").click()
-            expect(page.locator("#preview")).to_contain_text("row-0")
-            expect(page.locator("#batch-path")).to_contain_text("Provider queue")
-            expect(page.locator("#estimate")).to_contain_text("Priced as Kimi K2.5")
-            page.screenshot(path=shots / "02-preview.png", full_page=True)
+        # A bad line first: refused with its number, nothing stored.
+        page.get_by_label("Model").fill(running_engine.model_id)
+        page.get_by_label("Paste").fill(lines + "\n{not json")
+        page.get_by_role("button", name="Check and preview").click()
+        expect(page.locator("#line-errors")).to_contain_text(f"Line {ITEMS + 1}: not valid JSON")
+        page.screenshot(path=shots / "01-line-error.png", full_page=True)
+        expect(page.locator("#line-errors")).to_contain_text("nothing was queued")
 
-            page.get_by_role("button", name=f"Confirm and run {ITEMS} items").click()
-            expect(page.locator("#progress")).to_be_visible()
-            page.screenshot(path=shots / "03-running.png", full_page=True)
-            expect(page.locator("#percent")).to_have_text("100 %", timeout=180_000)
-            expect(page.locator("#download-jsonl")).to_be_visible()
-            # Once finished, the page loads again whole: item states, no Cancel button.
-            expect(page.get_by_role("button", name="Cancel pending items")).to_have_count(0, timeout=10_000)
-            expect(page.locator("td", has_text="Done").first).to_be_visible()
-            page.screenshot(path=shots / "04-finished.png", full_page=True)
+        page.get_by_label("Model").fill(running_engine.model_id)
+        page.get_by_label("Paste").fill(lines)
+        page.get_by_role("button", name="Check and preview").click()
+        expect(page.locator("#preview")).to_contain_text("row-0")
+        expect(page.locator("#batch-path")).to_contain_text("Provider queue")
+        expect(page.locator("#estimate")).to_contain_text("Priced as Kimi K2.5")
+        page.screenshot(path=shots / "02-preview.png", full_page=True)
 
-            with page.expect_download() as download_info:
-                page.locator("#download-jsonl").click()
-            jsonl_text = Path(download_info.value.path()).read_text()
-            with page.expect_download() as csv_info:
-                page.locator("#download-csv").click()
-            csv_text = Path(csv_info.value.path()).read_text()
-            page.get_by_role("link", name="0", exact=True).click()
-            expect(page.get_by_text("batch-item:")).to_be_visible()
-            page.screenshot(path=shots / "05-item.png", full_page=True)
-        finally:
-            browser.close()
+        page.get_by_role("button", name=f"Confirm and run {ITEMS} items").click()
+        expect(page.locator("#progress")).to_be_visible()
+        page.screenshot(path=shots / "03-running.png", full_page=True)
+        expect(page.locator("#percent")).to_have_text("100 %", timeout=180_000)
+        expect(page.locator("#download-jsonl")).to_be_visible()
+        # Once finished, the page loads again whole: item states, no Cancel button.
+        expect(page.get_by_role("button", name="Cancel pending items")).to_have_count(0, timeout=10_000)
+        expect(page.locator("td", has_text="Done").first).to_be_visible()
+        page.screenshot(path=shots / "04-finished.png", full_page=True)
+
+        with page.expect_download() as download_info:
+            page.locator("#download-jsonl").click()
+        jsonl_text = Path(download_info.value.path()).read_text()
+        with page.expect_download() as csv_info:
+            page.locator("#download-csv").click()
+        csv_text = Path(csv_info.value.path()).read_text()
+        page.get_by_role("link", name="0", exact=True).click()
+        expect(page.get_by_text("batch-item:")).to_be_visible()
+        page.screenshot(path=shots / "05-item.png", full_page=True)
 
     rows = [json.loads(line) for line in jsonl_text.splitlines()]
     assert [row["index"] for row in rows] == list(range(ITEMS))
@@ -141,5 +126,7 @@ def test_a_member_submits_a_jsonl_batch_watches_it_finish_and_downloads_the_resu
     assert set(UsageRecord.objects.values_list("source", flat=True)) == {
         f"batch-item:{pk}:1" for pk in Batch.objects.get().items.values_list("pk", flat=True)
     }
-    assert not [error for error in errors if "Content Security Policy" in error], errors
+    assert not [problem for problem in console.problems if "Content Security Policy" in problem], (
+        console.problems
+    )
     httpx.get(running_engine.url + "/healthz", headers=running_engine.headers)  # the engine is still up

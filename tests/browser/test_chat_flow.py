@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 from django.conf import LazySettings
-from playwright.sync_api import Page, WebSocket, expect, sync_playwright
+from playwright.sync_api import Page, WebSocket, expect
 
-from playground.catalog.models import CatalogModel, PriceCard
-from playground.catalog.seed import catalog_seed
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.providers.models import ConnectionKind, ProviderConnection
-from playground.providers.services import connection_engine_ensure, connection_save
+from playground.providers.services import connection_save
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
+from tests.browser.conftest import LiveApp
+from tests.browser.helpers import browser_page, engine_connection
 from tests.conftest import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -57,10 +56,7 @@ def test_a_member_logs_in_starts_a_conversation_and_watches_the_answer_stream(
     chromium_path: str,
     artifacts: Path,
 ) -> None:
-    settings.ENGINE_URL = running_engine.url
-    settings.ENGINE_API_TOKEN = running_engine.token
-    catalog_seed(CatalogModel, PriceCard)  # a transactional test's flush empties the catalogue
-    connection_engine_ensure(team=actors.team)
+    engine_connection(actors, settings, running_engine)
     connection_save(  # a second kind, to watch the model picker follow the connection
         connection=ProviderConnection(
             team=actors.team, name="Cloudflare", kind=ConnectionKind.WORKERS_AI, account_id="0" * 32
@@ -69,16 +65,11 @@ def test_a_member_logs_in_starts_a_conversation_and_watches_the_answer_stream(
     )
     frames = FrameLog()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 820})
-            page.on("websocket", frames.watch)
-            run_flow(page, live_app.url, artifacts, frames, model_id=running_engine.model_id)
-            page.set_viewport_size({"width": 390, "height": 780})
-            page.screenshot(path=artifacts / "05-finished-answer-phone.png")
-        finally:
-            browser.close()
+    with browser_page(chromium_path, viewport={"width": 1280, "height": 820}) as page:
+        page.on("websocket", frames.watch)
+        run_flow(page, live_app.url, artifacts, frames, model_id=running_engine.model_id)
+        page.set_viewport_size({"width": 390, "height": 780})
+        page.screenshot(path=artifacts / "05-finished-answer-phone.png")
 
     conversation = Conversation.objects.get()
     assert conversation.user == actors.teammate

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from django.conf import LazySettings
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.models import UsageRecord
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import Console, engine_chat, log_in, open_chat
+from tests.browser.conftest import LiveApp
+from tests.browser.helpers import Console, browser_page, engine_chat, log_in, open_chat
 from tests.conftest import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -67,59 +67,53 @@ def test_the_engine_answers_a_json_schema_request_and_the_page_shows_it_valid(
     conversation = engine_chat(actors, settings, running_engine)
     console = Console()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", console.watch)
-            log_in(page, live_app.url)
-            open_chat(page, live_app.url, conversation)
+    with browser_page(chromium_path, console=console) as page:
+        log_in(page, live_app.url)
+        open_chat(page, live_app.url, conversation)
 
-            # The engine takes no penalties and does not reason: those are disabled, with why.
-            page.locator("#composer-settings > summary").click()
-            expect(page.locator("#id_presence_penalty")).to_be_disabled()
-            expect(page.locator("#setting-presence_penalty")).to_contain_text("do not take presence penalty")
-            expect(page.locator("#id_reasoning_effort")).to_be_disabled()
+        # The engine takes no penalties and does not reason: those are disabled, with why.
+        page.locator("#composer-settings > summary").click()
+        expect(page.locator("#id_presence_penalty")).to_be_disabled()
+        expect(page.locator("#setting-presence_penalty")).to_contain_text("do not take presence penalty")
+        expect(page.locator("#id_reasoning_effort")).to_be_disabled()
 
-            # A schema that breaks the meta-schema is refused with its path; nothing is saved.
-            page.locator("input[name=response_format][value=json_schema]").check()
-            page.locator("#id_schema_name").fill("person")
-            type_schema(page, BROKEN)
-            page.get_by_role("button", name="Save settings").click()
-            expect(page.locator("#schema-errors")).to_contain_text("$.properties.age.type")
-            expect(page.locator("#composer-settings")).to_contain_text("Nothing was saved")
-            expect(page.locator("#composer-settings .composer-summary")).to_have_text("Model defaults · text")
-            page.locator("#schema-errors").scroll_into_view_if_needed()
-            shot(page, artifacts, "schema-01-refused-schema.png")
+        # A schema that breaks the meta-schema is refused with its path; nothing is saved.
+        page.locator("input[name=response_format][value=json_schema]").check()
+        page.locator("#id_schema_name").fill("person")
+        type_schema(page, BROKEN)
+        page.get_by_role("button", name="Save settings").click()
+        expect(page.locator("#schema-errors")).to_contain_text("$.properties.age.type")
+        expect(page.locator("#composer-settings")).to_contain_text("Nothing was saved")
+        expect(page.locator("#composer-settings .composer-summary")).to_have_text("Model defaults · text")
+        page.locator("#schema-errors").scroll_into_view_if_needed()
+        shot(page, artifacts, "schema-01-refused-schema.png")
 
-            # A good schema and a few parameters are saved.
-            type_schema(page, PERSON)
-            page.locator("#id_temperature").fill("0")
-            page.locator("#id_max_tokens").fill("120")
-            page.locator("#id_seed").fill("7")
-            page.get_by_role("button", name="Save settings").click()
-            expect(page.locator("#composer-settings .notice-ok")).to_be_visible()
-            expect(page.locator("#composer-settings .composer-summary")).to_contain_text("JSON schema person")
-            page.locator("#id_schema_name").scroll_into_view_if_needed()
-            shot(page, artifacts, "schema-02-saved-settings.png")
-            page.locator("#composer-settings > summary").click()
+        # A good schema and a few parameters are saved.
+        type_schema(page, PERSON)
+        page.locator("#id_temperature").fill("0")
+        page.locator("#id_max_tokens").fill("120")
+        page.locator("#id_seed").fill("7")
+        page.get_by_role("button", name="Save settings").click()
+        expect(page.locator("#composer-settings .notice-ok")).to_be_visible()
+        expect(page.locator("#composer-settings .composer-summary")).to_contain_text("JSON schema person")
+        page.locator("#id_schema_name").scroll_into_view_if_needed()
+        shot(page, artifacts, "schema-02-saved-settings.png")
+        page.locator("#composer-settings > summary").click()
 
-            # The engine answers under the schema; the page shows it valid.
-            box = page.get_by_label("Message")
-            box.fill("Invent a person.")
-            box.press("Enter")
-            answer = page.locator(".message-assistant:not(.is-streaming)").last
-            badge = answer.locator(".structured .badge")
-            expect(badge).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
-            assert badge.text_content() == "valid", answer.inner_text()
-            expect(answer.locator(".json-block")).to_contain_text('"name":')
+        # The engine answers under the schema; the page shows it valid.
+        box = page.get_by_label("Message")
+        box.fill("Invent a person.")
+        box.press("Enter")
+        answer = page.locator(".message-assistant:not(.is-streaming)").last
+        badge = answer.locator(".structured .badge")
+        expect(badge).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+        assert badge.text_content() == "valid", answer.inner_text()
+        expect(answer.locator(".json-block")).to_contain_text('"name":')
 
-            answer.locator(".request-info > summary").click()
-            expect(answer.locator(".request-info-body")).to_contain_text('"json_schema"')
-            expect(answer.locator(".request-facts")).to_contain_text("200")
-            shot(page, artifacts, "schema-03-valid-answer.png")
-        finally:
-            browser.close()
+        answer.locator(".request-info > summary").click()
+        expect(answer.locator(".request-info-body")).to_contain_text('"json_schema"')
+        expect(answer.locator(".request-facts")).to_contain_text("200")
+        shot(page, artifacts, "schema-03-valid-answer.png")
 
     assert console.problems == []
     stored = Message.objects.get(role=MessageRole.ASSISTANT)

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from django.conf import LazySettings
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from playground.chat.models import Message, MessageRole
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import Console, engine_chat, fake_workers_chat, log_in, open_chat
+from tests.browser.conftest import LiveApp
+from tests.browser.helpers import Console, browser_page, engine_chat, fake_workers_chat, log_in, open_chat
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
 
@@ -84,59 +84,53 @@ def test_a_tool_round_trip_on_the_real_engine(
     conversation = engine_chat(actors, settings, running_engine)
     console = Console()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", console.watch)
-            log_in(page, live_app.url)
-            open_chat(page, live_app.url, conversation)
+    with browser_page(chromium_path, console=console) as page:
+        log_in(page, live_app.url)
+        open_chat(page, live_app.url, conversation)
 
-            # A broken definition is refused with its path, and nothing is saved.
-            page.locator("#tools-panel > summary").click()
-            page.locator("#tools-panel .cm-content").click()
-            page.keyboard.insert_text(
-                json.dumps([{"type": "function", "function": {"name": "x", "parameters": {"type": 5}}}])
-            )
-            page.locator("#tools-save").click()
-            expect(page.locator("#tools-errors")).to_contain_text("$[0].function.parameters.type")
-            page.screenshot(path=artifacts / "tools-01-refused-definition.png", full_page=True)
-            expect(page.locator("#tools-summary")).to_have_text("none")  # nothing was saved
-            page.locator("#tools-panel > summary").click()  # the swapped panel is open: close it
+        # A broken definition is refused with its path, and nothing is saved.
+        page.locator("#tools-panel > summary").click()
+        page.locator("#tools-panel .cm-content").click()
+        page.keyboard.insert_text(
+            json.dumps([{"type": "function", "function": {"name": "x", "parameters": {"type": 5}}}])
+        )
+        page.locator("#tools-save").click()
+        expect(page.locator("#tools-errors")).to_contain_text("$[0].function.parameters.type")
+        page.screenshot(path=artifacts / "tools-01-refused-definition.png", full_page=True)
+        expect(page.locator("#tools-summary")).to_have_text("none")  # nothing was saved
+        page.locator("#tools-panel > summary").click()  # the swapped panel is open: close it
 
-            define_tools(page, [WEATHER_TOOL], choice="get_weather", parallel=False)
-            expect(page.locator("#tools-tokens")).to_contain_text("to every request (an estimate")
-            page.screenshot(path=artifacts / "tools-02-saved-tools.png", full_page=True)
-            page.locator("#tools-panel > summary").click()
+        define_tools(page, [WEATHER_TOOL], choice="get_weather", parallel=False)
+        expect(page.locator("#tools-tokens")).to_contain_text("to every request (an estimate")
+        page.screenshot(path=artifacts / "tools-02-saved-tools.png", full_page=True)
+        page.locator("#tools-panel > summary").click()
 
-            send(page, "What is the weather in Paris?")
-            card = page.locator(".tool-call").first
-            expect(card).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
-            expect(card.locator(".tool-call-name")).to_have_text("get_weather")
-            expect(card.locator(".badge-valid")).to_have_text("valid arguments")
-            arguments = json.loads(card.locator(".tool-call-args").inner_text())
-            assert arguments["city"] in ("Paris", "Oslo")
-            page.screenshot(path=artifacts / "tools-03-tool-call.png")
+        send(page, "What is the weather in Paris?")
+        card = page.locator(".tool-call").first
+        expect(card).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+        expect(card.locator(".tool-call-name")).to_have_text("get_weather")
+        expect(card.locator(".badge-valid")).to_have_text("valid arguments")
+        arguments = json.loads(card.locator(".tool-call-args").inner_text())
+        assert arguments["city"] in ("Paris", "Oslo")
+        page.screenshot(path=artifacts / "tools-03-tool-call.png")
 
-            # A result that is not JSON, for a tool that returns JSON: refused inline.
-            result_box = card.locator("textarea")
-            result_box.fill("sunny, I think")
-            page.get_by_role("button", name="Continue").click()
-            expect(card.locator(".field-error")).to_contain_text("not valid JSON")
-            expect(card.locator(".tool-result")).to_have_count(0)  # nothing was saved
+        # A result that is not JSON, for a tool that returns JSON: refused inline.
+        result_box = card.locator("textarea")
+        result_box.fill("sunny, I think")
+        page.get_by_role("button", name="Continue").click()
+        expect(card.locator(".field-error")).to_contain_text("not valid JSON")
+        expect(card.locator(".tool-result")).to_have_count(0)  # nothing was saved
 
-            # Let the model answer in text now, then continue with a JSON result.
-            page.locator("#tools-panel > summary").click()
-            set_choice(page, choice="none", parallel=False)
-            result_box.fill('{"temperature_c": 18, "sky": "clear"}')
-            page.get_by_role("button", name="Continue").click()
-            expect(card.locator(".tool-result")).to_contain_text('"temperature_c": 18')
-            final = page.locator(".message-assistant").nth(1)
-            expect(final.locator(".usage-line:not(.usage-pending)")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
-            expect(final.locator(".bubble.markdown")).not_to_be_empty()
-            page.screenshot(path=artifacts / "tools-04-final-answer.png", full_page=True)
-        finally:
-            browser.close()
+        # Let the model answer in text now, then continue with a JSON result.
+        page.locator("#tools-panel > summary").click()
+        set_choice(page, choice="none", parallel=False)
+        result_box.fill('{"temperature_c": 18, "sky": "clear"}')
+        page.get_by_role("button", name="Continue").click()
+        expect(card.locator(".tool-result")).to_contain_text('"temperature_c": 18')
+        final = page.locator(".message-assistant").nth(1)
+        expect(final.locator(".usage-line:not(.usage-pending)")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
+        expect(final.locator(".bubble.markdown")).not_to_be_empty()
+        page.screenshot(path=artifacts / "tools-04-final-answer.png", full_page=True)
 
     assert console.problems == []
     result = Message.objects.get(role=MessageRole.TOOL)  # the refused result saved nothing
@@ -168,37 +162,31 @@ def test_two_parallel_calls_need_both_results_and_go_back_with_their_ids(
     fake_upstream.script(sse(tool_call_frames()))
     console = Console()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", console.watch)
-            log_in(page, live_app.url)
-            open_chat(page, live_app.url, conversation)
-            define_tools(page, [WEATHER_TOOL], choice="auto", parallel=True)
-            page.locator("#tools-panel > summary").click()
+    with browser_page(chromium_path, console=console) as page:
+        log_in(page, live_app.url)
+        open_chat(page, live_app.url, conversation)
+        define_tools(page, [WEATHER_TOOL], choice="auto", parallel=True)
+        page.locator("#tools-panel > summary").click()
 
-            send(page, "Weather in Paris and Oslo?")
-            cards = page.locator(".tool-call")
-            expect(cards).to_have_count(2)
-            expect(page.locator(".tool-call .badge-valid")).to_have_count(2)
+        send(page, "Weather in Paris and Oslo?")
+        cards = page.locator(".tool-call")
+        expect(cards).to_have_count(2)
+        expect(page.locator(".tool-call .badge-valid")).to_have_count(2)
 
-            # Only the first result: refused for the second call, nothing saved or sent.
-            cards.nth(0).locator("textarea").fill('{"temperature_c": 18}')
-            page.get_by_role("button", name="Continue").click()
-            expect(cards.nth(1).locator(".field-error")).to_contain_text("Type a result or pick a mock")
-            page.screenshot(path=artifacts / "tools-05-parallel-refused.png", full_page=True)
-            assert len(fake_upstream.requests) == 1
+        # Only the first result: refused for the second call, nothing saved or sent.
+        cards.nth(0).locator("textarea").fill('{"temperature_c": 18}')
+        page.get_by_role("button", name="Continue").click()
+        expect(cards.nth(1).locator(".field-error")).to_contain_text("Type a result or pick a mock")
+        page.screenshot(path=artifacts / "tools-05-parallel-refused.png", full_page=True)
+        assert len(fake_upstream.requests) == 1
 
-            cards.nth(1).locator("select").select_option("0")  # the saved mock
-            page.get_by_role("button", name="Continue").click()
-            final = page.locator(".message-assistant").nth(1)
-            expect(final.locator(".usage-line:not(.usage-pending)")).to_be_visible()
-            expect(final.locator(".bubble.markdown")).to_contain_text("fake upstream")
-            expect(cards.nth(1).locator(".tool-result")).to_contain_text("clear")
-            page.screenshot(path=artifacts / "tools-06-parallel-continued.png", full_page=True)
-        finally:
-            browser.close()
+        cards.nth(1).locator("select").select_option("0")  # the saved mock
+        page.get_by_role("button", name="Continue").click()
+        final = page.locator(".message-assistant").nth(1)
+        expect(final.locator(".usage-line:not(.usage-pending)")).to_be_visible()
+        expect(final.locator(".bubble.markdown")).to_contain_text("fake upstream")
+        expect(cards.nth(1).locator(".tool-result")).to_contain_text("clear")
+        page.screenshot(path=artifacts / "tools-06-parallel-continued.png", full_page=True)
 
     assert console.problems == []
     assert len(fake_upstream.requests) == 2

@@ -16,7 +16,8 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp, fake_workers_connection, log_in
+from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
+from tests.browser.helpers import fake_workers_connection, log_in
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, json_reply
 
