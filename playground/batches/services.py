@@ -52,10 +52,9 @@ from playground.providers.adapters.finished import FinishedReply
 from playground.providers.answer import AnswerCollector
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.kinds import ConnectionKind
-from playground.providers.model_ids import model_id_validate
 from playground.providers.models import ProviderConnection
 from playground.providers.queue import QueueClient, QueuePending, QueueResponse
-from playground.providers.selectors import connection_get
+from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.budgets import (
     BudgetExceeded,
@@ -128,17 +127,7 @@ def batch_draft_create(
     Raises `ValidationError` (connection, model), `PermissionDenied` (viewers) or
     `BatchInputInvalid` with the bad lines; in every error case nothing is stored.
     """
-    connection = connection_get(user=user, connection_id=connection_id)
-    if connection is None:
-        raise ValidationError({"connection": "Choose one of your team's connections."})
-    require_run_role(user=user, team_id=connection.team_id)
-    model_id = model_id.strip()
-    if not model_id:
-        raise ValidationError({"model_id": "Choose a model."})
-    try:
-        model_id_validate(model_id)
-    except ValidationError as exc:
-        raise ValidationError({"model_id": exc.messages}) from exc
+    connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
     rules = lambda: InputRules(parameters=connection.spec.parameters, shared=source.shared)  # noqa: E731
     tally = _check(_read(source, rules()))
     if tally.error_count or not tally.count:

@@ -64,8 +64,7 @@ from playground.chat.tools import (
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer import AnswerCollector
 from playground.providers.events import StreamEvent
-from playground.providers.model_ids import model_id_validate
-from playground.providers.selectors import connection_get
+from playground.providers.selectors import connection_for_run
 from playground.storable import is_storable
 from playground.usage.metered_call import MeteredCall
 from playground.usage.metering import Outcome, estimate_tokens
@@ -92,17 +91,7 @@ def conversation_create(
     system_prompt: str = "",
     use_affinity: bool = True,
 ) -> Conversation:
-    connection = connection_get(user=user, connection_id=connection_id)
-    if connection is None:
-        raise ValidationError({"connection": "Choose one of your team's connections."})
-    require_run_role(user=user, team_id=connection.team_id)
-    model_id = model_id.strip()
-    if not model_id:
-        raise ValidationError({"model_id": "Choose a model."})
-    try:
-        model_id_validate(model_id)  # it goes into request paths
-    except ValidationError as exc:
-        raise ValidationError({"model_id": exc.messages}) from exc
+    connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
     return Conversation.objects.create(
         team_id=connection.team_id,
         user=user,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from playground.accounts.models import ROLES_THAT_CAN_RUN
+from playground.accounts.permissions import require_run_role
 from playground.accounts.selectors import AnyUser
+from playground.providers.model_ids import model_id_validate
 from playground.providers.models import ProviderConnection
 
 
@@ -31,3 +34,23 @@ def connection_list_runnable(*, user: AnyUser) -> QuerySet[ProviderConnection]:
 
 def connection_get(*, user: AnyUser, connection_id: int) -> ProviderConnection | None:
     return connection_list(user=user).filter(pk=connection_id).first()
+
+
+def connection_for_run(*, user: AnyUser, connection_id: int, model_id: str) -> tuple[ProviderConnection, str]:
+    """The connection and the (stripped) model id a new conversation or batch will send to.
+
+    Raises `ValidationError` keyed by form field (another team's connection, no model, a
+    model id unfit for request paths) or `PermissionDenied` (viewers cannot run).
+    """
+    connection = connection_get(user=user, connection_id=connection_id)
+    if connection is None:
+        raise ValidationError({"connection": "Choose one of your team's connections."})
+    require_run_role(user=user, team_id=connection.team_id)
+    model_id = model_id.strip()
+    if not model_id:
+        raise ValidationError({"model_id": "Choose a model."})
+    try:
+        model_id_validate(model_id)  # it goes into request paths
+    except ValidationError as exc:
+        raise ValidationError({"model_id": exc.messages}) from exc
+    return connection, model_id
