@@ -324,3 +324,29 @@ def test_a_redelivered_step_and_a_stale_chain_change_nothing(
     assert batch_step_run(batch_id=batch.pk, token="not-the-owner") is None
     assert batch_step_run(batch_id=batch.pk, token=old_token) is None  # finished: nothing left to do
     assert len(fake_upstream.requests) == sent + 1
+
+
+def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+) -> None:
+    settings.BATCH_SUBMISSION_MAX_ITEMS, settings.BATCH_POLL_MAX_SECONDS = 1, 60.0
+    batch = running_batch(workers_connection, prompts(3))
+    fake_upstream.script(_queued("req-1"), _queued("req-2"), _queued("req-3"))
+    _step(batch)
+    first, second, third = BatchSubmission.objects.order_by("id")
+    an_hour_ago, news = timezone.now() - dt.timedelta(hours=1), timezone.now() - dt.timedelta(seconds=20)
+    BatchSubmission.objects.filter(pk=first.pk).update(state=SubmissionState.DONE)
+    first.items.update(state=ItemState.DONE, finished_at=news)
+    BatchSubmission.objects.exclude(pk=first.pk).update(
+        submitted_at=an_hour_ago, polls=10, next_poll_at=timezone.now()
+    )
+    fake_upstream.script(_pending(), _pending())
+
+    _step(batch)
+
+    second.refresh_from_db(), third.refresh_from_db()
+    assert (second.next_poll_at - timezone.now()).total_seconds() == pytest.approx(2.0, abs=0.5)  # 20 s / 10
+    assert (third.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(11), abs=0.5)
