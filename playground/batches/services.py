@@ -75,6 +75,8 @@ MAX_REPORTED_ERRORS = 50
 PREVIEW_ROWS = 5
 INSERT_CHUNK = 1_000
 OPEN_STATES = (ItemState.PENDING, ItemState.SUBMITTED)
+SUBMISSIONS_PER_BATCH = 10
+SUBMISSION_MIN_ITEMS = 100
 
 
 class BatchInputInvalid(Exception):
@@ -745,6 +747,18 @@ def _queue_step(batch: Batch, token: str) -> float | None:
     return max(0.0, (next_at - timezone.now()).total_seconds())
 
 
+def submission_items(item_count: int) -> int:
+    """Items per submission: about a tenth of the batch, within [SUBMISSION_MIN_ITEMS, the setting].
+
+    Several submissions let the results of one be recorded while the queue runs the next,
+    so only the last one's recording is left when the queue finishes (at 500, a 1,000-item
+    batch on the engine ended with 500 records written one after another, ~10 s); a floor
+    and the cap keep the number of submissions, each polled on its own, small for big batches.
+    """
+    share = -(-item_count // SUBMISSIONS_PER_BATCH)
+    return max(1, min(settings.BATCH_SUBMISSION_MAX_ITEMS, max(SUBMISSION_MIN_ITEMS, share)))
+
+
 def _submissions_form(batch: Batch, adapter: ChatAdapter) -> None:
     """Group the pending items nobody has submitted into submissions under the size limit."""
     unsent = batch.items.filter(state=ItemState.PENDING, submission__isnull=True).order_by("index")
@@ -753,7 +767,7 @@ def _submissions_form(batch: Batch, adapter: ChatAdapter) -> None:
         for item in unsent.iterator(chunk_size=INSERT_CHUNK)
     )
     groups = chunk_by_size(
-        sized, max_bytes=settings.BATCH_SUBMISSION_MAX_BYTES, max_items=settings.BATCH_SUBMISSION_MAX_ITEMS
+        sized, max_bytes=settings.BATCH_SUBMISSION_MAX_BYTES, max_items=submission_items(batch.item_count)
     )
     for group in groups:
         with transaction.atomic():

@@ -20,6 +20,7 @@ from playground.batches.services import (
     match_responses,
     poll_delay,
     queue_reference,
+    submission_items,
 )
 from playground.catalog.selectors import price_card_for
 from playground.providers.models import ProviderConnection
@@ -350,3 +351,12 @@ def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results
     second.refresh_from_db(), third.refresh_from_db()
     assert (second.next_poll_at - timezone.now()).total_seconds() == pytest.approx(2.0, abs=0.5)  # 20 s / 10
     assert (third.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(11), abs=0.5)
+
+
+def test_a_batch_is_split_into_about_ten_submissions_within_the_bounds(settings: Any) -> None:
+    settings.BATCH_SUBMISSION_MAX_ITEMS = 500
+
+    assert submission_items(20) == 100  # the floor: a small batch goes out whole
+    assert submission_items(1_000) == 100  # ten, so nine are recorded while the queue runs the rest
+    assert submission_items(2_345) == 235
+    assert submission_items(50_000) == 500  # the cap: a hundred submissions, not five hundred
