@@ -22,7 +22,7 @@ from playground.usage.metering import Outcome
 from playground.usage.models import UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
 from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.test_page_security import log_in
+from tests.browser.helpers import log_in
 from tests.conftest import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
