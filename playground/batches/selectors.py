@@ -26,6 +26,11 @@ def batch_get(*, user: AnyUser, batch_id: int) -> Batch | None:
     return batch_list(user=user).filter(pk=batch_id).first()
 
 
+def batch_item_find(*, user: AnyUser, item_id: int) -> BatchItem | None:
+    """An item by its id (as usage records name it), if one of the user's teams owns its batch."""
+    return BatchItem.objects.filter(pk=item_id, batch__in=batch_list(user=user)).first()
+
+
 def batch_item_get(*, batch: Batch, index: int) -> BatchItem | None:
     return (
         batch.items.select_related("usage_record", "usage_record__price_card", "submission")

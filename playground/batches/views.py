@@ -32,6 +32,7 @@ from playground.batches.inputs import Shared, utf8_lines
 from playground.batches.models import Batch, BatchStatus, ItemState
 from playground.batches.selectors import (
     batch_get,
+    batch_item_find,
     batch_item_get,
     batch_items_page,
     batch_list,
@@ -165,6 +166,15 @@ def batch_item_view(request: AuthedRequest, batch_id: int, index: int) -> HttpRe
         **_chrome(request),
     }
     return render(request, "batches/batch_item.html", context)
+
+
+@login_required
+@require_GET
+def batch_item_by_id_view(request: AuthedRequest, item_id: int) -> HttpResponse:
+    item = batch_item_find(user=request.user, item_id=item_id)
+    if item is None:
+        raise Http404("No such item.")
+    return redirect("batches:batch-item", batch_id=item.batch_id, index=item.index)
 
 
 @login_required

@@ -92,6 +92,20 @@ def test_an_outsider_gets_404_and_a_viewer_cannot_run(
     assert batch.status == "running"
 
 
+def test_an_item_named_by_its_id_redirects_to_its_page_for_the_team_only(
+    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(2))
+    item = batch.items.get(index=1)
+    url = reverse("batches:item-detail", args=[item.pk])
+
+    response = _client(viewer).get(url)
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("batches:batch-item", args=[batch.pk, 1])
+    assert _client(actors.outsider).get(url).status_code == 404
+
+
 def test_results_stream_in_input_order_as_jsonl_and_formula_safe_csv(
     actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
 ) -> None:
