@@ -5,6 +5,7 @@ render. Screenshots go to test-artifacts/ (look at them: a broken-looking chart 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 from playwright.sync_api import ConsoleMessage, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26, catalog_seed
@@ -69,8 +71,24 @@ def usage(actors: Actors) -> None:
             usage_record_create(context=context, outcome=outcome)
 
 
-def _traces(page: Any, chart: str) -> Any:
-    return page.evaluate(f"() => document.querySelector('#chart-{chart} .plot').data.map(t => t.name)")
+def _traces(page: Any, chart: str, expected: list[str]) -> list[str]:
+    """The chart's trace names, sorted, once they equal `expected` (or whatever they are after 20 s).
+
+    A filter or a grouping swaps the fragment: its plot is drawn a moment later, so wait for it.
+    """
+    script = f"""() => {{
+        const plot = document.querySelector('#chart-{chart} .plot');
+        return plot && plot.data ? plot.data.map(t => t.name).sort() : null;
+    }}"""
+    wanted = sorted(expected)
+    try:
+        page.wait_for_function(
+            f"() => JSON.stringify(({script})()) === {json.dumps(json.dumps(wanted))}", timeout=20_000
+        )
+    except PlaywrightTimeoutError:
+        pass  # the assertion below shows what was drawn instead
+    names: list[str] = page.evaluate(script) or []
+    return names
 
 
 def test_the_dashboard_draws_every_chart_and_a_filter_redraws_them(
@@ -91,17 +109,17 @@ def test_the_dashboard_draws_every_chart_and_a_filter_redraws_them(
             log_in(page, live_app.url)
             page.goto(f"{live_app.url}/usage/?range=7d")
             expect(page.locator(".plot .plot-container")).to_have_count(CHARTS, timeout=20_000)
-            assert sorted(_traces(page, "cost")) == sorted([ENGINE_MODEL_ID, KIMI_K26])
+            assert _traces(page, "cost", [ENGINE_MODEL_ID, KIMI_K26]) == sorted([ENGINE_MODEL_ID, KIMI_K26])
             page.screenshot(path=str(artifacts / "usage-dashboard.png"), full_page=True)
 
             page.locator("select[name=model]").select_option(KIMI_K26)
             page.get_by_role("button", name="Apply").click()
             expect(page.locator(".plot .plot-container")).to_have_count(CHARTS, timeout=20_000)
-            assert _traces(page, "cost") == [KIMI_K26]
+            assert _traces(page, "cost", [KIMI_K26]) == [KIMI_K26]
 
             page.locator("#chart-cost .segmented").get_by_text("User").click()
             expect(page.locator("#chart-cost .segmented .is-current")).to_have_text("User")
-            assert sorted(_traces(page, "cost")) == ["owner", "teammate"]
+            assert _traces(page, "cost", ["owner", "teammate"]) == ["owner", "teammate"]
             page.locator("#chart-cost summary").click()  # show as table
             expect(page.locator("#chart-cost table")).to_be_visible()
             page.screenshot(path=str(artifacts / "usage-dashboard-filtered.png"), full_page=True)
