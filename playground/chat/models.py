@@ -9,6 +9,11 @@ from playground.accounts.models import Team
 from playground.providers.models import ProviderConnection
 
 
+def tool_choice_default() -> str:
+    """A callable, as Django asks of JSONField defaults."""
+    return "auto"
+
+
 class Conversation(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="conversations")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
@@ -24,7 +29,8 @@ class Conversation(models.Model):
     parameters = models.JSONField(default=dict, blank=True)
     # OpenAI function tools; each may carry "mocks" (saved results), which are never sent.
     tools = models.JSONField(default=list, blank=True)
-    tool_choice = models.JSONField(default="auto", blank=True)  # "auto" | "none" | "required" | {function}
+    # "auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}
+    tool_choice = models.JSONField(default=tool_choice_default, blank=True)
     parallel_tool_calls = models.BooleanField(default=True)
     auto_mock_steps = models.PositiveSmallIntegerField(default=0)  # 0: the user answers every call
     response_format = models.JSONField(null=True, blank=True)  # None: text
