@@ -50,6 +50,7 @@ from playground.catalog.selectors import catalog_model_serving, price_card_for
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for, queue_client_for
 from playground.providers.adapters.finished import FinishedReply
 from playground.providers.answer import AnswerCollector
+from playground.providers.events import UpstreamError
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
@@ -57,6 +58,7 @@ from playground.providers.queue import QueueClient, QueuePending, QueueResponse
 from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.budgets import (
+    BUDGET_EXCEEDED,
     BudgetExceeded,
     Reservation,
     budget_reconcile,
@@ -64,10 +66,10 @@ from playground.usage.budgets import (
     request_worst_case_cost,
 )
 from playground.usage.metered_call import MeteredCall
-from playground.usage.metering import Outcome, estimate_tokens
+from playground.usage.metering import Outcome, UsageMeter, estimate_tokens
 from playground.usage.models import RequestPath, UsageRecord, UsageStatus
 from playground.usage.pricing import cost_for
-from playground.usage.services import RequestContext
+from playground.usage.services import RequestContext, usage_record_create
 
 logger = logging.getLogger(__name__)
 
@@ -806,7 +808,7 @@ def _submission_send(
                 label=f"batch-submission:{submission.pk}",
             )
         except BudgetExceeded as exc:
-            _submission_fail(batch, submission, f"Not sent: {exc}", code="budget_exceeded")
+            _submission_refused(batch, submission, items, f"Not sent: {exc}")
             return
         BatchSubmission.objects.filter(pk=submission.pk).update(budget_reservation_id=reservation.id)
         submission.budget_reservation_id = reservation.id
@@ -936,6 +938,27 @@ def _submission_fail(batch: Batch, submission: BatchSubmission, reason: str, *, 
         BatchSubmission.objects.filter(pk=submission.pk).update(state=SubmissionState.FAILED, error=reason)
         _fail_open_items(batch, reason, code=code, items=submission.items.filter(state__in=OPEN_STATES))
     _submission_settle_budget(submission)
+
+
+def _submission_refused(
+    batch: Batch, submission: BatchSubmission, items: list[BatchItem], reason: str
+) -> None:
+    """A submission the budget refused before sending: like a refused chat turn, each item
+    fails with the reason and leaves a rejected record of cost 0."""
+    meter = UsageMeter(prompt_chars=0)
+    meter.observe(UpstreamError(reason, code=BUDGET_EXCEEDED))
+    outcome = meter.outcome(rejected_reason=reason)
+    with transaction.atomic():
+        BatchSubmission.objects.filter(pk=submission.pk).update(state=SubmissionState.FAILED, error=reason)
+        for item in items:
+            record = usage_record_create(context=_context(batch, item), outcome=outcome)
+            BatchItem.objects.filter(pk=item.pk, state__in=OPEN_STATES).update(
+                state=ItemState.FAILED,
+                error=reason,
+                error_code=BUDGET_EXCEEDED,
+                usage_record=record,
+                finished_at=timezone.now(),
+            )
 
 
 def _submission_settle_budget(submission: BatchSubmission) -> None:

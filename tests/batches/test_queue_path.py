@@ -7,11 +7,13 @@ import datetime as dt
 import itertools
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from playground.accounts.models import TeamBudget
 from playground.batches.models import Batch, BatchPath, BatchSubmission, ItemState, SubmissionState
 from playground.batches.services import (
     SizedItem,
@@ -360,3 +362,24 @@ def test_a_batch_is_split_into_about_ten_submissions_within_the_bounds(settings:
     assert submission_items(1_000) == 100  # ten, so nine are recorded while the queue runs the rest
     assert submission_items(2_345) == 235
     assert submission_items(50_000) == 500  # the cap: a hundred submissions, not five hundred
+
+
+def test_a_submission_the_budget_refuses_is_not_sent_and_leaves_rejected_records(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(workers_connection, prompts(3, max_tokens=1000))
+    TeamBudget.objects.create(
+        team_id=batch.team_id, monthly_limit_usd=Decimal("0.000001"), alert_thresholds=[]
+    )
+
+    _step(batch)
+
+    assert fake_upstream.requests == []
+    records = UsageRecord.objects.filter(path="batch")
+    assert records.count() == 3
+    assert {(r.status, r.total_cost, r.error_code) for r in records} == {("rejected", 0, "budget_exceeded")}
+    for item in batch.items.all():
+        assert item.state == ItemState.FAILED
+        assert item.error_code == "budget_exceeded"
+        assert item.usage_record is not None and item.usage_record.source == item.source
+        assert "remains this month" in item.error
