@@ -118,7 +118,11 @@ def test_an_owner_sets_a_budget_and_a_members_request_is_refused_in_the_chat(
             member = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
             log_in(member, live_app.url, username="teammate")
             member.get_by_label("Connection").select_option(label="Workers AI (fake) · Cloudflare Workers AI")
+            # The model picker is swapped for the connection's models: choose once the swap is in.
+            member.wait_for_load_state("networkidle")
+            expect(member.locator(f'#id_model_id option[value="{KIMI_K26}"]')).to_have_count(1)
             member.locator("#id_model_id").select_option(KIMI_K26)
+            expect(member.locator("#id_model_id")).to_have_value(KIMI_K26)
             member.get_by_role("button", name="Start conversation").click()
             member.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
             box = member.get_by_label("Message")
