@@ -565,8 +565,7 @@ async def _metered_item(
         budget_held=budget_held,
     )
     try:
-        async for event in call.events():
-            answer.observe(event)
+        await call.collect(answer)
     except IntegrityError:  # another chain recorded this attempt a moment ago: theirs stands
         logger.warning("batch item %s attempt %s was recorded by another step", item.pk, item.attempt)
 

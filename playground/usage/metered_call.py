@@ -146,11 +146,12 @@ class MeteredCall:
             self.after_record(self.record, outcome)
 
     def run(self) -> AnswerCollector:
-        """Send the request and wait for the whole answer: for synchronous callers (Celery tasks)."""
+        """Send the request and wait for the whole answer, from synchronous code."""
         return async_to_sync(self.collect)()
 
-    async def collect(self) -> AnswerCollector:
-        answer = AnswerCollector()
+    async def collect(self, answer: AnswerCollector | None = None) -> AnswerCollector:
+        """The whole answer, gathered into `answer` (pass one that `after_record` also reads)."""
+        answer = answer if answer is not None else AnswerCollector()
         async with aclosing(self.events()) as events:
             async for event in events:
                 answer.observe(event)
