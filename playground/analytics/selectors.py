@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
 
 from playground.analytics.filters import Filters
 from playground.analytics.histograms import percentile
@@ -27,15 +27,19 @@ from playground.usage.models import (
     TTFT_COLUMNS,
     CacheState,
     UsageConversationDaily,
+    UsageConversationTotal,
     UsageDaily,
     UsageHourly,
     UsageRecord,
+    UsageTeamDaily,
+    UsageTeamHourly,
 )
 from playground.usage.pricing import cost_for
 
 TOP_CONVERSATIONS = 10
 GROWTH_SESSIONS = 5
 GROWTH_TURNS = 200
+MAX_STRADDLERS = 1000
 NO_CACHE_DISCOUNT = "nocache"
 
 
@@ -48,11 +52,25 @@ def _floor(at: dt.datetime, *, hourly: bool) -> dt.datetime:
     return at if hourly else at.replace(hour=0)
 
 
-def rollup_rows(filters: Filters) -> QuerySet[Any]:
-    """The rollup rows of the filters' team, period and dimensions (hourly or daily)."""
+RollupModel = type[UsageHourly] | type[UsageDaily] | type[UsageTeamHourly] | type[UsageTeamDaily]
+
+
+def rollup_model(filters: Filters, *, by_people: bool = False) -> RollupModel:
+    """Hourly or daily; the full key only when users or connections are filtered or grouped by."""
+    hourly = filters.period.hourly
+    if by_people or filters.user_id or filters.connection_id:
+        return UsageHourly if hourly else UsageDaily
+    return UsageTeamHourly if hourly else UsageTeamDaily
+
+
+def rollup_rows(filters: Filters, *, by_people: bool = False) -> QuerySet[Any]:
+    """The rollup rows of the filters' team, period and dimensions (hourly or daily).
+
+    `by_people`: the caller groups by user or connection, so it needs the full-key table.
+    """
     period = filters.period
-    model: type[UsageHourly] | type[UsageDaily] = UsageHourly if period.hourly else UsageDaily
-    rows = model.objects.filter(
+    model = rollup_model(filters, by_people=by_people)
+    rows: QuerySet[Any] = model.objects.filter(
         team=filters.team,
         bucket__gte=_floor(period.start, hourly=period.hourly),
         bucket__lt=period.end,
@@ -90,7 +108,7 @@ def cost_by_group(filters: Filters) -> list[dict[str, Any]]:
     """[{bucket, key, label, cost}] with the group (model, user or connection) as key."""
     column = {"model": "model_id", "user": "user_id", "connection": "connection_id"}[filters.group]
     rows = list(
-        rollup_rows(filters)
+        rollup_rows(filters, by_people=filters.group != "model")
         .values("bucket", column)
         .annotate(cost=Sum("total_cost_e10"))
         .order_by("bucket", column)
@@ -248,23 +266,17 @@ def requests_by_status(filters: Filters) -> list[dict[str, Any]]:
 def top_conversations(filters: Filters, *, limit: int = TOP_CONVERSATIONS) -> list[dict[str, Any]]:
     """[{conversation_id, title, cost, requests, prompt_tokens, cached_tokens}] by cost over the period.
 
-    Reads the conversation-day rollup: it has no model, user or status dimension, so only the
-    team and period filters apply here.
+    Reads the conversation rollups: they have no model, user or status dimension, so only the
+    team and period filters apply here. A day counts when it starts inside the period.
     """
-    period = filters.period
-    rows = list(
-        UsageConversationDaily.objects.filter(
-            team=filters.team, bucket__gte=_floor(period.start, hourly=False), bucket__lt=period.end
-        )
-        .values("conversation_id")
-        .annotate(
-            cost=Sum("total_cost_e10"),
-            requests=Sum("requests"),
-            prompt_tokens=Sum("prompt_tokens"),
-            cached_tokens=Sum("cached_tokens"),
-        )
-        .order_by("-cost", "conversation_id")[:limit]
+    days = UsageConversationDaily.objects.filter(
+        team=filters.team,
+        bucket__gte=_floor(filters.period.start, hourly=False),
+        bucket__lt=filters.period.end,
     )
+    rows = _top_by_totals(filters, days, limit=limit)
+    if rows is None:  # fewer than `limit` conversations lie wholly inside: rank the period's days
+        rows = list(_conversation_sums(days).order_by("-cost", "conversation_id")[:limit])
     titles = _conversation_titles([row["conversation_id"] for row in rows])
     return [
         {
@@ -274,6 +286,53 @@ def top_conversations(filters: Filters, *, limit: int = TOP_CONVERSATIONS) -> li
         }
         for row in rows
     ]
+
+
+def _conversation_sums(rows: QuerySet[Any]) -> QuerySet[Any]:
+    return (
+        rows.order_by()
+        .values("conversation_id")
+        .annotate(
+            cost=Sum("total_cost_e10"),
+            requests=Sum("requests"),
+            prompt_tokens=Sum("prompt_tokens"),
+            cached_tokens=Sum("cached_tokens"),
+        )
+    )
+
+
+def _top_by_totals(filters: Filters, days: QuerySet[Any], *, limit: int) -> list[dict[str, Any]] | None:
+    """The exact top `limit` without summing every conversation-day of the period, or None.
+
+    A conversation whose days all fall inside the period costs its all-time total there; one
+    that straddles the period costs at most its total. So take the top `limit` wholly inside
+    (an index walk down the totals), and sum the period's days only for straddlers whose total
+    reaches the last of those: no other conversation can rank.
+    """
+    first_day, end = _floor(filters.period.start, hourly=False), filters.period.end
+    totals = UsageConversationTotal.objects.filter(team=filters.team)
+    inside = Q(first_bucket__gte=first_day, last_bucket__lt=end)
+    ranked: list[dict[str, Any]] = [
+        dict(row)
+        for row in totals.filter(inside)
+        .order_by("-total_cost_e10", "conversation_id")
+        .annotate(cost=F("total_cost_e10"))
+        .values("conversation_id", "cost", "requests", "prompt_tokens", "cached_tokens")[:limit]
+    ]
+    if len(ranked) < limit:
+        return None
+    straddling = list(
+        totals.filter(
+            total_cost_e10__gte=ranked[-1]["cost"], first_bucket__lt=end, last_bucket__gte=first_day
+        )
+        .exclude(inside)
+        .values_list("conversation_id", flat=True)[: MAX_STRADDLERS + 1]
+    )
+    if len(straddling) > MAX_STRADDLERS:  # the last total is too low to rule many out
+        return None
+    ranked += _conversation_sums(days.filter(conversation_id__in=straddling))
+    ranked.sort(key=lambda row: (-row["cost"], row["conversation_id"]))
+    return ranked[:limit]
 
 
 def _conversation_titles(ids: list[int]) -> dict[int, str]:

@@ -29,7 +29,7 @@ from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filter
 from playground.analytics.presenters import cost_formula, source_link
 from playground.analytics.records import BadCursor, log_page, usage_record_get
 from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageDaily
+from playground.usage.models import UsageTeamDaily
 
 
 class FigureEncoder(json.JSONEncoder):
@@ -118,7 +118,7 @@ def _choices(filters: Filters) -> dict[str, Any]:
     team = filters.team
     return {
         "model_options": list(
-            UsageDaily.objects.filter(team=team)
+            UsageTeamDaily.objects.filter(team=team)
             .values_list("model_id", flat=True)
             .distinct()
             .order_by("model_id")

@@ -130,7 +130,7 @@ class CacheState(models.TextChoices):
     UNKNOWN = "unknown", "Not reported"
 
 
-class UsageRollupBase(models.Model):
+class UsageRollupMeasures(models.Model):
     """One bucket of one combination of dimensions: counts, sums and histograms.
 
     A dimension that a record leaves empty is stored as 0 (user, connection, price card), so
@@ -141,8 +141,6 @@ class UsageRollupBase(models.Model):
     bucket = models.DateTimeField(help_text="Start of the UTC hour or day")
     model_id = models.CharField(max_length=200)
     price_card_id = models.BigIntegerField(default=0, help_text="0: unpriced")
-    user_id = models.BigIntegerField(default=0, help_text="0: none (deleted user)")
-    connection_id = models.BigIntegerField(default=0, help_text="0: none (deleted connection)")
     path = models.CharField(max_length=10, choices=RequestPath.choices)
     status = models.CharField(max_length=24, choices=UsageStatus.choices)
     affinity = models.BooleanField()
@@ -163,9 +161,8 @@ class UsageRollupBase(models.Model):
 
     locals().update({name: models.BigIntegerField(default=0) for name in TTFT_COLUMNS + LATENCY_COLUMNS})
 
-    DIMENSIONS = (
-        "team_id", "bucket", "model_id", "price_card_id", "user_id", "connection_id", "path", "status",
-        "affinity", "cache_state",
+    DIMENSIONS: tuple[str, ...] = (
+        "team_id", "bucket", "model_id", "price_card_id", "path", "status", "affinity", "cache_state",
     )  # fmt: skip
 
     class Meta:
@@ -173,6 +170,21 @@ class UsageRollupBase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bucket:%Y-%m-%d %H:%M} {self.model_id} {self.status}: {self.requests}"
+
+
+class UsageRollupBase(UsageRollupMeasures):
+    """The full key: every dimension the dashboard filters or groups by, users and connections too."""
+
+    user_id = models.BigIntegerField(default=0, help_text="0: none (deleted user)")
+    connection_id = models.BigIntegerField(default=0, help_text="0: none (deleted connection)")
+
+    DIMENSIONS = (
+        "team_id", "bucket", "model_id", "price_card_id", "user_id", "connection_id", "path", "status",
+        "affinity", "cache_state",
+    )  # fmt: skip
+
+    class Meta:
+        abstract = True
 
 
 class UsageHourly(UsageRollupBase):
@@ -189,6 +201,31 @@ class UsageDaily(UsageRollupBase):
             models.UniqueConstraint(fields=UsageRollupBase.DIMENSIONS, name="one_usage_daily_per_key")
         ]
         indexes = [models.Index(fields=["team", "bucket"], name="usage_daily_team_bucket")]
+
+
+# The same buckets without the user and connection dimensions. Users times connections
+# multiply a team's keys by up to a hundred, so a chart that neither filters nor groups by
+# them reads these: at 10 M records a 90-day chart sums ~10 k rows here against ~400 k above.
+
+
+class UsageTeamHourly(UsageRollupMeasures):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=UsageRollupMeasures.DIMENSIONS, name="one_usage_team_hourly_per_key"
+            )
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_team_hourly_bucket")]
+
+
+class UsageTeamDaily(UsageRollupMeasures):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=UsageRollupMeasures.DIMENSIONS, name="one_usage_team_daily_per_key"
+            )
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_team_daily_bucket")]
 
 
 class UsageConversationDaily(models.Model):
@@ -211,6 +248,44 @@ class UsageConversationDaily(models.Model):
                 fields=["team", "bucket", "conversation_id"], name="one_usage_conv_day_per_key"
             )
         ]
+        # The days of a few given conversations (the straddlers of `top_conversations`).
+        indexes = [models.Index(fields=["team", "conversation_id", "bucket"], name="usage_conv_day_by_conv")]
 
     def __str__(self) -> str:
         return f"{self.bucket:%Y-%m-%d} conversation {self.conversation_id}: {self.requests}"
+
+
+class UsageConversationTotal(models.Model):
+    """Per conversation, all time: its sums and the first and last UTC day it was used.
+
+    Ranking conversations by cost over a long period from the day rows sums every
+    conversation-day of the period (~800 k at 10 M records over 90 days). With these totals the
+    ranking reads the top few conversations lying wholly inside the period from an index, and
+    sums day rows only for the few that straddle the period and could still rank
+    (`analytics.selectors.top_conversations`).
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    conversation_id = models.BigIntegerField()
+    first_bucket = models.DateTimeField(help_text="Start of the first UTC day with a record")
+    last_bucket = models.DateTimeField(help_text="Start of the last UTC day with a record")
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    total_cost_e10 = models.BigIntegerField(default=0)
+
+    DIMENSIONS = ("team_id", "conversation_id")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "conversation_id"], name="one_usage_conv_total_per_key")
+        ]
+        indexes = [
+            models.Index(
+                "team", models.F("total_cost_e10").desc(), "conversation_id", name="usage_conv_total_rank"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"conversation {self.conversation_id}: {self.requests}"

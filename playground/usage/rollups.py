@@ -25,6 +25,8 @@ from django.db.models import (
     DecimalField,
     ExpressionWrapper,
     F,
+    Max,
+    Min,
     Q,
     QuerySet,
     Sum,
@@ -40,15 +42,23 @@ from playground.usage.models import (
     TTFT_COLUMNS,
     CacheState,
     UsageConversationDaily,
+    UsageConversationTotal,
     UsageDaily,
     UsageHourly,
     UsageRecord,
-    UsageRollupBase,
+    UsageRollupMeasures,
+    UsageTeamDaily,
+    UsageTeamHourly,
 )
 
 UTC = dt.UTC
 COST_FIELDS = ("input_cost", "cached_input_cost", "output_cost", "total_cost")
-ROLLUP_MODELS: tuple[type[UsageRollupBase], ...] = (UsageHourly, UsageDaily)
+# Each team-level table is its full-key table summed over users and connections.
+TEAM_LEVEL: tuple[tuple[type[UsageRollupMeasures], type[UsageRollupMeasures]], ...] = (
+    (UsageTeamHourly, UsageHourly),
+    (UsageTeamDaily, UsageDaily),
+)
+CONVERSATION_MEASURES = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "total_cost_e10")
 
 
 def histogram_bucket(ms: int) -> int:
@@ -96,21 +106,24 @@ def rollup_add(record: UsageRecord) -> None:
         "affinity": bool(record.affinity_key),
         "cache_state": cache_state(record.cached_tokens),
     }
-    _upsert(UsageHourly, {**dimensions, "bucket": hour_start(record.created_at)}, measures)
-    _upsert(UsageDaily, {**dimensions, "bucket": day_start(record.created_at)}, measures)
+    hour, day = hour_start(record.created_at), day_start(record.created_at)
+    for model, bucket in (
+        (UsageHourly, hour),
+        (UsageDaily, day),
+        (UsageTeamHourly, hour),
+        (UsageTeamDaily, day),
+    ):
+        key = {name: value for name, value in dimensions.items() if name in model.DIMENSIONS}
+        _upsert(model, {**key, "bucket": bucket}, measures)
     if record.conversation_id is not None:
-        conversation_measures = {
-            name: measures[name]
-            for name in ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "total_cost_e10")
-        }
+        conversation_measures = {name: measures[name] for name in CONVERSATION_MEASURES}
+        conversation = {"team_id": record.team_id, "conversation_id": record.conversation_id}
+        _upsert(UsageConversationDaily, {**conversation, "bucket": day}, conversation_measures)
         _upsert(
-            UsageConversationDaily,
-            {
-                "team_id": record.team_id,
-                "bucket": day_start(record.created_at),
-                "conversation_id": record.conversation_id,
-            },
+            UsageConversationTotal,
+            conversation,
             conversation_measures,
+            extremes={"first_bucket": (day, "<"), "last_bucket": (day, ">")},
         )
 
 
@@ -134,16 +147,33 @@ def _measures(record: UsageRecord) -> dict[str, int]:
     return measures
 
 
-def _upsert(model: type[Any], dimensions: dict[str, Any], measures: dict[str, int]) -> None:
+def _upsert(
+    model: type[Any],
+    dimensions: dict[str, Any],
+    measures: dict[str, int],
+    *,
+    extremes: dict[str, tuple[Any, str]] | None = None,
+) -> None:
+    """Add `measures` to the row of `dimensions`; `extremes` columns keep the lower ("<") or higher (">")."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    columns = [*dimensions, *measures]
-    params = [_adapt(model, name, value) for name, value in dimensions.items()] + list(measures.values())
-    increments = ", ".join(
+    extremes = extremes or {}
+    columns = [*dimensions, *measures, *extremes]
+    params = (
+        [_adapt(model, name, value) for name, value in dimensions.items()]
+        + list(measures.values())
+        + [_adapt(model, name, value) for name, (value, _) in extremes.items()]
+    )
+    sets = [
         f"{quote(name)} = {table}.{quote(name)} + excluded.{quote(name)}"
         for name, value in measures.items()
         if value
-    )
+    ] + [
+        f"{quote(name)} = CASE WHEN excluded.{quote(name)} {keep} {table}.{quote(name)} "
+        f"THEN excluded.{quote(name)} ELSE {table}.{quote(name)} END"
+        for name, (_, keep) in extremes.items()
+    ]
+    increments = ", ".join(sets)
     # Only quoted identifiers from our own models are formatted in; every value is a parameter.
     column_list = ", ".join(quote(c) for c in columns)
     placeholders = ", ".join(["%s"] * len(columns))
@@ -180,8 +210,38 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
         for model, trunc in ((UsageHourly, TruncHour), (UsageDaily, TruncDay)):
             _scoped(model, team_id).delete()
             _insert_select(model, _rollup_select(records, trunc))
+        # The team-level tables and the conversation totals are sums of the rows just rebuilt:
+        # exact (integer sums), and far fewer rows to read than the raw records.
+        for team_level, source in TEAM_LEVEL:
+            _scoped(team_level, team_id).delete()
+            measures = _rollup_measures(team_level)
+            _insert_select(team_level, _summed(_scoped(source, team_id), team_level.DIMENSIONS, measures))
         _scoped(UsageConversationDaily, team_id).delete()
         _insert_select(UsageConversationDaily, _conversation_select(records))
+        _scoped(UsageConversationTotal, team_id).delete()
+        days = _scoped(UsageConversationDaily, team_id)
+        totals = _summed(days, UsageConversationTotal.DIMENSIONS, CONVERSATION_MEASURES).annotate(
+            r_first_bucket=Min("bucket"), r_last_bucket=Max("bucket")
+        )
+        _insert_select(UsageConversationTotal, totals)
+
+
+def _rollup_measures(model: type[UsageRollupMeasures]) -> list[str]:
+    return [
+        field.attname
+        for field in model._meta.concrete_fields
+        if field.attname not in model.DIMENSIONS and field.attname != "id"
+    ]
+
+
+def _summed(rows: QuerySet[Any], dimensions: Iterable[str], measures: Iterable[str]) -> QuerySet[Any]:
+    """SELECT the dimensions as `r_<name>` and the SUM of each measure, grouped by the dimensions."""
+    return (
+        rows.order_by()
+        .annotate(**{f"r_{name}": F(name) for name in dimensions})
+        .values(*(f"r_{name}" for name in dimensions))
+        .annotate(**{f"r_{name}": Sum(name) for name in measures})
+    )
 
 
 def _scoped(model: type[Any], team_id: int | None) -> QuerySet[Any]:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db.models import Sum
 
 from playground.analytics import selectors
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
-from tests.analytics.conftest import Known, filters_for
+from playground.chat.models import Conversation
+from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.metering import Outcome
+from playground.usage.models import UsageConversationDaily, UsageConversationTotal, UsageSource, UsageStatus
+from playground.usage.services import RequestContext, usage_record_create
+from tests.analytics.conftest import Known, clock, filters_for
 
 pytestmark = pytest.mark.django_db
 H9 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
@@ -159,3 +166,64 @@ def test_what_if_without_the_cache_discount(actors: Any, known: Known) -> None:
     assert rows[ENGINE_MODEL_ID]["repriced"] == Decimal("0.0027")  # 3,000 x $0.60 + 300 x $3.00, per M
     assert rows[ENGINE_MODEL_ID]["difference"] == Decimal("0.00075")  # = the savings
     assert rows[KIMI_K26]["difference"] == Decimal(0)  # it reported no cache hit
+
+
+def test_top_conversations_from_totals_equal_ranking_every_conversation_day(actors: Any) -> None:
+    """The totals shortcut ranks exactly as summing the period's days, straddlers and ties included."""
+    rng = random.Random(11)
+    conversations = [
+        Conversation.objects.create(team=actors.team, user=actors.owner, model_id=ENGINE_MODEL_ID)
+        for _ in range(40)
+    ]
+    start = dt.datetime(2026, 10, 1, 12, 0, tzinfo=dt.UTC)
+    for _ in range(260):
+        conversation = rng.choice(conversations)
+        at = start + dt.timedelta(days=rng.randint(0, 40), minutes=rng.randint(0, 600))
+        context = RequestContext(
+            team_id=actors.team.pk,
+            user_id=actors.owner.pk,
+            connection_id=None,
+            model_id=ENGINE_MODEL_ID,
+            conversation_id=conversation.pk,
+        )
+        prompt = rng.choice([0, 1000, 1000, 2000, rng.randint(1, 90_000)])  # repeats make ties
+        with clock(at):
+            usage_record_create(
+                context=context,
+                outcome=Outcome(
+                    status=UsageStatus.OK,
+                    usage=NormalizedUsage(prompt_tokens=prompt, completion_tokens=0, cached_tokens=0),
+                    usage_source=UsageSource.PROVIDER,
+                    ttft_ms=None,
+                    latency_ms=900,
+                ),
+            )
+    straddled = 0
+    for first, last in [(0, 40), (3, 9), (10, 12), (20, 20), (0, 2), (35, 44), (15, 30)]:
+        day = start.date()
+        filters = filters_for(
+            actors.owner,
+            range="custom",
+            start=str(day + dt.timedelta(days=first)),
+            end=str(day + dt.timedelta(days=last)),
+        )
+        for limit in (1, 3, 10):
+            naive = list(
+                UsageConversationDaily.objects.filter(
+                    team=actors.team, bucket__gte=filters.period.start, bucket__lt=filters.period.end
+                )
+                .values("conversation_id")
+                .annotate(
+                    cost=Sum("total_cost_e10"), requests=Sum("requests"), prompt_tokens=Sum("prompt_tokens")
+                )
+                .order_by("-cost", "conversation_id")[:limit]
+            )
+            got = selectors.top_conversations(filters, limit=limit)
+            assert [(r["conversation_id"], r["cost"], r["requests"], r["prompt_tokens"]) for r in got] == [
+                (r["conversation_id"], selectors.usd(r["cost"]), r["requests"], r["prompt_tokens"])
+                for r in naive
+            ], (first, last, limit)
+        straddled += UsageConversationTotal.objects.filter(
+            team=actors.team, first_bucket__lt=filters.period.start, last_bucket__gte=filters.period.start
+        ).count()
+    assert straddled > 20  # the ranges really cut through conversations

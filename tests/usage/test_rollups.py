@@ -21,15 +21,25 @@ from playground.usage.metering import Outcome
 from playground.usage.models import (
     HISTOGRAM_EDGES_MS,
     UsageConversationDaily,
+    UsageConversationTotal,
     UsageDaily,
     UsageHourly,
     UsageSource,
     UsageStatus,
+    UsageTeamDaily,
+    UsageTeamHourly,
 )
 from playground.usage.rollups import histogram_bucket, rollups_rebuild
 from playground.usage.services import RequestContext, usage_record_create
 
-ROLLUPS = (UsageHourly, UsageDaily, UsageConversationDaily)
+ROLLUPS = (
+    UsageHourly,
+    UsageDaily,
+    UsageTeamHourly,
+    UsageTeamDaily,
+    UsageConversationDaily,
+    UsageConversationTotal,
+)
 START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30
 
 
@@ -89,6 +99,9 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     write_records(actors, count=250, seed=7, start=START)
     incremental = snapshot()
     assert len(incremental["UsageHourly"]) > 100 and len(incremental["UsageConversationDaily"]) > 3
+    # the team-level tables really fold users together, and conversations span several days
+    assert len(incremental["UsageTeamDaily"]) < len(incremental["UsageDaily"])
+    assert any(first != last for _, _, first, last, *_ in incremental["UsageConversationTotal"])
 
     rollups_rebuild()
 
