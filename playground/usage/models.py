@@ -10,6 +10,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
 
 from playground.accounts.models import Team
 from playground.catalog.models import PriceCard
@@ -93,6 +94,14 @@ class UsageRecord(models.Model):
             models.Index(fields=["team", "user", "created_at", "id"], name="usage_log_team_user"),
             models.Index(fields=["team", "connection", "created_at", "id"], name="usage_log_team_conn"),
             models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
+            models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
+            # The log sorts these slowest first with the unmeasured (NULL) last.
+            models.Index(
+                "team", F("latency_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_latency"
+            ),
+            models.Index(
+                "team", F("ttft_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_ttft"
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
