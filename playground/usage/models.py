@@ -7,10 +7,11 @@ Written only by `playground.usage.services.usage_record_create`; costs are compu
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F
+from django.db.models import F, OrderBy
 
 from playground.accounts.models import Team
 from playground.catalog.models import PriceCard
@@ -33,6 +34,24 @@ class UsageSource(models.TextChoices):
 class RequestPath(models.TextChoices):
     CHAT = "chat", "Chat"
     BATCH = "batch", "Batch item"
+
+
+class NullsLastIndex(models.Index):
+    """An index in `ORDER BY x DESC NULLS LAST` order, on SQLite too.
+
+    SQLite refuses NULLS LAST in an index, but it sorts NULL lowest, so plain DESC already
+    puts NULLs last there.
+    """
+
+    def create_sql(self, model: Any, schema_editor: Any, using: str = "", **kwargs: Any) -> Any:
+        if schema_editor.connection.vendor != "sqlite":
+            return super().create_sql(model, schema_editor, using=using, **kwargs)
+        plain = self.clone()
+        plain.expressions = tuple(
+            OrderBy(part.expression, descending=part.descending) if isinstance(part, OrderBy) else part
+            for part in self.expressions
+        )
+        return models.Index.create_sql(plain, model, schema_editor, using=using, **kwargs)
 
 
 class UsageRecord(models.Model):
@@ -96,10 +115,10 @@ class UsageRecord(models.Model):
             models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.
-            models.Index(
+            NullsLastIndex(
                 "team", F("latency_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_latency"
             ),
-            models.Index(
+            NullsLastIndex(
                 "team", F("ttft_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_ttft"
             ),
         ]
