@@ -65,6 +65,16 @@ def main() -> None:
     parser.add_argument("--export-rows", type=int, default=1_000_000)
     parser.add_argument("--pg-admin-url", default=PG_ADMIN_URL)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--load-only",
+        action="store_true",
+        help="load the rows and build the rollups, then stop (implies --keep)",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="time a database kept by an earlier --keep run of the same --rows (PostgreSQL): skip loading",
+    )
     parser.add_argument("--export-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.export_child:
@@ -72,7 +82,13 @@ def main() -> None:
         return
 
     sqlite_path = ""
-    if args.database == "postgres":
+    args.keep = args.keep or args.load_only
+    if args.reuse:
+        if args.database != "postgres":
+            parser.error("--reuse needs --database postgres")
+        args.keep = True
+        database_url = args.pg_admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+    elif args.database == "postgres":
         database_url = _pg_create(args.pg_admin_url)
     else:
         sqlite_path = tempfile.mktemp(prefix="bench-usage-", suffix=".sqlite3")
@@ -100,19 +116,25 @@ def run(args: argparse.Namespace, database_url: str) -> None:
     _django()
     from django.core.management import call_command
 
-    started = time.perf_counter()
     call_command("migrate", verbosity=0)
-    world = make_world(args.rows)
-    print(f"setup: {len(world['teams'])} teams, {world['conversations']:,} conversations")
-    loaded = load_rows(world, args.rows, args.database)
-    print(f"loaded {loaded:,} usage rows in {time.perf_counter() - started:.0f} s")
+    if args.reuse:
+        world, loaded = kept_world()
+        print(f"reusing {BENCH_DB}: {loaded:,} usage rows ({_rollup_counts()})")
+    else:
+        started = time.perf_counter()
+        world = make_world(args.rows)
+        print(f"setup: {len(world['teams'])} teams, {world['conversations']:,} conversations")
+        loaded = load_rows(world, args.rows, args.database)
+        print(f"loaded {loaded:,} usage rows in {time.perf_counter() - started:.0f} s")
 
-    from playground.usage.rollups import rollups_rebuild
+        from playground.usage.rollups import rollups_rebuild
 
-    t0 = time.perf_counter()
-    rollups_rebuild()
-    _analyze(args.database)
-    print(f"rollups rebuilt in {time.perf_counter() - t0:.1f} s ({_rollup_counts()})")
+        t0 = time.perf_counter()
+        rollups_rebuild()
+        _analyze(args.database)
+        print(f"rollups rebuilt in {time.perf_counter() - t0:.1f} s ({_rollup_counts()})")
+        if args.load_only:
+            return
 
     worst = time_pages(world, args.runs)
     export_rows = min(args.export_rows, args.rows)
@@ -186,6 +208,17 @@ def make_world(rows: int) -> dict[str, Any]:
         "conversations": total_conversations,
         "owner_id": users[teams[0].pk][0],
     }
+
+
+def kept_world() -> tuple[dict[str, Any], int]:
+    """What the timings need of a database an earlier `--keep` run loaded."""
+    from playground.accounts.models import Membership, Role, Team
+    from playground.usage.models import UsageRecord
+
+    teams = list(Team.objects.filter(slug__startswith="bench-").order_by("pk").values_list("pk", flat=True))
+    owner = Membership.objects.get(team_id=teams[0], role=Role.OWNER).user_id
+    loaded = UsageRecord.objects.count()
+    return {"team_ids": teams, "owner_id": owner}, loaded
 
 
 E10 = Decimal("1e-10")
@@ -290,15 +323,20 @@ def load_rows(world: dict[str, Any], rows: int, database: str) -> int:
 
     plan = [(world["team_ids"][0], rows)] + [(team, rows // 90) for team in world["team_ids"][1:]]
     total = 0
+    rebuild = _pg_drop_indexes() if database == "postgres" else []
     for seed, (team_id, count) in enumerate(plan):
         t0 = time.perf_counter()
         if database == "postgres":
             with connection.cursor() as cursor:
                 raw = cursor.cursor
                 raw.execute("SET synchronous_commit = off")
+                # A bulk load: the foreign keys were just made and hold, so their per-row
+                # trigger checks are skipped; the indexes are built once afterwards.
+                raw.execute("SET session_replication_role = replica")
                 with raw.copy(f"COPY usage_usagerecord ({', '.join(COLUMNS)}) FROM STDIN") as copy:
                     for row in generate(world, team_id, count, seed):
                         copy.write_row(row)
+                raw.execute("SET session_replication_role = DEFAULT")
         else:
             marks = ", ".join(["?"] * len(COLUMNS))
             sql = f"INSERT INTO usage_usagerecord ({', '.join(COLUMNS)}) VALUES ({marks})"
@@ -316,7 +354,45 @@ def load_rows(world: dict[str, Any], rows: int, database: str) -> int:
         total += count
         if team_id == world["team_ids"][0]:
             print(f"  team {team_id}: {count:,} rows in {time.perf_counter() - t0:.0f} s")
+    if rebuild:
+        t0 = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute("SET maintenance_work_mem = '1GB'")
+            for statement in rebuild:
+                cursor.execute(statement)
+        print(f"  {len(rebuild)} indexes and constraints built in {time.perf_counter() - t0:.0f} s")
     return total
+
+
+def _pg_drop_indexes() -> list[str]:
+    """Drop the records' secondary indexes and unique constraints; return the SQL that rebuilds them.
+
+    Maintaining a dozen indexes row by row is most of a bulk load's time; building each once
+    after the load is the usual way (PostgreSQL docs, "Populating a Database").
+    """
+    from django.db import connection
+
+    table = "usage_usagerecord"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = %s::regclass AND contype = 'u'",
+            [table],
+        )
+        constraints = cursor.fetchall()
+        cursor.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.tablename = %s AND NOT EXISTS "
+            "(SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname AND c.conrelid = %s::regclass)",
+            [table, table],
+        )
+        indexes = cursor.fetchall()
+        for name, _ in constraints:
+            cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+        for name, _ in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
+    return [
+        f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}' for name, definition in constraints
+    ] + [definition for _, definition in indexes]
 
 
 def _sqlite_insert(raw_connection: Any, sql: str, batch: list[tuple[Any, ...]]) -> None:
@@ -348,11 +424,25 @@ def _analyze(database: str) -> None:
 
 
 def _rollup_counts() -> str:
-    from playground.usage.models import UsageConversationDaily, UsageDaily, UsageHourly
+    from playground.usage.models import (
+        UsageConversationDaily,
+        UsageConversationTotal,
+        UsageDaily,
+        UsageHourly,
+        UsageTeamDaily,
+        UsageTeamHourly,
+    )
 
     return ", ".join(
         f"{model.__name__} {model.objects.count():,}"
-        for model in (UsageHourly, UsageDaily, UsageConversationDaily)
+        for model in (
+            UsageHourly,
+            UsageDaily,
+            UsageTeamHourly,
+            UsageTeamDaily,
+            UsageConversationDaily,
+            UsageConversationTotal,
+        )
     )
 
 
