@@ -169,7 +169,7 @@ def make_world(rows: int) -> dict[str, Any]:
         users[team.pk] = [m.pk for m in members]
         connections[team.pk] = [
             ProviderConnection.objects.create(team=team, name=f"{kind} {team.pk}", kind=kind).pk
-            for kind in ("workers-ai", "openai", "engine")
+            for kind in ("workers-ai", "openai-compatible", "engine")
         ]
     cards = {card.model.model_id: card for card in PriceCard.objects.select_related("model")}
     models = [
