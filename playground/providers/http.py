@@ -22,7 +22,9 @@ Timeouts:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -258,13 +260,24 @@ class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
         await self._network.sleep(seconds)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The one verifying TLS context every client shares (it holds no per-connection state).
+
+    Building one loads the whole CA bundle (20-70 ms of CPU), and a client is made per event
+    loop: a Celery batch step runs its own loop, so a context per client cost each step that
+    much again, twice (httpx's transport builds one that its pool replacement then dropped).
+    """
+    return httpx.create_ssl_context(trust_env=False)
+
+
 def checked_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
     """httpx's own transport over a connection pool that opens connections through
     `CheckedAddressBackend`. httpx has no public option for the network backend, so the pool
     it builds is replaced with one built with the same settings plus the backend."""
-    transport = httpx.AsyncHTTPTransport(trust_env=False, limits=limits)
+    transport = httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False, limits=limits)
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=httpx.create_ssl_context(trust_env=False),
+        ssl_context=_tls_context(),
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Any
 
 import pytest
@@ -78,6 +79,17 @@ async def test_it_uses_one_pooled_client_per_event_loop_and_closes_it_with_the_l
     assert elsewhere.is_closed
     assert not here.is_closed
     assert here.follow_redirects is False
+
+
+def test_clients_of_new_event_loops_do_not_load_the_ca_bundle_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(pooled_client())  # the first client may build the shared TLS context
+    loads: list[object] = []
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", lambda *args, **kwargs: loads.append(args))
+
+    clients = [asyncio.run(pooled_client()) for _ in range(3)]  # each loop its own client
+
+    assert len({id(client) for client in clients}) == 3
+    assert loads == []  # a Celery step runs its own loop: tens of ms of CPU each time before
 
 
 async def test_cancelling_the_consumer_closes_the_upstream_stream(fake_upstream: FakeUpstream) -> None:
