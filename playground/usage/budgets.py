@@ -54,6 +54,7 @@ from playground.providers.adapters import ChatRequest
 from playground.usage.metering import estimate_tokens
 from playground.usage.models import UsageRecord
 from playground.usage.pricing import PER_MILLION, ZERO
+from playground.usage.services import KnownCard
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +110,19 @@ def request_max_tokens(request: ChatRequest) -> int:
     return int(settings.BUDGET_DEFAULT_MAX_TOKENS)
 
 
-def request_worst_case_cost(*, request: ChatRequest, team_id: int, model_id: str) -> Decimal:
-    """Prompt estimate x input price + max tokens x output price (zero for an unpriced model)."""
-    card = price_card_for(model_id=model_id, day=timezone.now().date(), team_id=team_id)
-    if card is None:
+def request_worst_case_cost(
+    *, request: ChatRequest, team_id: int, model_id: str, card: KnownCard | None = None
+) -> Decimal:
+    """Prompt estimate x input price + max tokens x output price (zero for an unpriced model).
+
+    `card`: the card that will price the record, when the caller has looked it up already (a
+    batch submission reserves its items' worst cases by one card); otherwise today's.
+    """
+    known = card or KnownCard(price_card_for(model_id=model_id, day=timezone.now().date(), team_id=team_id))
+    if known.card is None:
         return ZERO
-    prompt = Decimal(estimate_tokens(request.prompt_chars)) * card.input_per_m
-    output = Decimal(request_max_tokens(request)) * card.output_per_m
+    prompt = Decimal(estimate_tokens(request.prompt_chars)) * known.card.input_per_m
+    output = Decimal(request_max_tokens(request)) * known.card.output_per_m
     return (prompt + output) / PER_MILLION
 
 

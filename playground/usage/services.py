@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from playground.catalog.models import PriceCard
 from playground.catalog.selectors import price_card_for
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
@@ -19,6 +20,13 @@ from playground.usage.rollups import rollup_add
 logger = logging.getLogger(__name__)
 
 RECORD_WRITE_FAILED = "record_write_failed"
+
+
+@dataclass(frozen=True)
+class KnownCard:
+    """The price card of a request, already looked up (`card` None: the model has none that day)."""
+
+    card: PriceCard | None
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,9 @@ class RequestContext:
     # The day whose price card prices the request; None: today. A batch item is priced by the
     # card of the day its batch was submitted, however long the queue takes.
     priced_on: dt.date | None = None
+    # That card, when the caller already looked it up with `request_price_card` (a batch step
+    # records hundreds of items priced by one card); None: the writer looks it up.
+    price_card: KnownCard | None = None
     # The body as sent upstream, secrets and images redacted (the metered call fills it in).
     request_body: dict[str, Any] | None = None
 
@@ -70,10 +81,17 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         return record
 
 
+def request_price_card(*, context: RequestContext) -> KnownCard:
+    """The card that prices the request of `context`: the team's or the global card of its model on
+    the day it is priced. Pass it back as `context.price_card` to price many requests by one look-up."""
+    if context.price_card is not None:
+        return context.price_card
+    day = context.priced_on or timezone.now().date()
+    return KnownCard(price_card_for(model_id=context.model_id, day=day, team_id=context.team_id))
+
+
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
-    card = price_card_for(
-        model_id=context.model_id, day=context.priced_on or timezone.now().date(), team_id=context.team_id
-    )
+    card = request_price_card(context=context).card
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
     record = UsageRecord.objects.create(

@@ -10,11 +10,13 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import pytest
 from django.utils import timezone
 
 from playground.accounts.models import TeamBudget
-from playground.batches.models import Batch, BatchPath, BatchSubmission, ItemState, SubmissionState
+from playground.batches import services as batch_services
+from playground.batches.models import Batch, BatchItem, BatchPath, BatchSubmission, ItemState, SubmissionState
 from playground.batches.services import (
     SizedItem,
     batch_step_run,
@@ -25,8 +27,11 @@ from playground.batches.services import (
     submission_items,
 )
 from playground.catalog.selectors import price_card_for
+from playground.providers import http
+from playground.providers.http import checked_transport
 from playground.providers.models import ProviderConnection
 from playground.providers.queue import QueueResponse
+from playground.usage import services as usage_services
 from playground.usage.models import UsageRecord
 from tests.batches.conftest import prompts
 from tests.fakes.upstream import FakeUpstream, chat_completion, envelope, error, json_reply, usage, v4_error
@@ -175,6 +180,93 @@ def test_it_prices_items_by_the_card_of_the_day_the_batch_was_submitted(
     record = UsageRecord.objects.get()
     assert record.price_card == price_card_for(model_id="@cf/moonshotai/kimi-k2.5", day=dt.date(2026, 5, 1))
     assert record.price_card != price_card_for(model_id="@cf/moonshotai/kimi-k2.5", day=timezone.now().date())
+
+
+def test_a_poll_prices_its_results_by_one_look_up_of_the_card(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batch = running_batch(workers_connection, prompts(4))
+    fake_upstream.script(_queued())
+    _step(batch)
+    looked_up: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        usage_services, "price_card_for", lambda **query: looked_up.append(query) or price_card_for(**query)
+    )
+    fake_upstream.script(_results(batch, [0, 1, 2, 3]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    _step(batch)
+
+    card = price_card_for(model_id=batch.model_id, day=batch.priced_on, team_id=batch.team_id)
+    assert card is not None
+    assert [(r.price_card_id, r.total_cost > 0) for r in UsageRecord.objects.all()] == [(card.pk, True)] * 4
+    assert looked_up == [{"model_id": batch.model_id, "day": batch.priced_on, "team_id": batch.team_id}]
+
+
+def test_a_step_sends_and_polls_on_one_event_loop_and_http_client(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.BATCH_SUBMISSION_MAX_ITEMS, settings.BATCH_POLL_FIRST_SECONDS = 1, 0.0  # polled in the same step
+    batch = running_batch(workers_connection, prompts(3))
+    clients: list[httpx.Limits] = []
+    monkeypatch.setattr(
+        http, "checked_transport", lambda limits: clients.append(limits) or checked_transport(limits)
+    )
+    fake_upstream.script(
+        _queued("req-1"), _queued("req-2"), _queued("req-3"), _pending(), _pending(), _pending()
+    )
+
+    _step(batch)
+
+    assert len(fake_upstream.requests) == 6
+    assert len(clients) == 1  # was a new loop and client per call (tens of ms of CPU each)
+
+
+def test_a_step_that_fails_while_recording_leaves_no_record_without_its_result(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batch = running_batch(workers_connection, prompts(4))
+    fake_upstream.script(_queued())
+    _step(batch)
+    recorded: list[int] = []
+    item_result = batch_services._item_result  # the item's result, written with its record
+
+    def dies_at_the_third(item: BatchItem, *args: Any) -> None:
+        recorded.append(item.pk)
+        if len(recorded) == 3:
+            raise RuntimeError("the worker died here")
+        item_result(item, *args)
+
+    monkeypatch.setattr(batch_services, "_item_result", dies_at_the_third)
+    fake_upstream.script(_results(batch, [0, 1, 2, 3]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    assert _step(batch) == settings.BATCH_STEP_RETRY_SECONDS
+    assert len(recorded) == 3
+    done = batch.items.filter(state=ItemState.DONE)
+    assert UsageRecord.objects.count() == done.count()  # whatever committed has its result
+    assert all(item.usage_record is not None for item in done)
+
+    monkeypatch.setattr(batch_services, "_item_result", item_result)
+    fake_upstream.script(_results(batch, [3, 2, 1, 0]))
+    BatchSubmission.objects.update(next_poll_at=timezone.now())
+
+    assert _step(batch) is None
+    assert UsageRecord.objects.count() == 4
+    assert {
+        (item.state, item.usage_record.source) for item in batch.items.select_related("usage_record")
+    } == {(ItemState.DONE, item.source) for item in batch.items.all()}
 
 
 def test_polls_back_off_up_to_a_cap_below_the_visibility_timeout(settings: Any) -> None:
@@ -329,7 +421,7 @@ def test_a_redelivered_step_and_a_stale_chain_change_nothing(
     assert len(fake_upstream.requests) == sent + 1
 
 
-def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results(
+def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results_later_ones_by_the_backoff(
     workers_connection: ProviderConnection,
     fake_upstream: FakeUpstream,
     running_batch: Callable[..., Batch],
@@ -343,8 +435,11 @@ def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results
     an_hour_ago, news = timezone.now() - dt.timedelta(hours=1), timezone.now() - dt.timedelta(seconds=20)
     BatchSubmission.objects.filter(pk=first.pk).update(state=SubmissionState.DONE)
     first.items.update(state=ItemState.DONE, finished_at=news)
-    BatchSubmission.objects.exclude(pk=first.pk).update(
+    BatchSubmission.objects.filter(pk=second.pk).update(
         submitted_at=an_hour_ago, polls=10, next_poll_at=timezone.now()
+    )
+    BatchSubmission.objects.filter(pk=third.pk).update(
+        submitted_at=timezone.now() - dt.timedelta(seconds=100), polls=7, next_poll_at=timezone.now()
     )
     fake_upstream.script(_pending(), _pending())
 
@@ -352,7 +447,9 @@ def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results
 
     second.refresh_from_db(), third.refresh_from_db()
     assert (second.next_poll_at - timezone.now()).total_seconds() == pytest.approx(2.0, abs=0.5)  # 20 s / 10
-    assert (third.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(11), abs=0.5)
+    # An in-order queue finishes the second first: the third is not also polled every tenth of 100 s.
+    assert (third.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(8), abs=0.5)
+    assert poll_delay(8) > 20
 
 
 def test_a_batch_is_split_into_about_ten_submissions_within_the_bounds(settings: Any) -> None:
