@@ -30,6 +30,8 @@ from playground.usage.models import (
     UsageConversationTotal,
     UsageDaily,
     UsageHourly,
+    UsagePeopleDaily,
+    UsagePeopleHourly,
     UsageRecord,
     UsageTeamDaily,
     UsageTeamHourly,
@@ -52,12 +54,27 @@ def _floor(at: dt.datetime, *, hourly: bool) -> dt.datetime:
     return at if hourly else at.replace(hour=0)
 
 
-RollupModel = type[UsageHourly] | type[UsageDaily] | type[UsageTeamHourly] | type[UsageTeamDaily]
+RollupModel = (
+    type[UsageHourly]
+    | type[UsageDaily]
+    | type[UsageTeamHourly]
+    | type[UsageTeamDaily]
+    | type[UsagePeopleHourly]
+    | type[UsagePeopleDaily]
+)
 
 
 def rollup_model(filters: Filters, *, by_people: bool = False) -> RollupModel:
-    """Hourly or daily; the full key only when users or connections are filtered or grouped by."""
+    """The smallest rollup that holds what the filters and the grouping need, hourly or daily.
+
+    People tables (users and connections; costs and tokens only) when grouping by user or
+    connection with no other dimension filtered; team-level ones when neither users nor
+    connections are involved; the full key otherwise.
+    """
     hourly = filters.period.hourly
+    other_dimension = filters.model_id or filters.path or filters.status or filters.affinity
+    if by_people and not other_dimension:
+        return UsagePeopleHourly if hourly else UsagePeopleDaily
     if by_people or filters.user_id or filters.connection_id:
         return UsageHourly if hourly else UsageDaily
     return UsageTeamHourly if hourly else UsageTeamDaily
@@ -66,7 +83,7 @@ def rollup_model(filters: Filters, *, by_people: bool = False) -> RollupModel:
 def rollup_rows(filters: Filters, *, by_people: bool = False) -> QuerySet[Any]:
     """The rollup rows of the filters' team, period and dimensions (hourly or daily).
 
-    `by_people`: the caller groups by user or connection, so it needs the full-key table.
+    `by_people`: the caller groups by user or connection and reads only costs and tokens.
     """
     period = filters.period
     model = rollup_model(filters, by_people=by_people)

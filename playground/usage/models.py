@@ -258,6 +258,51 @@ class UsageTeamDaily(UsageRollupMeasures):
         indexes = [models.Index(fields=["team", "bucket"], name="usage_team_daily_bucket")]
 
 
+class UsagePeopleBase(models.Model):
+    """Counts, tokens and costs per team, bucket, user and connection, and nothing else.
+
+    What "cost by user" and "cost by connection" read when no other dimension is filtered: at
+    10 M records their 7-day chart summed ~200 k full-key rows (700 ms), against ~12 k here.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
+    bucket = models.DateTimeField(help_text="Start of the UTC hour or day")
+    user_id = models.BigIntegerField(default=0, help_text="0: none (deleted user)")
+    connection_id = models.BigIntegerField(default=0, help_text="0: none (deleted connection)")
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    input_cost_e10 = models.BigIntegerField(default=0)
+    cached_input_cost_e10 = models.BigIntegerField(default=0)
+    output_cost_e10 = models.BigIntegerField(default=0)
+    total_cost_e10 = models.BigIntegerField(default=0)
+
+    DIMENSIONS = ("team_id", "bucket", "user_id", "connection_id")
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} user {self.user_id}: {self.requests}"
+
+
+class UsagePeopleHourly(UsagePeopleBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsagePeopleBase.DIMENSIONS, name="one_usage_people_hourly_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_people_hourly_bucket")]
+
+
+class UsagePeopleDaily(UsagePeopleBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsagePeopleBase.DIMENSIONS, name="one_usage_people_daily_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_people_daily_bucket")]
+
+
 class UsageConversationDaily(models.Model):
     """Per conversation and UTC day: enough to rank conversations by cost over any range."""
 

@@ -45,6 +45,8 @@ from playground.usage.models import (
     UsageConversationTotal,
     UsageDaily,
     UsageHourly,
+    UsagePeopleDaily,
+    UsagePeopleHourly,
     UsageRecord,
     UsageRollupMeasures,
     UsageTeamDaily,
@@ -53,11 +55,26 @@ from playground.usage.models import (
 
 UTC = dt.UTC
 COST_FIELDS = ("input_cost", "cached_input_cost", "output_cost", "total_cost")
-# Each team-level table is its full-key table summed over users and connections.
-TEAM_LEVEL: tuple[tuple[type[UsageRollupMeasures], type[UsageRollupMeasures]], ...] = (
+# Coarser tables, each its full-key source summed over the dimensions it leaves out: the
+# team-level ones over users and connections, the people ones over everything else.
+SUMMED: tuple[tuple[type[Any], type[UsageRollupMeasures]], ...] = (
     (UsageTeamHourly, UsageHourly),
     (UsageTeamDaily, UsageDaily),
+    (UsagePeopleHourly, UsageHourly),
+    (UsagePeopleDaily, UsageDaily),
 )
+
+
+def _rollup_measures(model: type[Any]) -> tuple[str, ...]:
+    return tuple(
+        field.attname
+        for field in model._meta.concrete_fields
+        if field.attname not in model.DIMENSIONS and field.attname != "id"
+    )
+
+
+ROLLUP_TABLES: tuple[type[Any], ...] = (UsageHourly, UsageDaily, *(summed for summed, _ in SUMMED))
+MEASURES_OF = {model: _rollup_measures(model) for model in ROLLUP_TABLES}
 CONVERSATION_MEASURES = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "total_cost_e10")
 
 
@@ -107,14 +124,15 @@ def rollup_add(record: UsageRecord) -> None:
         "cache_state": cache_state(record.cached_tokens),
     }
     hour, day = hour_start(record.created_at), day_start(record.created_at)
-    for model, bucket in (
+    buckets: dict[type[Any], dt.datetime] = {UsageHourly: hour, UsageDaily: day}
+    tables: list[tuple[type[Any], dt.datetime]] = [
         (UsageHourly, hour),
         (UsageDaily, day),
-        (UsageTeamHourly, hour),
-        (UsageTeamDaily, day),
-    ):
+        *((summed, buckets[source]) for summed, source in SUMMED),
+    ]
+    for model, bucket in tables:
         key = {name: value for name, value in dimensions.items() if name in model.DIMENSIONS}
-        _upsert(model, {**key, "bucket": bucket}, measures)
+        _upsert(model, {**key, "bucket": bucket}, {name: measures[name] for name in MEASURES_OF[model]})
     if record.conversation_id is not None:
         conversation_measures = {name: measures[name] for name in CONVERSATION_MEASURES}
         conversation = {"team_id": record.team_id, "conversation_id": record.conversation_id}
@@ -212,10 +230,10 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
             _insert_select(model, _rollup_select(records, trunc))
         # The team-level tables and the conversation totals are sums of the rows just rebuilt:
         # exact (integer sums), and far fewer rows to read than the raw records.
-        for team_level, source in TEAM_LEVEL:
-            _scoped(team_level, team_id).delete()
-            measures = _rollup_measures(team_level)
-            _insert_select(team_level, _summed(_scoped(source, team_id), team_level.DIMENSIONS, measures))
+        for summed, source in SUMMED:
+            _scoped(summed, team_id).delete()
+            measures = MEASURES_OF[summed]
+            _insert_select(summed, _summed(_scoped(source, team_id), summed.DIMENSIONS, measures))
         _scoped(UsageConversationDaily, team_id).delete()
         _insert_select(UsageConversationDaily, _conversation_select(records))
         _scoped(UsageConversationTotal, team_id).delete()
@@ -224,14 +242,6 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
             r_first_bucket=Min("bucket"), r_last_bucket=Max("bucket")
         )
         _insert_select(UsageConversationTotal, totals)
-
-
-def _rollup_measures(model: type[UsageRollupMeasures]) -> list[str]:
-    return [
-        field.attname
-        for field in model._meta.concrete_fields
-        if field.attname not in model.DIMENSIONS and field.attname != "id"
-    ]
 
 
 def _summed(rows: QuerySet[Any], dimensions: Iterable[str], measures: Iterable[str]) -> QuerySet[Any]:

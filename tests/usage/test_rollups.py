@@ -24,6 +24,8 @@ from playground.usage.models import (
     UsageConversationTotal,
     UsageDaily,
     UsageHourly,
+    UsagePeopleDaily,
+    UsagePeopleHourly,
     UsageSource,
     UsageStatus,
     UsageTeamDaily,
@@ -37,6 +39,8 @@ ROLLUPS = (
     UsageDaily,
     UsageTeamHourly,
     UsageTeamDaily,
+    UsagePeopleHourly,
+    UsagePeopleDaily,
     UsageConversationDaily,
     UsageConversationTotal,
 )
@@ -101,6 +105,7 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     assert len(incremental["UsageHourly"]) > 100 and len(incremental["UsageConversationDaily"]) > 3
     # the team-level tables really fold users together, and conversations span several days
     assert len(incremental["UsageTeamDaily"]) < len(incremental["UsageDaily"])
+    assert len(incremental["UsagePeopleDaily"]) < len(incremental["UsageDaily"])
     assert any(first != last for _, _, first, last, *_ in incremental["UsageConversationTotal"])
 
     rollups_rebuild()

@@ -3,46 +3,21 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from playground.usage.rollup_fill import insert_summed
+
 
 def fill_from_existing_rollups(apps, schema_editor):
     """Sum the rollups already kept into the new tables, so existing dashboards need no rebuild."""
-    quote = schema_editor.quote_name
-
-    def insert_summed(
-        target: str, source: str, dimensions: list[str], extra: str = "", extra_columns: str = ""
-    ) -> None:
-        model = apps.get_model("usage", target)
-        measures = [
-            field.column
-            for field in model._meta.concrete_fields
-            if field.column not in dimensions and field.column not in ("id", "first_bucket", "last_bucket")
-        ]
-        columns = ", ".join(quote(c) for c in dimensions + measures) + extra_columns
-        sums = ", ".join(f"SUM({quote(c)})" for c in measures)
-        dims = ", ".join(quote(c) for c in dimensions)
-        table = apps.get_model("usage", source)._meta.db_table
-        # Only quoted column and table names of our own models are formatted in.
-        sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) SELECT {dims}, {sums}{extra} FROM {quote(table)} GROUP BY {dims}"  # noqa: S608, E501
-        schema_editor.execute(sql)
-
-    team_level = [
-        "team_id",
-        "bucket",
-        "model_id",
-        "price_card_id",
-        "path",
-        "status",
-        "affinity",
-        "cache_state",
-    ]
-    insert_summed("UsageTeamHourly", "UsageHourly", team_level)
-    insert_summed("UsageTeamDaily", "UsageDaily", team_level)
+    team_level = ["team_id", "bucket", "model_id", "price_card_id", "path", "status", "affinity", "cache_state"]
+    for target, source in (("UsageTeamHourly", "UsageHourly"), ("UsageTeamDaily", "UsageDaily")):
+        insert_summed(apps, schema_editor, target=target, source=source, dimensions=team_level)
     insert_summed(
-        "UsageConversationTotal",
-        "UsageConversationDaily",
-        ["team_id", "conversation_id"],
-        extra=", MIN(bucket), MAX(bucket)",
-        extra_columns=", first_bucket, last_bucket",
+        apps,
+        schema_editor,
+        target="UsageConversationTotal",
+        source="UsageConversationDaily",
+        dimensions=["team_id", "conversation_id"],
+        extremes={"first_bucket": "MIN(bucket)", "last_bucket": "MAX(bucket)"},
     )
 
 
