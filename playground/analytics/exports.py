@@ -1,32 +1,43 @@
 """Streamed exports of the filtered request log: CSV, JSONL and XLSX.
 
-Memory stays flat whatever the row count: rows are read in keyset chunks
-(`records.export_chunks`) and each chunk is encoded and sent before the next is read. The
-streams are async generators that fetch each chunk in a thread, because Django's ASGI
-handler buffers a synchronous iterator whole before sending it.
+Memory stays flat whatever the row count. On PostgreSQL the CSV is written by the server:
+`COPY (SELECT ...) TO STDOUT WITH (FORMAT csv, HEADER)` over the same filtered query as the
+log (`records.log_records`), with the joins, the formula escaping and the value formats in
+SQL (`copy_sql`), and its blocks are passed through in pieces of about `COPY_PIECE` bytes.
+Elsewhere (SQLite, the embedded default) and for JSONL and XLSX, rows are read in keyset
+chunks (`records.export_chunks`) and each chunk is encoded and sent before the next is read.
+Both CSV paths give the same bytes: the same cells, quoted only where needed, and "\n" line
+ends (what COPY writes). The streams are async generators that do their database work in
+Django's thread for the connection (`sync_to_async(thread_sensitive=True)`), because
+Django's ASGI handler buffers a synchronous iterator whole before sending it.
 
 XLSX cannot be written as a byte stream (it is a zip with a directory at the end), so it is
 written with XlsxWriter's `constant_memory` mode (one row in memory at a time) into a
 temporary file, which is then streamed and deleted.
 
-Columns are documented in docs/usage-exports.md; `COLUMNS` here is their single source.
+Columns are documented in docs/usage-analytics.md; `COLUMNS` here is their single source.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
+from contextlib import aclosing
 from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import connections, models, transaction
+from django.db.models import F
 
 from playground.analytics.filters import Filters
-from playground.analytics.records import export_chunks
+from playground.analytics.records import export_chunks, log_records
+from playground.asyncutil import finish_even_if_cancelled
 
 # (header, field of records.EXPORT_FIELDS)
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -92,33 +103,80 @@ def _decimal(value: Any) -> Any:
     return "" if value is None else format(value, "f")  # exact, never "1E-10"
 
 
+def _isoformat(value: dt.date) -> str:
+    # A timestamp always carries its microseconds (as COPY's to_char writes them), so every
+    # row of a column has one shape; datetime.isoformat() alone drops them when they are 0.
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="microseconds")
+    return value.isoformat()
+
+
 def _iso(value: Any) -> Any:
-    return "" if value is None else value.isoformat()
+    return "" if value is None else _isoformat(value)
 
 
 def _boolean(value: Any) -> Any:
     return "" if value is None else ("true" if value else "false")
 
 
-# One converter per column, chosen once (a type test per cell would halve the export's speed).
+# One kind per column, chosen once (a type test per cell would halve the export's speed). A
+# kind is written by its Python converter (CSV_CONVERTERS) or, on PostgreSQL, by its SQL
+# expression (_SQL_CELLS); the two must give the same text, and the tests hold them to it.
 _DECIMALS = {"input_cost", "cached_input_cost", "output_cost", "total_cost"}
 _NUMBERS = {
     "conversation_id", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
     "price_card_id", "ttft_ms", "latency_ms", "http_status",
 }  # fmt: skip
-CSV_CONVERTERS = [
-    _decimal
-    if field in _DECIMALS or field.endswith("_per_m")
-    else _number
-    if field in _NUMBERS
-    else _iso
-    if field in {"created_at", "price_card__effective_from"}
-    else _boolean
-    if field in {"streamed", "usage_implausible"}
-    else _text
-    for _, field in COLUMNS
-]
+_UUIDS = {"request_id"}
+_TIMESTAMPS = {"created_at"}
+_DATES = {"price_card__effective_from"}
+_BOOLEANS = {"streamed", "usage_implausible"}
+
+
+def _kind(field: str) -> str:
+    if field in _DECIMALS or field.endswith("_per_m"):
+        return "decimal"
+    if field in _NUMBERS:
+        return "number"
+    if field in _UUIDS:
+        return "uuid"
+    if field in _TIMESTAMPS:
+        return "timestamp"
+    if field in _DATES:
+        return "date"
+    if field in _BOOLEANS:
+        return "boolean"
+    return "text"
+
+
 FIELDS = [field for _, field in COLUMNS]
+KINDS = [_kind(field) for field in FIELDS]
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "text": _text,
+    "uuid": _text,
+    "number": _number,
+    "decimal": _decimal,
+    "timestamp": _iso,
+    "date": _iso,
+    "boolean": _boolean,
+}
+CSV_CONVERTERS = [_CONVERTERS[kind] for kind in KINDS]
+# The same cells in SQL, `{c}` standing for the column. NULL and "" both come out as NULL,
+# which COPY writes as an empty unquoted field, as Python's csv writes "" (COPY would quote a
+# non-NULL ""). Integers need nothing; numeric's text keeps the column's scale and never has
+# an exponent, like format(Decimal, "f") (cast here so a joined card's is formatted once).
+# Dates and times go through to_char so the server's DateStyle and TimeZone cannot change them.
+_FORMULA_CODES = ", ".join(str(ord(start)) for start in FORMULA_STARTS)
+_SQL_CELLS = {
+    "text": f"CASE WHEN ascii({{c}}) IN ({_FORMULA_CODES}) THEN '''' || {{c}} ELSE NULLIF({{c}}, '') END",
+    "uuid": "{c}",  # hex digits and hyphens: never a formula, never empty
+    "number": "{c}",
+    "decimal": "{c}::text",
+    "timestamp": """to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')""",
+    "date": "to_char({c}, 'YYYY-MM-DD')",
+    "boolean": "CASE WHEN {c} THEN 'true' WHEN NOT {c} THEN 'false' END",
+}
+COPY_PIECE = 128 * 1024  # bytes per hop out of the database thread: ~400 rows
 
 
 def csv_row(row: dict[str, Any]) -> list[Any]:
@@ -131,33 +189,119 @@ def json_row(row: dict[str, Any]) -> dict[str, Any]:
         value = row[field]
         if isinstance(value, Decimal):
             value = format(value, "f")  # exact: a float would round costs
-        elif hasattr(value, "isoformat"):
-            value = value.isoformat()
+        elif isinstance(value, dt.date):
+            value = _isoformat(value)
         elif field == "request_id":
             value = str(value)
         out[header] = value
     return out
 
 
-async def _chunks(filters: Filters) -> AsyncIterator[list[dict[str, Any]]]:
-    chunks = export_chunks(filters)
-    fetch: Callable[[], list[dict[str, Any]] | None] = lambda: next(chunks, None)  # noqa: E731
-    while True:
-        rows = await sync_to_async(fetch, thread_sensitive=True)()
-        if rows is None:
-            return
-        yield rows
+async def _hops[T](items: Iterator[T]) -> AsyncGenerator[T]:
+    """A generator that uses the database, driven one item per hop in Django's thread for the
+    connection, and closed there whatever ends the stream (a client that goes away included)."""
+    step: Callable[[], T | None] = lambda: next(items, None)  # noqa: E731
+    try:
+        while (item := await sync_to_async(step, thread_sensitive=True)()) is not None:
+            yield item
+    finally:
+        close = getattr(items, "close", None)  # a generator's: it leaves its `with` blocks
+        if close is not None:
+            await finish_even_if_cancelled(sync_to_async(close, thread_sensitive=True)())
 
 
-async def csv_stream(filters: Filters, *, bom: bool = False) -> AsyncIterator[bytes]:
+def copies_csv(filters: Filters) -> bool:
+    """Whether the CSV of these filters is written by the database (PostgreSQL's COPY)."""
+    return connections[log_records(filters).db].vendor == "postgresql"
+
+
+def _related(model: type[models.Model], relation: str) -> tuple[str, Any]:
+    """The foreign key's column attribute (`user_id`) and the related model's options."""
+    key = model._meta.get_field(relation)
+    assert isinstance(key, models.ForeignKey)
+    return key.attname, key.related_model._meta
+
+
+def copy_sql(filters: Filters) -> tuple[str, tuple[Any, ...]]:
+    """PostgreSQL's COPY of the filtered log as CSV, newest first, and its parameters.
+
+    The rows are `records.log_records` (the log's one definition of the filters), compiled by
+    Django; the cells are formatted around it by `_SQL_CELLS`. A joined column (`user__username`)
+    comes from a LEFT JOIN LATERAL on its relation that formats it there: `OFFSET 0` keeps that
+    subquery whole, so PostgreSQL memoizes it per key and formats a team's few users,
+    connections and price cards once each, not once per row (a third of the COPY's time).
+    """
+    records = log_records(filters).order_by("-created_at", "-id")
+    quote = connections[records.db].ops.quote_name
+    own: dict[str, F] = {"row_id": F("id")}
+    joined: dict[str, list[str]] = {}  # relation -> its formatted cells
+    cells = []
+    for i, (field, kind, header) in enumerate(zip(FIELDS, KINDS, HEADERS, strict=True)):
+        relation, _, name = field.rpartition("__")
+        if relation:
+            column = _related(records.model, relation)[1].get_field(name).column
+            cell = _SQL_CELLS[kind].format(c=f"r.{quote(column)}")
+            joined.setdefault(relation, []).append(f"{cell} AS c{i}")
+            cells.append(f"j_{relation}.c{i} AS {quote(header)}")
+        else:
+            own[f"c{i}"] = F(field)
+            cells.append(f"{_SQL_CELLS[kind].format(c=f'e.c{i}')} AS {quote(header)}")
+    joins = []
+    for relation, selected in joined.items():
+        key, target = _related(records.model, relation)
+        own[f"{relation}_key"] = F(key)
+        joins.append(
+            f"LEFT JOIN LATERAL (SELECT {', '.join(selected)} FROM {quote(target.db_table)} AS r"  # noqa: S608
+            f" WHERE r.{quote(target.pk.column)} = e.{relation}_key OFFSET 0) AS j_{relation} ON true"
+        )
+    inner = records.values(**own)
+    sql, params = inner.query.get_compiler(using=inner.db).as_sql()
+    # The outer ORDER BY repeats the inner one, which the planner sees as already met (the
+    # lateral joins are nested loops, which keep the order). Only constants and Django's
+    # compiled SQL are spliced in; every value stays a parameter.
+    at = f"e.c{FIELDS.index('created_at')}"
+    select = (
+        f"SELECT {', '.join(cells)} FROM ({sql}) AS e {' '.join(joins)}"  # noqa: S608
+        f" ORDER BY {at} DESC, e.row_id DESC"
+    )
+    statement = f"COPY ({select}) TO STDOUT WITH (FORMAT csv, HEADER)"
+    return statement, tuple(params)
+
+
+def csv_copy_pieces(filters: Filters, *, piece: int = COPY_PIECE) -> Iterator[bytes]:
+    """The CSV as PostgreSQL's COPY writes it, in pieces of about `piece` bytes.
+
+    COPY hands over one row per block, so blocks are joined into pieces: one hop out of the
+    database thread per piece, not per row. Closing the generator before the end (the client
+    went away) leaves the `with` blocks: psycopg cancels the COPY and drains what was in
+    flight, and the savepoint of `atomic` leaves an enclosing transaction usable after the
+    cancel. The generator must run and be closed in one thread (see `_hops`), and nothing else
+    may use that connection until it ends (COPY holds it: one request, one thread).
+    """
+    statement, params = copy_sql(filters)
+    alias = log_records(filters).db
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        with cursor.cursor.copy(statement, params) as copy:
+            blocks: list[Any] = []
+            size = 0
+            for block in copy:
+                blocks.append(block)
+                size += len(block)
+                if size >= piece:
+                    yield b"".join(blocks)
+                    blocks.clear()
+                    size = 0
+            if blocks:
+                yield b"".join(blocks)
+
+
+def csv_python_pieces(filters: Filters) -> Iterator[bytes]:
+    """The CSV formatted here from keyset chunks (SQLite), one piece per chunk."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    if bom:
-        buffer.write(BOM)
+    writer = csv.writer(buffer, lineterminator="\n")  # COPY's line end, so both give the same bytes
     writer.writerow(HEADERS)
-    async for rows in _chunks(filters):
-        for row in rows:
-            writer.writerow(csv_row(row))
+    for rows in export_chunks(filters):
+        writer.writerows(map(csv_row, rows))
         yield buffer.getvalue().encode()
         buffer.seek(0)
         buffer.truncate()
@@ -165,9 +309,19 @@ async def csv_stream(filters: Filters, *, bom: bool = False) -> AsyncIterator[by
         yield buffer.getvalue().encode()
 
 
-async def jsonl_stream(filters: Filters) -> AsyncIterator[bytes]:
-    async for rows in _chunks(filters):
-        yield "".join(json.dumps(json_row(row), ensure_ascii=False) + "\n" for row in rows).encode()
+async def csv_stream(filters: Filters, *, bom: bool = False) -> AsyncGenerator[bytes]:
+    if bom:
+        yield BOM.encode()
+    pieces = csv_copy_pieces(filters) if copies_csv(filters) else csv_python_pieces(filters)
+    async with aclosing(_hops(pieces)) as stream:
+        async for piece in stream:
+            yield piece
+
+
+async def jsonl_stream(filters: Filters) -> AsyncGenerator[bytes]:
+    async with aclosing(_hops(export_chunks(filters))) as chunks:
+        async for rows in chunks:
+            yield "".join(json.dumps(json_row(row), ensure_ascii=False) + "\n" for row in rows).encode()
 
 
 def xlsx_write(filters: Filters) -> str:
@@ -200,15 +354,15 @@ def _xlsx_cell(value: Any) -> Any:
         return float(value)  # a number in the sheet; the CSV and JSONL keep every digit
     if isinstance(value, bool):
         return value
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
+    if isinstance(value, dt.date):
+        return _isoformat(value)
     if isinstance(value, int):
         return value
     # Written as a string cell even if it looks like a formula (strings_to_formulas is off).
     return str(value)
 
 
-async def xlsx_stream(filters: Filters) -> AsyncIterator[bytes]:
+async def xlsx_stream(filters: Filters) -> AsyncGenerator[bytes]:
     path = await sync_to_async(xlsx_write, thread_sensitive=True)(filters)
     try:
         with open(path, "rb") as file:  # noqa: ASYNC230  (a local temporary file, read in 64 KiB chunks)
