@@ -15,7 +15,9 @@ def tool_choice_default() -> str:
 
 
 class Conversation(models.Model):
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="conversations")
+    # No index of its own: (team, -updated_at, -id) below starts with the team and serves every
+    # team lookup; a lone team index only gives PostgreSQL a worse plan to pick for the list.
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="conversations", db_index=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     connection = models.ForeignKey(ProviderConnection, null=True, on_delete=models.SET_NULL, related_name="+")
     model_id = models.CharField(max_length=200)
@@ -38,7 +40,12 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["-updated_at"]
+        # Most recently used first; the id breaks ties so keyset pages neither repeat nor skip.
+        ordering = ["-updated_at", "-id"]
+        indexes = [
+            # The conversation list walks it per team, newest first (chat.selectors.conversation_page).
+            models.Index(fields=["team", "-updated_at", "-id"], name="chat_conv_team_recent"),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"

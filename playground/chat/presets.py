@@ -7,14 +7,16 @@ them without importing chat. Tools go as they are sent (no mocks, no returns_jso
 from __future__ import annotations
 
 from playground.accounts.selectors import AnyUser
-from playground.chat.selectors import conversation_get, conversation_list
+from playground.chat.selectors import conversation_get, conversation_page
 from playground.chat.tools import tools_upstream
 from playground.providers.presets import RequestPreset
 
 
 class ConversationPresets:
     def choices(self, *, user: AnyUser, limit: int) -> list[tuple[int, str]]:
-        return [(c.pk, f"{c} · {c.model_id}") for c in conversation_list(user=user)[:limit]]
+        # The newest `limit`, read down the per-team index: one LIMIT over all the user's teams
+        # at once would sort every conversation they hold.
+        return [(c.pk, f"{c} · {c.model_id}") for c in conversation_page(user=user, size=limit).conversations]
 
     def get(self, *, user: AnyUser, preset_id: int) -> RequestPreset | None:
         conversation = conversation_get(user=user, conversation_id=preset_id)

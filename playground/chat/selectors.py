@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import base64
+import binascii
+import datetime as dt
+import heapq
+from dataclasses import dataclass
+from itertools import islice
 
+from django.db.models import Q, QuerySet
+
+from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.models import Attachment, Conversation, Message
 from playground.usage.models import UsageRecord
@@ -15,6 +23,93 @@ def conversation_list(*, user: AnyUser) -> QuerySet[Conversation]:
     return Conversation.objects.filter(team__memberships__user_id=user.pk).select_related(
         "team", "connection"
     )
+
+
+CONVERSATION_PAGE_SIZE = 50
+COUNT_CAP = 1000  # beyond it the list says "1,000+": an exact count would read a whole team
+
+
+class BadCursor(ValueError):
+    """A page link whose cursor we did not make (garbled, truncated or forged)."""
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    conversations: list[Conversation]  # with their team and connection
+    next_cursor: str  # "" on the last page
+
+
+def conversation_page(
+    *, user: AnyUser, cursor: str = "", size: int = CONVERSATION_PAGE_SIZE
+) -> ConversationPage:
+    """The user's teams' conversations, most recently updated first, `size` at a time.
+
+    Keyset pages, never OFFSET: the cursor is the last row's (updated_at, id) and the next
+    page starts strictly after it, so the thousandth page costs what the first costs. Each
+    team is read on its own down the (team, -updated_at, -id) index, at most `size + 1` rows,
+    and the teams are merged here: one query over all of a user's teams would have to sort
+    every conversation they hold (PostgreSQL cannot walk one index for `team_id IN (...)` in
+    `updated_at` order). A conversation used while someone pages moves to the top, so it can
+    leave the pages still to come; rows never repeat or go missing otherwise.
+    """
+    after = conversation_cursor_decode(cursor) if cursor else None
+    per_team = [list(_newest_first(team_id=team_id, after=after)[: size + 1]) for team_id in _team_ids(user)]
+    merged = list(islice(heapq.merge(*per_team, key=_sort_key, reverse=True), size + 1))
+    page = merged[:size]
+    more = len(merged) > size and bool(page)
+    return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
+
+
+def conversation_count_capped(*, user: AnyUser, cap: int = COUNT_CAP) -> int:
+    """How many conversations the user's teams hold, counting no further than `cap` + 1."""
+    team_ids = _team_ids(user)
+    if not team_ids:
+        return 0
+    # No ORDER BY: with one, the capped subquery would sort every conversation of the teams.
+    return Conversation.objects.filter(team_id__in=team_ids).order_by()[: cap + 1].count()
+
+
+def conversation_cursor(conversation: Conversation) -> str:
+    raw = f"{conversation.updated_at.isoformat()},{conversation.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def conversation_cursor_decode(cursor: str) -> tuple[dt.datetime, int]:
+    """(updated_at, id) from a cursor `conversation_cursor` made; BadCursor for anything else."""
+    if len(cursor) > 120:  # ours are about 60 characters
+        raise BadCursor("too long")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        when, _, pk = raw.rpartition(",")
+        updated_at = dt.datetime.fromisoformat(when)
+        last_id = int(pk)
+    except (ValueError, binascii.Error) as exc:  # UnicodeDecodeError is a ValueError
+        raise BadCursor(str(exc)) from exc
+    if updated_at.tzinfo is None or last_id < 1 or not pk.isdigit():
+        raise BadCursor("not a cursor of ours")
+    return updated_at, last_id
+
+
+def _team_ids(user: AnyUser) -> list[int]:
+    if not user.is_authenticated:
+        return []
+    return list(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+
+
+def _newest_first(*, team_id: int, after: tuple[dt.datetime, int] | None) -> QuerySet[Conversation]:
+    rows = Conversation.objects.filter(team_id=team_id).select_related("team", "connection")
+    if after is not None:
+        updated_at, last_id = after
+        # The redundant `lte` bounds the index scan at the cursor (an OR alone cannot bound it).
+        rows = rows.filter(
+            Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, id__lt=last_id),
+            updated_at__lte=updated_at,
+        )
+    return rows.order_by("-updated_at", "-id")
+
+
+def _sort_key(conversation: Conversation) -> tuple[dt.datetime, int]:
+    return conversation.updated_at, conversation.pk
 
 
 def conversation_get(*, user: AnyUser, conversation_id: int) -> Conversation | None:

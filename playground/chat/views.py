@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -40,7 +40,17 @@ from playground.chat.presenters import (
     request_view,
 )
 from playground.chat.routing import chat_socket_path
-from playground.chat.selectors import conversation_get, conversation_list, message_list, message_request_get
+from playground.chat.selectors import (
+    CONVERSATION_PAGE_SIZE,
+    COUNT_CAP,
+    BadCursor,
+    ConversationPage,
+    conversation_count_capped,
+    conversation_get,
+    conversation_page,
+    message_list,
+    message_request_get,
+)
 from playground.chat.services import (
     ConversationNotFound,
     conversation_capabilities,
@@ -54,7 +64,8 @@ from playground.chat.tools import ToolsInvalid, tools_support
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_get, connection_list_runnable
 
-SIDEBAR_CONVERSATIONS = 50
+SIDEBAR_CONVERSATIONS = CONVERSATION_PAGE_SIZE  # the sidebar shows the list's first page
+BAD_CURSOR = "That page link is not valid: start again from the newest conversations at /chat/."
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -68,9 +79,13 @@ class HtmxHttpRequest(HttpRequest):
 @login_required
 @require_GET
 def conversation_list_view(request: HtmxHttpRequest) -> HttpResponse:
+    try:
+        page = conversation_page(user=request.user, cursor=request.GET.get("after", ""))
+    except BadCursor:
+        return HttpResponseBadRequest(BAD_CURSOR, content_type="text/plain; charset=utf-8")
     connections = _runnable_connections(request)
     form = ConversationCreateForm(connections=connections, initial=_initial(connections))
-    return _list_page(request, form=form, connections=connections)
+    return _list_page(request, form=form, connections=connections, page=page)
 
 
 @login_required
@@ -134,7 +149,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         "can_run": can_run,
         "composer_note": composer_note,
         "socket_path": chat_socket_path(conversation.pk),
-        "sidebar": conversation_list(user=request.user)[:SIDEBAR_CONVERSATIONS],
+        "sidebar": conversation_page(user=request.user, size=SIDEBAR_CONVERSATIONS).conversations,
         "affinity_help": AFFINITY_HELP,
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
@@ -309,15 +324,25 @@ def _list_page(
     *,
     form: ConversationCreateForm,
     connections: list[ProviderConnection],
+    page: ConversationPage | None = None,
     status: int = 200,
 ) -> HttpResponse:
+    """The list (one keyset page of it: the newest unless `page` says otherwise) and the form."""
     selected_id = form["connection"].value()
     selected = next((c for c in connections if str(c.pk) == str(selected_id)), None)
     if selected is None and connections:
         selected = connections[0]
+    if page is None:
+        page = conversation_page(user=request.user)
+    count = conversation_count_capped(user=request.user)
+    older = QueryDict(mutable=True)
+    older["after"] = page.next_cursor
     context = {
         "form": form,
-        "conversations": conversation_rows(conversation_list(user=request.user), now=timezone.now()),
+        "conversations": conversation_rows(page.conversations, now=timezone.now()),
+        "conversation_count": f"{COUNT_CAP:,}+" if count > COUNT_CAP else f"{count:,}",
+        "older_query": older.urlencode() if page.next_cursor else "",
+        "is_first_page": not request.GET.get("after"),
         "has_connections": bool(connections),
         **(_model_field_context(selected, form=form) if selected else {}),
         **_chrome(request),
