@@ -922,7 +922,27 @@ def _submission_poll(
         BatchSubmission.objects.filter(pk=submission.pk).update(
             state=SubmissionState.DONE, polls=submission.polls + 1
         )
+    _poll_next_oldest_soon(batch)
     _submission_settle_budget(submission)
+
+
+def _poll_next_oldest_soon(batch: Batch) -> None:
+    """Bring forward the poll of the submission that is now the oldest still out.
+
+    Until now it was paced by the plain backoff (see `_last_news`), so its next poll may be
+    up to the cap away; an in-order queue is working on it already, and with the last one
+    the whole batch would wait out that backoff after the queue had finished (5-14 s of a
+    110 s run on 1,000 items, measured). From here on `_last_news` paces it.
+    """
+    oldest = (
+        batch.submissions.filter(state__in=(SubmissionState.SUBMITTING, SubmissionState.POLLING))
+        .order_by("id")
+        .first()
+    )
+    if oldest is None or oldest.state != SubmissionState.POLLING:
+        return
+    soon = timezone.now() + dt.timedelta(seconds=poll_delay(0))
+    BatchSubmission.objects.filter(pk=oldest.pk, next_poll_at__gt=soon).update(next_poll_at=soon)
 
 
 def _last_news(batch: Batch, submission: BatchSubmission) -> dt.datetime | None:

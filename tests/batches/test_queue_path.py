@@ -452,6 +452,31 @@ def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results
     assert poll_delay(8) > 20
 
 
+def test_when_results_come_in_the_next_oldest_submission_is_polled_soon_not_after_its_backoff(
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+    settings: Any,
+) -> None:
+    settings.BATCH_SUBMISSION_MAX_ITEMS, settings.BATCH_POLL_MAX_SECONDS = 1, 60.0
+    batch = running_batch(workers_connection, prompts(3))
+    fake_upstream.script(_queued("req-1"), _queued("req-2"), _queued("req-3"))
+    _step(batch)
+    first, second, third = BatchSubmission.objects.order_by("id")
+    later = timezone.now() + dt.timedelta(seconds=50)  # where the plain backoff had put them
+    BatchSubmission.objects.filter(pk=first.pk).update(next_poll_at=timezone.now())
+    BatchSubmission.objects.filter(pk__in=[second.pk, third.pk]).update(next_poll_at=later, polls=9)
+    fake_upstream.script(_results(batch, [0]))
+
+    countdown = _step(batch)
+
+    first.refresh_from_db(), second.refresh_from_db(), third.refresh_from_db()
+    assert first.state == SubmissionState.DONE
+    assert (second.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(0), abs=0.5)
+    assert countdown == pytest.approx(poll_delay(0), abs=0.5)
+    assert third.next_poll_at == later  # behind the second, it keeps its backoff
+
+
 def test_a_batch_is_split_into_about_ten_submissions_within_the_bounds(settings: Any) -> None:
     settings.BATCH_SUBMISSION_MAX_ITEMS = 500
 
