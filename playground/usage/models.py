@@ -217,12 +217,27 @@ class UsageRollupBase(UsageRollupMeasures):
         abstract = True
 
 
+def rollup_filter_indexes(kind: str) -> list[models.Index]:
+    """A chart filtered by one user or connection reads only that one's buckets.
+
+    Without these it read every bucket of the team and period and dropped the others: at
+    10 M records a 90-day TTFT chart for one user took 656 ms.
+    """
+    return [
+        models.Index(fields=["team", "user_id", "bucket"], name=f"usage_{kind}_team_user"),
+        models.Index(fields=["team", "connection_id", "bucket"], name=f"usage_{kind}_team_conn"),
+    ]
+
+
 class UsageHourly(UsageRollupBase):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=UsageRollupBase.DIMENSIONS, name="one_usage_hourly_per_key")
         ]
-        indexes = [models.Index(fields=["team", "bucket"], name="usage_hourly_team_bucket")]
+        indexes = [
+            models.Index(fields=["team", "bucket"], name="usage_hourly_team_bucket"),
+            *rollup_filter_indexes("hourly"),
+        ]
 
 
 class UsageDaily(UsageRollupBase):
@@ -230,7 +245,10 @@ class UsageDaily(UsageRollupBase):
         constraints = [
             models.UniqueConstraint(fields=UsageRollupBase.DIMENSIONS, name="one_usage_daily_per_key")
         ]
-        indexes = [models.Index(fields=["team", "bucket"], name="usage_daily_team_bucket")]
+        indexes = [
+            models.Index(fields=["team", "bucket"], name="usage_daily_team_bucket"),
+            *rollup_filter_indexes("daily"),
+        ]
 
 
 # The same buckets without the user and connection dimensions. Users times connections
