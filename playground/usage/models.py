@@ -221,7 +221,7 @@ def rollup_filter_indexes(kind: str) -> list[models.Index]:
     """A chart filtered by one user or connection reads only that one's buckets.
 
     Without these it read every bucket of the team and period and dropped the others: at
-    10 M records a 90-day TTFT chart for one user took 656 ms.
+    10 M records a 90-day TTFT chart for one user took 201 ms (p50) against 60 ms with them.
     """
     return [
         models.Index(fields=["team", "user_id", "bucket"], name=f"usage_{kind}_team_user"),
