@@ -40,6 +40,14 @@ class Chart:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def dollars(amount: Decimal, *, signed: bool = False) -> str:
+    """Money in a chart's note: $27,456.9380, and with `signed` +$0.5000 or -$1.2000."""
+    text = f"${abs(amount):,.4f}"
+    if amount < 0:
+        return f"-{text}"
+    return f"+{text}" if signed and amount > 0 else text
+
+
 def _layout(
     *, y_title: str, x_title: str = "", y_format: str = "", barmode: str = "", **more: Any
 ) -> dict[str, Any]:
@@ -216,8 +224,8 @@ def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Ch
     return Chart(
         figure={"data": data, "layout": _layout(y_title="USD", y_format="$.4~f", barmode="stack")},
         table=table,
-        note=f"Saved over the period: ${total:.4f}: what the cached tokens would have cost at each card's "
-        "input price, minus what they cost.",
+        note=f"Saved over the period: {dollars(total)}: what the cached tokens would have cost at each "
+        "card's input price, minus what they cost.",
         empty=not rows,
         extra={"total": total},
     )
@@ -441,7 +449,8 @@ def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
     return Chart(
         figure={"data": data, "layout": layout},
         table=table,
-        note=f"Actual ${actual:.4f}, re-priced ${repriced:.4f}, difference ${repriced - actual:+.4f}.",
+        note=f"Actual {dollars(actual)}, re-priced {dollars(repriced)}, "
+        f"difference {dollars(repriced - actual, signed=True)}.",
         empty=not rows,
         extra={"actual": actual, "repriced": repriced, "difference": repriced - actual},
     )

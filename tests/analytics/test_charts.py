@@ -139,7 +139,18 @@ def test_what_if_puts_actual_and_repriced_side_by_side_with_the_difference() -> 
 
     valid(chart)
     assert [t["name"] for t in chart.figure["data"]] == ["Actual", "Kimi K2.6"]
-    assert chart.extra["difference"] == Decimal("0.5") and "+0.5000" in chart.note
+    assert chart.extra["difference"] == Decimal("0.5") and "difference +$0.5000" in chart.note
+
+
+@pytest.mark.parametrize(
+    ("amount", "signed", "expected"),
+    [(Decimal("27456.938"), False, "$27,456.9380"), (Decimal("27456.938"), True, "+$27,456.9380"),
+     (Decimal("-1234.5"), True, "-$1,234.5000"), (Decimal(0), True, "$0.0000")],
+)  # fmt: skip
+def test_dollars_in_notes_group_thousands_and_put_the_sign_first(
+    amount: Decimal, signed: bool, expected: str
+) -> None:
+    assert charts.dollars(amount, signed=signed) == expected
 
 
 @pytest.mark.parametrize(

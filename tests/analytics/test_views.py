@@ -163,6 +163,14 @@ def test_log_filters_for_cached_share_and_conversation(actors: Any, known: Known
     assert {r.pk for r in conv.records} == {known.records[0].pk, known.records[1].pk}
 
 
+def test_the_log_groups_thousands_in_tokens_and_times(actors: Any, known: Known) -> None:
+    with clock(NOW):
+        html = client_for(actors.owner).get(reverse("analytics:log"), {"range": "24h"}).content.decode()
+
+    assert '<td class="num">10,000</td>' in html and "8,000 ms" in html and "2,500 ms" in html
+    assert '<td class="num">1,500</td>' in html  # cached tokens
+
+
 def test_csv_export_has_the_documented_columns_and_only_the_teams_rows(actors: Any, known: Known) -> None:
     with clock(NOW):
         response = client_for(actors.owner).get(
