@@ -40,12 +40,34 @@ class Chart:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def dollars(amount: Decimal, *, signed: bool = False) -> str:
+def money_places(amounts: Iterable[Decimal | float | int | None], *, smallest: bool = False) -> int:
+    """Decimal places for amounts shown together: four, or enough for two significant digits
+    when the amount that sets the scale is under a cent (a day on a small model costs a few
+    hundredths of a cent, which four places show as $0.0000). The scale is set by the largest
+    amount (an axis, whose ticks divide it), or with `smallest` by the smallest non-zero one
+    (a note, where a small difference beside a large total must still read)."""
+    sizes = [abs(Decimal(amount)) for amount in amounts if amount]
+    if not sizes:
+        return 4
+    scale = min(sizes) if smallest else max(sizes)
+    return 4 if scale >= Decimal("0.01") else min(8, -scale.adjusted() + 1)
+
+
+def dollars(amount: Decimal, *, signed: bool = False, places: int = 4) -> str:
     """Money in a chart's note: $27,456.9380, and with `signed` +$0.5000 or -$1.2000."""
-    text = f"${abs(amount):,.4f}"
+    text = f"${abs(amount):,.{places}f}"
     if amount < 0:
         return f"-{text}"
     return f"+{text}" if signed and amount > 0 else text
+
+
+def _money_axis(places: int) -> str:
+    return f"$,.{places}~f"
+
+
+def _money_hover(axis: str, places: int, *, named: bool = True) -> str:
+    """A hover label with the amount and, when `named`, the trace's name beside it."""
+    return f"%{{{axis}:$,.{places}f}}<extra>{'%{fullData.name}' if named else ''}</extra>"
 
 
 def _layout(
@@ -101,25 +123,25 @@ def cost_over_time(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]
     series = _series(rows, buckets=buckets, key="key", value="cost")
     order = sorted(series, key=lambda key: -sum(series[key]))
     x = [_iso(at) for at in buckets]
+    totals = [sum((series[key][i] for key in order), Decimal(0)) for i in range(len(buckets))]
+    places = money_places(totals)
     data = [
         {
             "type": "bar",
             "name": labels[key],
             "x": x,
             "y": [_num(value) for value in series[key]],
-            "hovertemplate": "%{y:$.4f}<extra>%{fullData.name}</extra>",
+            "hovertemplate": _money_hover("y", places),
         }
         for key in order
     ]
     table = Table(
         ["Bucket (UTC)", *(labels[key] for key in order), "Total (USD)"],
-        [
-            [x[i], *(series[key][i] for key in order), sum((series[key][i] for key in order), Decimal(0))]
-            for i in range(len(buckets))
-        ],
+        [[x[i], *(series[key][i] for key in order), totals[i]] for i in range(len(buckets))],
     )
+    layout = _layout(y_title="USD", y_format=_money_axis(places), barmode="stack")
     return Chart(
-        figure={"data": data, "layout": _layout(y_title="USD", y_format="$.4~f", barmode="stack")},
+        figure={"data": data, "layout": layout},
         table=table,
         note=f"Stacked by {group_label.lower()}.",
         empty=not rows,
@@ -200,6 +222,8 @@ def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Ch
     saved = [by_bucket[at]["savings"] if at in by_bucket else Decimal(0) for at in buckets]
     paid = [by_bucket[at]["cost"] if at in by_bucket else Decimal(0) for at in buckets]
     would = [by_bucket[at]["would_cost"] if at in by_bucket else Decimal(0) for at in buckets]
+    places = money_places(p + s for p, s in zip(paid, saved, strict=True))
+    hover = _money_hover("y", places)
     data = [
         {
             "type": "bar",
@@ -207,6 +231,7 @@ def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Ch
             "x": x,
             "y": [_num(v) for v in paid],
             "marker": {"color": PALETTE[8]},
+            "hovertemplate": hover,
         },
         {
             "type": "bar",
@@ -214,6 +239,7 @@ def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Ch
             "x": x,
             "y": [_num(v) for v in saved],
             "marker": {"color": PALETTE[2]},
+            "hovertemplate": hover,
         },
     ]
     total = sum(saved, Decimal(0))
@@ -221,10 +247,12 @@ def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Ch
         ["Bucket (UTC)", "At the input price (USD)", "Paid (USD)", "Saved (USD)"],
         [[x[i], would[i], paid[i], saved[i]] for i in range(len(x))],
     )
+    layout = _layout(y_title="USD", y_format=_money_axis(places), barmode="stack")
     return Chart(
-        figure={"data": data, "layout": _layout(y_title="USD", y_format="$.4~f", barmode="stack")},
+        figure={"data": data, "layout": layout},
         table=table,
-        note=f"Saved over the period: {dollars(total)}: what the cached tokens would have cost at each "
+        note=f"Saved over the period: {dollars(total, places=money_places([total]))}: what the cached "
+        "tokens would have cost at each "
         "card's input price, minus what they cost.",
         empty=not rows,
         extra={"total": total},
@@ -327,6 +355,7 @@ def requests_by_status(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datet
 def top_conversations(rows: list[dict[str, Any]]) -> Chart:
     ordered = list(reversed(rows))  # the costliest at the top of a horizontal bar chart
     labels = [_short(f"#{row['conversation_id']} {row['title']}") for row in ordered]
+    places = money_places(row["cost"] for row in rows)
     data = [
         {
             "type": "bar",
@@ -335,11 +364,11 @@ def top_conversations(rows: list[dict[str, Any]]) -> Chart:
             "x": [_num(row["cost"]) for row in ordered],
             "y": labels,
             "marker": {"color": PALETTE[0]},
-            "hovertemplate": "%{x:$.4f}<extra></extra>",
+            "hovertemplate": _money_hover("x", places, named=False),
         }
     ]
     layout = _layout(y_title="", hovermode="closest", showlegend=False)
-    layout["xaxis"]["tickformat"] = "$.4~f"
+    layout["xaxis"]["tickformat"] = _money_axis(places)
     layout["yaxis"] = {"automargin": True, "type": "category"}
     layout["margin"]["l"] = 10
     table = Table(
@@ -403,6 +432,8 @@ def prompt_growth(sessions: list[dict[str, Any]]) -> Chart:
 
 def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
     models = [row["model_id"] for row in rows]
+    places = money_places([*(r["actual"] for r in rows), *(r["repriced"] for r in rows)])
+    hover = _money_hover("y", places)
     data = [
         {
             "type": "bar",
@@ -410,6 +441,7 @@ def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
             "x": models,
             "y": [_num(r["actual"]) for r in rows],
             "marker": {"color": PALETTE[0]},
+            "hovertemplate": hover,
         },
         {
             "type": "bar",
@@ -417,12 +449,14 @@ def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
             "x": models,
             "y": [_num(r["repriced"]) for r in rows],
             "marker": {"color": PALETTE[1]},
+            "hovertemplate": hover,
         },
     ]
-    layout = _layout(y_title="USD", y_format="$.4~f", barmode="group", hovermode="closest")
+    layout = _layout(y_title="USD", y_format=_money_axis(places), barmode="group", hovermode="closest")
     layout["xaxis"]["type"] = "category"
     actual = sum((r["actual"] for r in rows), Decimal(0))
     repriced = sum((r["repriced"] for r in rows), Decimal(0))
+    shown = money_places([actual, repriced, repriced - actual], smallest=True)
     table = Table(
         [
             "Model",
@@ -449,8 +483,8 @@ def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
     return Chart(
         figure={"data": data, "layout": layout},
         table=table,
-        note=f"Actual {dollars(actual)}, re-priced {dollars(repriced)}, "
-        f"difference {dollars(repriced - actual, signed=True)}.",
+        note=f"Actual {dollars(actual, places=shown)}, re-priced {dollars(repriced, places=shown)}, "
+        f"difference {dollars(repriced - actual, signed=True, places=shown)}.",
         empty=not rows,
         extra={"actual": actual, "repriced": repriced, "difference": repriced - actual},
     )

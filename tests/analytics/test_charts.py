@@ -154,6 +154,41 @@ def test_dollars_in_notes_group_thousands_and_put_the_sign_first(
 
 
 @pytest.mark.parametrize(
+    ("amounts", "smallest", "expected"),
+    [([Decimal("27456.9")], False, 4), ([Decimal("0.01")], False, 4), ([Decimal("0.00066")], False, 5),
+     ([Decimal("0.000032"), 0], False, 6), ([], False, 4), ([0, None], False, 4),
+     ([Decimal(5), Decimal("0.00003")], False, 4), ([Decimal(5), Decimal("0.00003")], True, 6),
+     ([Decimal("1e-12")], False, 8)],
+)  # fmt: skip
+def test_money_places_give_sub_cent_amounts_two_significant_digits(
+    amounts: list[Decimal], smallest: bool, expected: int
+) -> None:
+    assert charts.money_places(amounts, smallest=smallest) == expected
+
+
+def test_a_sub_cent_period_reads_in_axes_hovers_and_notes_instead_of_rounding_to_zero() -> None:
+    """A day on the embedded engine costs hundredths of a cent: four places drew every savings
+    tick as $0 and noted 'difference +$0.0000'."""
+    savings = charts.savings(
+        [{"bucket": B0, "savings": Decimal("0.000032"), "cost": Decimal("0.0000064"),
+          "would_cost": Decimal("0.0000384")}],
+        buckets=BUCKETS,
+    )  # fmt: skip
+    what_if = charts.what_if(
+        [{"model_id": "m", "prompt_tokens": 194, "cached_tokens": 64, "completion_tokens": 192,
+          "actual": Decimal("0.00066"), "repriced": Decimal("0.000692"), "difference": Decimal("0.000032")}],
+        target_label="No cache discount",
+    )  # fmt: skip
+
+    valid(savings), valid(what_if)
+    assert savings.figure["layout"]["yaxis"]["tickformat"] == "$,.6~f"
+    assert savings.figure["data"][0]["hovertemplate"].startswith("%{y:$,.6f}")
+    assert "Saved over the period: $0.000032:" in savings.note
+    assert what_if.figure["layout"]["yaxis"]["tickformat"] == "$,.5~f"
+    assert what_if.note == "Actual $0.000660, re-priced $0.000692, difference +$0.000032."
+
+
+@pytest.mark.parametrize(
     ("counts", "q", "expected"),
     [([0, 4], 50, 50 + 25.0), ([2, 2], 50, 50.0), ([0] * 19 + [3], 95, 60000.0), ([0, 0], 50, None)],
 )
