@@ -68,12 +68,19 @@ def source_link(record: UsageRecord) -> SourceLink | None:
             else f"Conversation {record.conversation_id}"
         )
         return SourceLink(title, reverse("chat:conversation-detail", args=[record.conversation_id]))
-    match = BATCH_SOURCE.match(record.source)
-    if match:
-        label = f"Batch item {match['item']}, attempt {match['attempt']}"
-        try:
-            url = reverse("batches:item-detail", args=[int(match["item"])])
-        except NoReverseMatch:
-            url = ""
-        return SourceLink(label, url)
-    return None
+    return batch_item_link(record.source)
+
+
+def batch_item_link(source: str) -> SourceLink | None:
+    """A batch record's item (source "batch-item:<id>:<attempt>"), read from the source alone so
+    the log links each row to its item without a query."""
+    match = BATCH_SOURCE.match(source)
+    if not match:
+        return None
+    attempt = int(match["attempt"])
+    label = f"Batch item {match['item']}" + (f", attempt {attempt}" if attempt > 1 else "")
+    try:
+        url = reverse("batches:item-detail", args=[int(match["item"])])
+    except NoReverseMatch:
+        url = ""
+    return SourceLink(label, url)

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET
 from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports, selectors
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
-from playground.analytics.presenters import cost_formula, source_link
+from playground.analytics.presenters import batch_item_link, cost_formula, source_link
 from playground.analytics.records import BadCursor, log_page, usage_record_get
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageTeamDaily
@@ -223,6 +223,7 @@ def log_view(request: AuthedRequest) -> HttpResponse:
         context.update(
             {
                 "page": page,
+                "rows": [(record, batch_item_link(record.source)) for record in page.records],
                 "next_query": next_query.urlencode() if page.next_cursor else "",
                 "first_query": first_query.urlencode(),
                 "is_first_page": not request.GET.get("after"),

@@ -45,7 +45,7 @@ class Known:
     other_conversation: Conversation
 
 
-def _write(
+def record_write(
     at: dt.datetime,
     context: RequestContext,
     *,
@@ -90,7 +90,7 @@ def known(actors: Any) -> Known:
         )
 
     records = [
-        _write(
+        record_write(
             day.replace(hour=9, minute=10),
             ctx(actors.owner, ENGINE_MODEL_ID, conversation_id=conversation.pk, affinity_key="conv-a"),
             prompt=2000,
@@ -99,7 +99,7 @@ def known(actors: Any) -> Known:
             ttft=420,
             latency=2600,
         ),
-        _write(
+        record_write(
             day.replace(hour=9, minute=40),
             ctx(actors.teammate, ENGINE_MODEL_ID, conversation_id=conversation.pk),
             prompt=1000,
@@ -108,7 +108,7 @@ def known(actors: Any) -> Known:
             ttft=900,
             latency=1200,
         ),
-        _write(
+        record_write(
             day.replace(hour=10, minute=5),
             ctx(actors.owner, KIMI_K26),
             prompt=10000,
@@ -118,7 +118,7 @@ def known(actors: Any) -> Known:
             latency=8000,
             status=UsageStatus.UPSTREAM_ERROR,
         ),
-        _write(
+        record_write(
             day.replace(hour=9, minute=15),
             RequestContext(
                 team_id=actors.other_team.pk,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 from typing import Any
@@ -13,8 +14,10 @@ from django.urls import reverse
 
 from playground.analytics import views
 from playground.analytics.exports import HEADERS, formula_safe
-from playground.usage.models import UsageRecord
-from tests.analytics.conftest import NOW, Known, clock
+from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.usage.models import RequestPath, UsageRecord
+from playground.usage.services import RequestContext
+from tests.analytics.conftest import NOW, Known, clock, record_write
 
 pytestmark = pytest.mark.django_db
 
@@ -169,6 +172,22 @@ def test_the_log_groups_thousands_in_tokens_and_times(actors: Any, known: Known)
 
     assert '<td class="num">10,000</td>' in html and "8,000 ms" in html and "2,500 ms" in html
     assert '<td class="num">1,500</td>' in html  # cached tokens
+
+
+def test_the_log_links_each_row_to_its_conversation_or_batch_item(actors: Any, known: Known) -> None:
+    batch_context = RequestContext(
+        team_id=actors.team.pk, user_id=actors.owner.pk, connection_id=None, model_id=ENGINE_MODEL_ID,
+        path=RequestPath.BATCH, source="batch-item:42:2",
+    )  # fmt: skip
+    record_write(NOW - dt.timedelta(hours=1), batch_context, prompt=10, cached=0, out=5, ttft=1, latency=2)
+    with clock(NOW):
+        html = client_for(actors.owner).get(reverse("analytics:log"), {"range": "24h"}).content.decode()
+
+    item_url = reverse("batches:item-detail", args=[42])
+    assert f'<a href="{item_url}">Batch item 42, attempt 2</a>' in html
+    conversation_url = reverse("chat:conversation-detail", args=[known.conversation.pk])
+    assert f'<a href="{conversation_url}">Conversation #{known.conversation.pk}</a>' in html
+    assert "batch-item:" not in html
 
 
 def test_csv_export_has_the_documented_columns_and_only_the_teams_rows(actors: Any, known: Known) -> None:
