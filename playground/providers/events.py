@@ -51,4 +51,15 @@ class UpstreamError:
     upstream_request_id: str = ""
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish | UpstreamError
+@dataclass(frozen=True)
+class Replayed:
+    """The answer arrived whole, after the fact (a queued request's result, read from a poll).
+
+    Its events come at our pace, not the model's: there is no time to first token, and the
+    latency is the upstream's turnaround, from submission to the poll that brought the result.
+    """
+
+    turnaround_ms: int
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish | UpstreamError | Replayed

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from playground.providers.events import (
     Finish,
     ReasoningDelta,
+    Replayed,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -53,6 +54,7 @@ class UsageMeter:
         self._usage: NormalizedUsage | None = None
         self._finish: Finish | None = None
         self._error: UpstreamError | None = None
+        self._turnaround_ms: int | None = None
 
     def observe(self, event: StreamEvent) -> None:
         match event:
@@ -66,6 +68,8 @@ class UsageMeter:
                 self._finish = event
             case UpstreamError():
                 self._error = event
+            case Replayed(turnaround_ms=turnaround_ms):
+                self._turnaround_ms = turnaround_ms
 
     def _first_output(self, chars: int) -> None:
         if self._first_token_at is None:
@@ -74,7 +78,14 @@ class UsageMeter:
 
     @property
     def ttft_ms(self) -> int | None:
-        return None if self._first_token_at is None else _ms(self._first_token_at - self._started)
+        if self._first_token_at is None or self._turnaround_ms is not None:
+            return None
+        return _ms(self._first_token_at - self._started)
+
+    def _latency_ms(self) -> int:
+        if self._turnaround_ms is not None:
+            return self._turnaround_ms
+        return _ms(time.perf_counter() - self._started)
 
     def outcome(self, *, cancelled: bool = False, rejected_reason: str = "") -> Outcome:
         """The record's content. `cancelled`: the client went away before the end."""
@@ -86,7 +97,7 @@ class UsageMeter:
             usage=usage,
             usage_source=source,
             ttft_ms=self.ttft_ms,
-            latency_ms=_ms(time.perf_counter() - self._started),
+            latency_ms=self._latency_ms(),
             upstream_request_id=(error.upstream_request_id if error else "")
             or (self._finish.upstream_request_id if self._finish else ""),
             http_status=error.http_status if error else (self._finish.http_status if self._finish else None),

@@ -129,6 +129,27 @@ def test_it_matches_results_that_arrive_out_of_order_and_records_each_item_once(
     assert UsageRecord.objects.count() == 4
 
 
+def test_a_queued_items_record_has_the_turnaround_as_latency_and_no_ttft(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    """Results are replayed from a poll at our pace: measured, they read 0-1 ms for answers
+    that waited in the queue, and filled the latency and TTFT charts with false figures."""
+    batch = running_batch(workers_connection, prompts(2))
+    fake_upstream.script(_queued())
+    _step(batch)  # submit
+    BatchSubmission.objects.update(
+        submitted_at=timezone.now() - dt.timedelta(seconds=90), next_poll_at=timezone.now()
+    )
+    fake_upstream.script(_results(batch, [1, 0]))
+
+    _step(batch)
+
+    records = list(UsageRecord.objects.filter(path="batch"))
+    assert len(records) == 2
+    assert all(record.ttft_ms is None for record in records)
+    assert all(90_000 <= record.latency_ms < 100_000 for record in records)
+
+
 def test_it_matches_by_position_when_no_reference_comes_back(
     workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
 ) -> None:

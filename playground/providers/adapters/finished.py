@@ -19,25 +19,35 @@ from playground.providers.adapters.base import (
     error_details,
     unwrap_envelope,
 )
-from playground.providers.events import StreamEvent, UpstreamError
+from playground.providers.events import Replayed, StreamEvent, UpstreamError
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.secrets import redact
 
 
 class FinishedReply:
     def __init__(
-        self, *, result: Any, success: bool, sent_by: ChatAdapter, request_id: str = "", token: str = ""
+        self,
+        *,
+        result: Any,
+        success: bool,
+        sent_by: ChatAdapter,
+        request_id: str = "",
+        token: str = "",
+        turnaround_ms: int | None = None,
     ) -> None:
         self.result = result
         self.success = success
         self.sent_by = sent_by
         self.request_id = request_id
+        self.turnaround_ms = turnaround_ms
         self._secrets = [token] if token else []
 
     def body_as_sent(self, request: ChatRequest) -> dict[str, Any]:
         return self.sent_by.body_as_sent(request)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]:
+        if self.turnaround_ms is not None:
+            yield Replayed(turnaround_ms=self.turnaround_ms)
         try:
             events = self._events()
         except UpstreamHTTPError as exc:
