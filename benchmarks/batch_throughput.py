@@ -130,7 +130,14 @@ async def direct_rate(engine: Any, count: int, concurrency: int, run: str) -> fl
 # --- 2. the queue path -----------------------------------------------------------------------
 
 
-def queue_rate(engine: Any, count: int, workdir: Path) -> tuple[float, dict[str, int]]:
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def queue_rate(engine: Any, count: int, workdir: Path) -> tuple[float, dict[str, float]]:
+    """Items/s from confirm to the last record, and the item states, the records, the run's
+    seconds and the app's own CPU seconds in them (taken from the engine's cores)."""
     from playground.batches.models import Batch
     from playground.batches.services import batch_step_run
     from playground.usage.models import UsageRecord
@@ -138,19 +145,21 @@ def queue_rate(engine: Any, count: int, workdir: Path) -> tuple[float, dict[str,
     user, connection = owner_and_connection()
     path = workdir / "items.jsonl"
     write_jsonl(path, count, "queue")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     batch, _, _ = submit(user, connection, path, engine.model_id)
     batch.refresh_from_db()
     countdown: float | None = 0.0
     while countdown is not None:
         time.sleep(countdown)
         countdown = batch_step_run(batch_id=batch.pk, token=batch.chain_token)
-    elapsed = time.perf_counter() - started
+    elapsed, app_cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     batch = Batch.objects.get(pk=batch.pk)
-    states = {
+    states: dict[str, float] = {
         state: batch.items.filter(state=state).count() for state in ("done", "failed", "pending", "submitted")
     }
     states["records"] = UsageRecord.objects.filter(path="batch", source__startswith="batch-item:").count()
+    states["seconds"] = round(elapsed, 1)
+    states["app_cpu_seconds"] = round(app_cpu, 1)
     return count / elapsed, states
 
 
