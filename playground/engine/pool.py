@@ -130,7 +130,7 @@ class ReplicaPool:
             task.cancel()
         processes = [replica.process for replica in self.replicas if replica.process is not None]
         for process in processes:
-            process.terminate()
+            process.kill()  # replicas ignore SIGTERM (see replica_main) and hold nothing to save
         await asyncio.to_thread(_reap, processes)
         stopped = EngineError(replica_crashed().code, 503, "The engine is shutting down.")
         for replica in self.replicas:
@@ -364,7 +364,4 @@ def _self_test_report(replica: Replica) -> dict[str, Any]:
 
 def _reap(processes: list[BaseProcess]) -> None:
     for process in processes:
-        process.join(timeout=10)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        process.join()

@@ -37,10 +37,20 @@ class ReplicaSettings:
 
 def replica_main(conn: Connection, settings: ReplicaSettings) -> None:
     """Entry point of the spawned process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the front end stops us
+    # Ctrl-C and a stop sent to the whole process group (honcho under `make run`, systemd) reach
+    # us as well as the front end. The front end stops us: dying first, we would be restarted.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s replica %(name)s: %(message)s"
     )
+    try:
+        _serve(conn, settings)
+    except (BrokenPipeError, EOFError):
+        pass  # the front end is gone (stopped while we started, or killed): no one to answer
+
+
+def _serve(conn: Connection, settings: ReplicaSettings) -> None:
     try:
         generator = _load(settings)
     except Exception as exc:
@@ -56,10 +66,7 @@ def replica_main(conn: Connection, settings: ReplicaSettings) -> None:
     logger.info("self-test passed: %d tokens in %.2f s", self_test.tokens, self_test.seconds)
     conn.send(Ready(pid=os.getpid(), context_size=generator.n_ctx, self_test=self_test))
     while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
+        message = conn.recv()
         if isinstance(message, RunJob):
             _run(conn, generator, message)
         # A CancelJob for a job that has already finished needs nothing.
@@ -91,7 +98,7 @@ def _run(conn: Connection, generator: Generator, job: RunJob) -> None:
     def is_cancelled() -> bool:
         nonlocal cancelled
         while not cancelled and conn.poll():
-            message = conn.recv()  # EOFError here ends the process, as it should
+            message = conn.recv()  # EOFError here ends the process (replica_main), as it should
             cancelled = isinstance(message, CancelJob) and message.job_id == job.job_id
         return cancelled
 
