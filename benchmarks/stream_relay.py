@@ -155,7 +155,7 @@ def main() -> None:
     args = parser.parse_args()
 
     data_dir = tempfile.mkdtemp(prefix="stream-relay-")
-    Path(data_dir, "staticfiles").mkdir()  # WhiteNoise warns about a missing static root
+    Path(data_dir, "staticfiles").mkdir()  # ServeStatic warns about a missing static root
     os.environ.update(
         {
             "DJANGO_SETTINGS_MODULE": "playground.settings",

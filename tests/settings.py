@@ -20,5 +20,5 @@ CELERY_TASK_ALWAYS_EAGER = True
 PROVIDER_HOST_ALLOWLIST = ["127.0.0.1", "localhost"]
 UPSTREAM_MAX_RETRY_AFTER = 1.0
 # Serve static files straight from the finders: no collectstatic before the tests.
-WHITENOISE_USE_FINDERS = True
-WHITENOISE_AUTOREFRESH = True
+SERVESTATIC_USE_FINDERS = True
+SERVESTATIC_AUTOREFRESH = True

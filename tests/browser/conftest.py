@@ -8,8 +8,8 @@ what the test wrote. The server's ORM work all runs in asgiref's single sync thr
 SQLite sees one writer at a time.
 
 Static files are served by Django's `ASGIStaticFilesHandler` around the application (as
-Django's own live server does): WhiteNoise serves only collected files, and tests do not
-run `collectstatic`. WebSockets pass straight through to the real router.
+Django's own live server does), so tests need not run `collectstatic`. WebSockets pass
+straight through to the real router.
 
 Chromium is Debian's (`/usr/bin/chromium`, installed by `make browser`); Playwright never
 downloads a browser here.
