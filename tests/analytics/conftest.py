@@ -19,6 +19,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.http import QueryDict
 
 from playground.analytics.filters import Filters, filters_from_query
@@ -135,6 +136,18 @@ def known(actors: Any) -> Known:
         ),
     ]
     return Known(records=records, conversation=conversation, other_conversation=other)
+
+
+def body(response: Any) -> bytes:
+    """A response's bytes; an async stream (the exports) is read asynchronously, as the ASGI
+    server reads it (joining it synchronously makes Django buffer it and warn)."""
+    if not response.streaming:
+        return response.content
+
+    async def read() -> bytes:
+        return b"".join([part async for part in response.streaming_content])
+
+    return async_to_sync(read)()
 
 
 def filters_for(actor: Any, **params: str) -> Filters:

@@ -24,7 +24,7 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.analytics.conftest import NOW, Known, clock, filters_for
+from tests.analytics.conftest import NOW, Known, body, clock, filters_for
 
 pytestmark = pytest.mark.django_db
 postgresql_only = pytest.mark.skipif(
@@ -219,7 +219,7 @@ def test_the_csv_view_ends_lines_with_newline_and_times_with_microseconds(
     with clock(NOW):
         response = client.get(reverse("analytics:export", args=["csv"]), {"range": "24h", "bom": "1"})
 
-    data = b"".join(response)
+    data = body(response)
     assert data.startswith("\ufeff".encode())
     assert data.endswith(b"\n") and not data.endswith(b"\r\n")  # COPY's line end on both profiles
     rows = _rows(data.removeprefix("\ufeff".encode()))

@@ -17,7 +17,7 @@ from playground.analytics.exports import HEADERS, formula_safe
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.services import RequestContext
-from tests.analytics.conftest import NOW, Known, clock, record_write
+from tests.analytics.conftest import NOW, Known, body, clock, record_write
 
 pytestmark = pytest.mark.django_db
 
@@ -26,10 +26,6 @@ def client_for(user: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client
-
-
-def body(response: Any) -> bytes:
-    return b"".join(response) if response.streaming else response.content  # async streams too
 
 
 def test_the_dashboard_and_every_chart_fragment_render_for_a_member(actors: Any, known: Known) -> None:
