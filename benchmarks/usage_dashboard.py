@@ -94,6 +94,10 @@ def main() -> None:
         database_url = f"sqlite:///{sqlite_path}"
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("HTTPS", "false")
+    # The production profile refuses to start without shared secrets; a throwaway database
+    # makes do with fixed ones.
+    for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY"):
+        os.environ.setdefault(name, f"benchmark-only-{name.lower()}")
     try:
         run(args, database_url)
     finally:

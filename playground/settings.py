@@ -13,11 +13,31 @@ from pathlib import Path
 import dj_database_url
 from django.utils.csp import CSP
 
-from playground.env import env_bool, env_float, env_int, env_list, env_secret, env_str, persistent_secret
+from playground.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    persistent_secret,
+    secrets_required,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("PLAYGROUND_DATA_DIR", str(BASE_DIR / "var")))
 
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    secrets_required(
+        "SECRET_KEY",
+        "FIELD_ENCRYPTION_KEY",
+        why=(
+            "The production profile (DATABASE_URL is set) does not generate them into "
+            "PLAYGROUND_DATA_DIR: each host would make its own, and none could read the "
+            "provider tokens or sessions another saved."
+        ),
+    )
 SECRET_KEY = persistent_secret("SECRET_KEY", DATA_DIR / "secret_key")
 FIELD_ENCRYPTION_KEY = persistent_secret("FIELD_ENCRYPTION_KEY", DATA_DIR / "field_encryption_key")
 # Old keys still decrypt while tokens are re-encrypted (`manage.py rotate_tokens`).
@@ -83,7 +103,6 @@ TEMPLATES = [
     }
 ]
 
-DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 else:

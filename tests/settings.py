@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
+
+# The services profile (DATABASE_URL) refuses to start without these shared secrets: the
+# suite brings its own test-only values, which processes it starts (workers) inherit.
+if os.environ.get("DATABASE_URL"):
+    for _name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY"):
+        if not os.environ.get(_name) and not os.environ.get(f"{_name}_FILE"):
+            os.environ[_name] = f"test-only-{_name.lower()}-never-used-in-production"
 
 from playground.settings import *  # noqa: F403
 
