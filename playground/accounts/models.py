@@ -162,6 +162,8 @@ class Invitation(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
     note = models.CharField(max_length=200, blank=True, help_text="Who it is for (shown to admins only)")
+    # Pre-fills the sign-up form of someone who has no account yet; the link is the credential.
+    email = models.EmailField(blank=True)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"

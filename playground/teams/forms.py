@@ -7,6 +7,9 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.contrib.auth import password_validation
+from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
 
 from playground.accounts.models import DEFAULT_ALERT_THRESHOLDS, Role
 from playground.catalog.models import CatalogModel
@@ -26,13 +29,34 @@ class InvitationForm(forms.Form):
         choices=[(r.value, r.label) for r in Role if r != Role.OWNER], initial=Role.MEMBER
     )
     note = forms.CharField(
-        required=False, max_length=200, label="For (optional)", help_text="A name or email, for your records."
+        required=False, max_length=200, label="For (optional)", help_text="A name, for your records."
+    )
+    email = forms.EmailField(
+        required=False,
+        label="Their email (optional)",
+        help_text="Fills in the sign-up form if they have no account yet.",
     )
 
     def __init__(self, *args: Any, can_invite_owner: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if can_invite_owner:
             self.fields["role"].choices = Role.choices  # type: ignore[attr-defined]
+
+
+class SignupForm(UserCreationForm):
+    """A new account from an invitation link: Django's username rules and password validators."""
+
+    class Meta(UserCreationForm.Meta):
+        model = User
+        fields = ("username", "email")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["email"].required = True
+        self.fields["email"].widget.attrs["autocomplete"] = "email"
+        self.fields["username"].widget.attrs["autocomplete"] = "username"
+        # The validators' rules as one sentence (Django's default is an HTML list).
+        self.fields["password1"].help_text = " ".join(password_validation.password_validators_help_texts())
 
 
 class TransferForm(forms.Form):

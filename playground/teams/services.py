@@ -17,7 +17,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from playground.accounts.models import (
@@ -160,8 +160,13 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def invitation_create(*, actor: Membership, role: str, note: str = "") -> tuple[Invitation, str]:
-    """A one-time invitation and its secret token (shown once: only its hash is stored)."""
+def invitation_create(
+    *, actor: Membership, role: str, note: str = "", email: str = ""
+) -> tuple[Invitation, str]:
+    """A one-time invitation and its secret token (shown once: only its hash is stored).
+
+    `email`, if given, only pre-fills the sign-up form of an invitee without an account.
+    """
     require_manager(actor)
     if role not in Role.values:
         raise ValidationError("Choose a role for the invitation.")
@@ -173,11 +178,19 @@ def invitation_create(*, actor: Membership, role: str, note: str = "") -> tuple[
             team=actor.team,
             role=role,
             note=note[:200],
+            email=email,
             token_hash=_token_hash(token),
             created_by=actor.user,
             expires_at=timezone.now() + INVITATION_LIFETIME,
         )
-        audit(actor=actor.user, team=actor.team, action=AuditAction.MEMBER_INVITED, target=note, role=role)
+        audit(
+            actor=actor.user,
+            team=actor.team,
+            action=AuditAction.MEMBER_INVITED,
+            target=note or email,
+            role=role,
+            **({"email": email} if email else {}),
+        )
     return invitation, token
 
 
@@ -198,7 +211,9 @@ def invitation_revoke(*, actor: Membership, invitation_id: int) -> None:
 
 
 def invitation_for_token(*, token: str) -> Invitation | None:
-    return Invitation.objects.select_related("team").filter(token_hash=_token_hash(token)).first()
+    return (
+        Invitation.objects.select_related("team", "created_by").filter(token_hash=_token_hash(token)).first()
+    )
 
 
 def invitation_problem(invitation: Invitation | None, *, now: dt.datetime | None = None) -> str:
@@ -215,7 +230,7 @@ def invitation_problem(invitation: Invitation | None, *, now: dt.datetime | None
     return ""
 
 
-def invitation_accept(*, user: User, token: str) -> Membership:
+def invitation_accept(*, user: User, token: str, new_account: bool = False) -> Membership:
     """Join the invitation's team with its role; the link works once (a conditional UPDATE)."""
     invitation = invitation_for_token(token=token)
     if problem := invitation_problem(invitation):
@@ -238,8 +253,22 @@ def invitation_accept(*, user: User, token: str) -> Membership:
             action=AuditAction.MEMBER_JOINED,
             target=user.get_username(),
             role=invitation.role,
+            invited_by=invitation.created_by.get_username() if invitation.created_by else "",
+            account="new" if new_account else "existing",
         )
     return membership
+
+
+def invitation_signup(*, token: str, user: User) -> Membership:
+    """Save `user`, a new account (unsaved, its password set), and join with it, in one
+    transaction: a link that is no longer valid creates no account."""
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                user.save()
+        except IntegrityError as exc:  # the same name, taken since the form was checked
+            raise ValidationError({"username": "A user with that username already exists."}) from exc
+        return invitation_accept(user=user, token=token, new_account=True)
 
 
 # --- connections -----------------------------------------------------------------------------------

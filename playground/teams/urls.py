@@ -8,6 +8,7 @@ app_name = "teams"
 urlpatterns: list[URLPattern] = [
     path("", views.team_home_view, name="home"),
     path("join/<str:token>/", views.join_view, name="join"),
+    path("join/<str:token>/signup/", views.join_signup_view, name="join-signup"),
     path("<int:team_id>/members/", views.members_view, name="members"),
     path("<int:team_id>/invitations/", views.invitation_create_view, name="invitation-create"),
     path(

@@ -12,19 +12,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync
+from axes.handlers.proxy import AxesProxyHandler
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth import login, user_login_failed
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required, login_required
 from django.contrib.auth.models import User
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Membership, Role
+from playground.accounts.lockout import lockout_response
+from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Membership, Role
 from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import price_cards_visible
 from playground.providers.kinds import ConnectionKind, kind_spec
@@ -39,6 +46,7 @@ from playground.teams.forms import (
     MemberBudgetForm,
     OverrideForm,
     RoleForm,
+    SignupForm,
     TeamBudgetForm,
 )
 from playground.usage.budgets import budget_status
@@ -121,17 +129,29 @@ def _members_page(
     membership: Membership,
     *,
     invite_form: InvitationForm | None = None,
-    invitation_link: str = "",
     status: int = 200,
 ) -> HttpResponse:
     context = {
         "members": selectors.member_rows(team=membership.team),
         "invitations": selectors.invitations_pending(team=membership.team),
         "invite_form": invite_form or InvitationForm(can_invite_owner=membership.role == Role.OWNER),
-        "invitation_link": invitation_link,
+        "invitation_link": _invitation_link_pop(request, membership.team_id),
         "roles": Role.choices,
     }
     return _page(request, membership, "teams/members.html", context, status=status)
+
+
+# The link of an invitation just made waits in the session for the page the POST redirects
+# to, which shows it once and drops it: a reload makes no second invitation and shows no link.
+INVITATION_LINK_KEY = "teams:invitation-link"
+
+
+def _invitation_link_pop(request: HttpRequest, team_id: int) -> str:
+    kept = request.session.get(INVITATION_LINK_KEY)
+    if not isinstance(kept, dict) or kept.get("team_id") != team_id:
+        return ""
+    del request.session[INVITATION_LINK_KEY]
+    return str(kept.get("link", ""))
 
 
 @require_POST
@@ -141,13 +161,12 @@ def invitation_create_view(request: TeamRequest, membership: Membership) -> Http
     if not form.is_valid():
         return _members_page(request, membership, invite_form=form, status=400)
     try:
-        _invitation, token = services.invitation_create(
-            actor=membership, role=form.cleaned_data["role"], note=form.cleaned_data["note"]
-        )
+        _invitation, token = services.invitation_create(actor=membership, **form.cleaned_data)
     except (ValidationError, PermissionDenied) as exc:
         return _failed(request, exc, "teams:members", membership.team_id)
-    link = request.build_absolute_uri(f"/teams/join/{token}/")
-    return _members_page(request, membership, invitation_link=link)  # shown once, never stored
+    link = request.build_absolute_uri(reverse("teams:join", kwargs={"token": token}))
+    request.session[INVITATION_LINK_KEY] = {"team_id": membership.team_id, "link": link}
+    return redirect("teams:members", team_id=membership.team_id)
 
 
 @require_POST
@@ -216,22 +235,111 @@ def team_leave_view(request: TeamRequest, membership: Membership) -> HttpRespons
     return redirect("teams:home")
 
 
-@login_required
+# --- invitation links: open to visitors without an account ---------------------------------------------
+
+
+@login_not_required
+@never_cache
 @require_http_methods(["GET", "POST"])
-def join_view(request: TeamRequest, token: str) -> HttpResponse:
-    """An invitation link: any signed-in user may open it; it works once, before it expires."""
+def join_view(request: HttpRequest, token: str) -> HttpResponse:
+    """An invitation link; it works once, before it expires.
+
+    A signed-in user joins with a button (POST); a visitor sees who invites them to which
+    team, a sign-up form (posted to `join_signup_view`) and a way to sign in instead.
+    """
     invitation = services.invitation_for_token(token=token)
     problem = services.invitation_problem(invitation)
     if request.method == "POST" and not problem:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
         try:
             joined = services.invitation_accept(user=request.user, token=token)
         except ValidationError as exc:
             problem = " ".join(exc.messages)
         else:
-            messages.success(request, f"Welcome to {joined.team.name}.")
-            return redirect("teams:members", team_id=joined.team_id)
-    context = {"invitation": invitation, "problem": problem, "teams": team_list_for_user(user=request.user)}
-    return render(request, "teams/join.html", context, status=400 if problem else 200)
+            return _welcome(request, joined)
+    form = None
+    if invitation is not None and not problem and not request.user.is_authenticated:
+        form = SignupForm(initial={"email": invitation.email})
+    return _join_page(request, token, invitation, problem=problem, form=form)
+
+
+@login_not_required
+@never_cache
+@require_POST
+def join_signup_view(request: HttpRequest, token: str) -> HttpResponse:
+    """Create an account from an invitation link and join with it.
+
+    The login limits cover this form: a client address locked out of logins cannot sign up
+    either, and a post with a link that is not valid counts as a failed login (someone
+    guessing links).
+    """
+    if request.user.is_authenticated:
+        return redirect("teams:join", token=token)
+    username = str(request.POST.get("username", ""))[:150]
+    if AxesProxyHandler.is_locked(request, credentials={"username": username}):
+        return lockout_response(request)
+    invitation = services.invitation_for_token(token=token)
+    if problem := services.invitation_problem(invitation):
+        user_login_failed.send(sender=__name__, credentials={"username": username}, request=request)
+        return _join_page(request, token, invitation, problem=problem)
+    form = SignupForm(request.POST)
+    if form.is_valid():
+        try:
+            joined = services.invitation_signup(token=token, user=form.save(commit=False))
+        except ValidationError as exc:
+            if not hasattr(exc, "error_dict"):
+                return _join_page(request, token, invitation, problem=" ".join(exc.messages))
+            _form_errors(form, exc)
+        else:
+            login(request, joined.user, backend="django.contrib.auth.backends.ModelBackend")
+            return _welcome(request, joined)
+    return _join_page(request, token, invitation, form=form, status=400)
+
+
+def _welcome(request: HttpRequest, joined: Membership) -> HttpResponse:
+    messages.success(request, f"Welcome to {joined.team.name}.")
+    return redirect("teams:members", team_id=joined.team_id)
+
+
+def _join_page(
+    request: HttpRequest,
+    token: str,
+    invitation: Invitation | None,
+    *,
+    problem: str = "",
+    form: SignupForm | None = None,
+    status: int | None = None,
+) -> HttpResponse:
+    context = {
+        "invitation": invitation,
+        "problem": problem,
+        "form": form,
+        "token": token,
+        "teams": team_list_for_user(user=request.user),
+    }
+    return render(request, "teams/join.html", context, status=status or (400 if problem else 200))
+
+
+class LoginView(auth_views.LoginView):
+    """The site login; reached from an invitation link, it names the team the visitor is joining."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["invitation"] = _invitation_of(context.get(self.redirect_field_name, ""))
+        return context
+
+
+def _invitation_of(next_url: str) -> Invitation | None:
+    """The usable invitation whose link `next_url` is, or None."""
+    try:
+        match = resolve(urlsplit(next_url).path)
+    except Resolver404:
+        return None
+    if match.view_name != "teams:join":
+        return None
+    invitation = services.invitation_for_token(token=match.kwargs["token"])
+    return None if services.invitation_problem(invitation) else invitation
 
 
 # --- connections -------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import fake_workers_connection, log_in
+from tests.browser.helpers import Console, fake_workers_connection, log_in
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, json_reply
 
@@ -43,8 +43,16 @@ def test_an_owner_invites_someone_who_joins_with_the_link(
             owner.screenshot(path=artifacts / "teams-01-invitation-link.png", full_page=True)
 
             newcomer = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
-            log_in(newcomer, live_app.url, username="newcomer")
-            newcomer.goto(link)
+            newcomer.goto(link)  # not signed in: the invitation offers to log in instead of signing up
+            newcomer.get_by_role("link", name="Log in to accept the invitation").click()
+            expect(
+                newcomer.get_by_text("Log in to accept owner's invitation to join Alpha as viewer")
+            ).to_be_visible()
+            newcomer.screenshot(path=artifacts / "teams-02-login-for-invitation.png")
+            newcomer.get_by_label("Username").fill("newcomer")
+            newcomer.get_by_label("Password").fill("password-newcomer")
+            newcomer.get_by_role("button", name="Log in").click()
+            expect(newcomer).to_have_url(link)
             expect(newcomer.get_by_role("heading", name="Join Alpha")).to_be_visible()
             newcomer.screenshot(path=artifacts / "teams-02-join.png")
             newcomer.get_by_role("button", name="Join Alpha").click()
@@ -54,9 +62,70 @@ def test_an_owner_invites_someone_who_joins_with_the_link(
 
             newcomer.goto(link)  # once only
             expect(newcomer.get_by_text("already used")).to_be_visible()
+            newcomer.screenshot(path=artifacts / "teams-03b-link-used.png")
+            newcomer.goto(live_app.url + "/teams/no-such-page/")
+            expect(newcomer.get_by_role("heading", name="There is nothing here")).to_be_visible()
+            newcomer.get_by_role("link", name="Back to the playground").click()
+            expect(newcomer).to_have_url(live_app.url + "/chat/")
+            newcomer.goto(live_app.url + "/teams/no-such-page/")
+            newcomer.screenshot(path=artifacts / "errors-404.png")
         finally:
             browser.close()
     assert Membership.objects.get(user__username="newcomer").role == Role.VIEWER
+
+
+def test_an_invitee_without_an_account_signs_up_from_the_link_and_lands_in_the_team(
+    live_app: LiveApp, actors: Actors, chromium_path: str, artifacts: Path
+) -> None:
+    console = Console()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 860})
+            context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_app.url)
+            owner = context.new_page()
+            owner.on("console", console.watch)
+            log_in(owner, live_app.url, username="owner", then=f"/teams/{actors.team.pk}/members/")
+            owner.get_by_label("Role", exact=True).select_option("member")
+            owner.get_by_label("Their email (optional)").fill("dana@example.com")
+            owner.get_by_role("button", name="Create invitation link").click()
+            expect(owner).to_have_url(f"{live_app.url}/teams/{actors.team.pk}/members/")  # redirected
+            link = owner.locator("#invitation-link").input_value()
+            owner.get_by_role("button", name="Copy link").click()
+            expect(owner.get_by_role("button", name="Copied")).to_be_visible()
+            assert owner.evaluate("navigator.clipboard.readText()") == link
+            owner.screenshot(path=artifacts / "invite-01-link-copied.png", full_page=True)
+            owner.reload()
+            expect(owner.locator("#invitation-link")).to_have_count(0)  # shown once
+
+            visitor = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
+            visitor.on("console", console.watch)
+            visitor.goto(link)
+            expect(visitor.get_by_role("heading", name="Join Alpha")).to_be_visible()
+            expect(visitor.get_by_text("owner invited you to join Alpha as Member")).to_be_visible()
+            expect(visitor.get_by_label("Email address")).to_have_value("dana@example.com")
+            visitor.get_by_label("Username").fill("dana")
+            visitor.get_by_label("Password", exact=True).fill("short")
+            visitor.get_by_label("Password confirmation").fill("short")
+            visitor.get_by_role("button", name="Create account and join").click()
+            expect(visitor.get_by_text("This password is too short.")).to_be_visible()
+            visitor.screenshot(path=artifacts / "invite-02-sign-up-refused.png", full_page=True)
+            visitor.get_by_label("Password", exact=True).fill("a long passphrase 42")
+            visitor.get_by_label("Password confirmation").fill("a long passphrase 42")
+            visitor.get_by_role("button", name="Create account and join").click()
+
+            expect(visitor).to_have_url(f"{live_app.url}/teams/{actors.team.pk}/members/")
+            expect(visitor.get_by_text("Welcome to Alpha.")).to_be_visible()
+            expect(visitor.locator("tr", has_text="dana").get_by_text("Member")).to_be_visible()
+            expect(visitor.locator(".user-name")).to_have_text("dana")
+            visitor.screenshot(path=artifacts / "invite-03-joined.png", full_page=True)
+        finally:
+            browser.close()
+    # The refused form answers 400, which Chromium notes; nothing else (no CSP violation).
+    assert console.problems == [
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    ]
+    assert Membership.objects.get(user__username="dana", team=actors.team).role == Role.MEMBER
 
 
 def test_an_admin_adds_a_connection_and_tests_it_against_a_loopback_upstream(

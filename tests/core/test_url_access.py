@@ -29,6 +29,8 @@ PUBLIC = {
     "logout": "logging out needs no session",
     "admin:login": "the admin's login form",
     "admin:logout": "logging out needs no session",
+    "teams:join": "an invitation link: whoever has it sees the team and may sign up or log in to join",
+    "teams:join-signup": "creates an account from a valid invitation link (its visitor has none yet)",
 }
 SAMPLES = {IntConverter: "1", StringConverter: "x", SlugConverter: "x", PathConverter: "x/y"}
 LOGIN_PAGES = ("/login/", "/admin/login/")

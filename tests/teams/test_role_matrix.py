@@ -58,7 +58,8 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
 # Routes that are not about one team, and why.
 NOT_TEAM_SCOPED = {
     "home": "redirects to the user's first team",
-    "join": "an invitation link: any signed-in user may open it (tests/teams/test_invitations.py)",
+    "join": "an invitation link: anyone with it may open it (tests/teams/test_invitations.py)",
+    "join-signup": "creates an account from an invitation link (tests/teams/test_invitations.py)",
 }
 ACTORS = [*Role.values, "outsider"]
 
