@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -110,5 +111,60 @@ def member_budget_rows(*, team: Team, month: dt.date) -> list[MemberBudgetRow]:
     ]
 
 
-def audit_rows(*, team: Team) -> QuerySet[AuditEvent]:
-    return AuditEvent.objects.filter(team=team).select_related("actor")[:AUDIT_ROWS]
+@dataclass(frozen=True)
+class AuditRow:
+    event: AuditEvent
+    details: list[str]
+
+
+def audit_rows(*, team: Team) -> list[AuditRow]:
+    events = AuditEvent.objects.filter(team=team).select_related("actor")[:AUDIT_ROWS]
+    return [AuditRow(event, audit_detail_lines(event.detail)) for event in events]
+
+
+# Names of detail keys where the key itself does not read well.
+AUDIT_LABELS = {
+    "base_url": "base URL",
+    "input_per_m": "input $/M",
+    "cached_input_per_m": "cached input $/M",
+    "output_per_m": "output $/M",
+    "limit": "limit (USD)",
+}
+
+
+def audit_detail_lines(detail: dict[str, Any]) -> list[str]:
+    """An audit event's detail as lines a person reads: "role: member → admin".
+
+    `previous` holds what a change replaced: a dict of the changed keys' old values, or (for
+    a change of one value) the old value of the one other key. Keys come in alphabetical
+    order: PostgreSQL's jsonb keeps no order of its own.
+    """
+    current = {key: value for key, value in detail.items() if key != "previous"}
+    previous = detail.get("previous")
+    if "previous" in detail and not isinstance(previous, dict):
+        if len(current) == 1:
+            previous = {next(iter(current)): previous}
+        else:
+            current["previous"] = previous
+            previous = {}
+    previous = previous or {}
+    lines = []
+    for key, value in sorted(current.items()):
+        label = AUDIT_LABELS.get(key, key.replace("_", " "))
+        if key in previous and previous[key] != value:
+            lines.append(f"{label}: {_audit_value(previous[key])} → {_audit_value(value)}")
+        else:
+            lines.append(f"{label}: {_audit_value(value)}")
+    return lines
+
+
+def _audit_value(value: object) -> str:
+    if value is None or value == "" or value == []:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(_audit_value(item) for item in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{key.replace('_', ' ')} {_audit_value(item)}" for key, item in value.items())
+    return str(value)
