@@ -119,6 +119,12 @@ def test_an_invitee_without_an_account_signs_up_from_the_link_and_lands_in_the_t
             expect(visitor.locator("tr", has_text="dana").get_by_text("Member")).to_be_visible()
             expect(visitor.locator(".user-name")).to_have_text("dana")
             visitor.screenshot(path=artifacts / "invite-03-joined.png", full_page=True)
+
+            owner.goto(f"{live_app.url}/teams/{actors.team.pk}/audit/")
+            joined = owner.locator("tr", has_text="Joined the team")
+            expect(joined).to_contain_text("account: new")
+            expect(joined).to_contain_text("invited by: owner")
+            owner.screenshot(path=artifacts / "invite-04-audit.png", full_page=True)
         finally:
             browser.close()
     # The refused form answers 400, which Chromium notes; nothing else (no CSP violation).
