@@ -7,8 +7,8 @@ re-checks membership and role (a role change applies to sockets that are already
 a turn starts only within the user's limits (`chat.limits`: turn rate, concurrent turns).
 A turn streams in a task of its own so that Stop and a disconnect can reach it: both
 cancel the task, and `ChatTurn.events()` then writes the usage record (status
-client_disconnected) before the task ends. We wait for it, so the record exists once the
-socket is gone.
+client_disconnected; after Stop, error code stopped_by_user) before the task ends. We wait
+for it, so the record exists once the socket is gone.
 
 Every frame sent is a rendered template from `templates/chat/ws/` whose top-level elements
 carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings.
@@ -90,7 +90,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         match command:
             case StopCommand():
-                if await self._stop_turn() and self.turn is not None:
+                if await self._stop_turn(by_user=True) and self.turn is not None:
                     await self._send_finished(self.turn)
             case SendCommand(text=text, attachment_ids=attachment_ids):
                 await self._start_turn(lambda: self._open_turn(text, attachment_ids))
@@ -231,11 +231,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         finally:
             await slot.release()  # the turn's record is written by now (events() ended)
 
-    async def _stop_turn(self) -> bool:
-        """Cancel the running turn and wait until its record is written; False if none ran."""
+    async def _stop_turn(self, *, by_user: bool = False) -> bool:
+        """Cancel the running turn and wait until its record is written; False if none ran.
+        `by_user`: the user pressed Stop (the record says so), not a socket that went away."""
         task = self.turn_task
         if task is None or task.done():
             return False
+        if by_user and self.turn is not None:
+            self.turn.call.stopped_by_user = True
         task.cancel()
         await asyncio.wait({task})
         if not task.cancelled() and task.exception() is not None:

@@ -23,6 +23,7 @@ from playground.catalog.models import CatalogModel
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.rendering import render_markdown
 from playground.chat.tool_presenters import ToolCallView, tool_call_views
+from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED
 
@@ -160,7 +161,7 @@ def usage_line(record: UsageRecord) -> UsageLine:
         estimated=record.usage_source == UsageSource.ESTIMATED,
         estimated_note=_estimated_note(record),
         status=record.status,
-        status_label=status_label(record.status),
+        status_label=status_label(record.status, record.error_code),
         error_text=record.error_text,
         http_status=record.http_status,
     )
@@ -205,9 +206,11 @@ def duration_text(ms: int) -> str:
     return f"{ms / 1000:.1f} s"
 
 
-def status_label(status: str) -> str:
+def status_label(status: str, error_code: str = "") -> str:
+    """What the answer's badge says: a cancelled request reads "Stopped" when the user pressed
+    Stop, and names the disconnect when the page went away mid-answer."""
     if status == UsageStatus.CLIENT_DISCONNECTED:
-        return "Stopped (client disconnected)"
+        return "Stopped" if error_code == STOPPED_BY_USER else "Stopped (client disconnected)"
     return UsageStatus(status).label if status in UsageStatus.values else status
 
 

@@ -68,6 +68,9 @@ class MeteredCall:
     # or why it was refused before anything was sent.
     reservation: Reservation | None = field(default=None, init=False)
     refusal: str = field(default="", init=False)
+    # Set by the caller before it cancels the stream because the user asked to (Stop): the
+    # record then says so, where a cancellation alone reads as a client that went away.
+    stopped_by_user: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         # The record keeps the body as the adapter sends it (redacted), whatever path sent it.
@@ -95,7 +98,9 @@ class MeteredCall:
             meter.observe(UpstreamError(STREAM_FAILED, code="stream_failed"))
             cancelled = False
         finally:
-            self.outcome = meter.outcome(cancelled=cancelled, rejected_reason=self.refusal)
+            self.outcome = meter.outcome(
+                cancelled=cancelled, stopped_by_user=self.stopped_by_user, rejected_reason=self.refusal
+            )
             await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
 
     def _reserve(self) -> None:

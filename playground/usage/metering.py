@@ -24,6 +24,9 @@ from playground.providers.events import (
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.models import UsageSource, UsageStatus
 
+# The error code of a record whose request the user stopped (Stop in the chat); its status is
+# client_disconnected as for a closed page, and this tells the two apart.
+STOPPED_BY_USER = "stopped_by_user"
 # A rough, provider-independent rule for text we must estimate (no usage was sent).
 CHARS_PER_TOKEN = 4
 # A request reads and writes at most its model's context window; the catalogue's figure may be
@@ -87,9 +90,13 @@ class UsageMeter:
             return self._turnaround_ms
         return _ms(time.perf_counter() - self._started)
 
-    def outcome(self, *, cancelled: bool = False, rejected_reason: str = "") -> Outcome:
-        """The record's content. `cancelled`: the client went away before the end."""
+    def outcome(
+        self, *, cancelled: bool = False, stopped_by_user: bool = False, rejected_reason: str = ""
+    ) -> Outcome:
+        """The record's content. `cancelled`: the client went away before the end, or, with
+        `stopped_by_user`, asked to stop."""
         status = self._status(cancelled=cancelled, rejected=bool(rejected_reason))
+        stopped = stopped_by_user and status == UsageStatus.CLIENT_DISCONNECTED
         usage, source = self._usage_and_source(billed=self._prompt_was_processed(status))
         error = self._error
         return Outcome(
@@ -101,7 +108,7 @@ class UsageMeter:
             upstream_request_id=(error.upstream_request_id if error else "")
             or (self._finish.upstream_request_id if self._finish else ""),
             http_status=error.http_status if error else (self._finish.http_status if self._finish else None),
-            error_code=error.code if error else "",
+            error_code=STOPPED_BY_USER if stopped else (error.code if error else ""),
             error_text=rejected_reason or (error.message if error else ""),
         )
 

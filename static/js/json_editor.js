@@ -11,6 +11,14 @@
 
   var CM = window.PlaygroundCodeMirror;
 
+  // An empty editor means "none" (no tools, no schema): it is not a JSON error.
+  function jsonLinter() {
+    var parse = CM.jsonParseLinter();
+    return function (view) {
+      return /\S/.test(view.state.doc.toString()) ? parse(view) : [];
+    };
+  }
+
   function labelText(textarea) {
     if (textarea.getAttribute("aria-label")) return textarea.getAttribute("aria-label");
     var label = textarea.id && document.querySelector('label[for="' + textarea.id + '"]');
@@ -34,8 +42,9 @@
         extensions: [
           CM.basicSetup,
           CM.json(),
-          CM.linter(CM.jsonParseLinter(), { delay: 300 }),
+          CM.linter(jsonLinter(), { delay: 300 }),
           CM.lintGutter(),
+          CM.EditorView.lineWrapping, // long lines wrap in a narrow drawer instead of scrolling sideways
           CM.EditorState.readOnly.of(readOnly),
           CM.EditorView.editable.of(!readOnly),
           CM.EditorView.contentAttributes.of({ "aria-label": labelText(textarea) }),

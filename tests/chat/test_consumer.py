@@ -9,6 +9,7 @@ from django.conf import LazySettings
 
 from playground.accounts.models import Membership, Role
 from playground.chat.models import Conversation, Message, MessageRole
+from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from tests.chat.conftest import FINISHED, Socket, slow_turn_started
 from tests.conftest import WORKERS_TOKEN, Actors
@@ -168,6 +169,7 @@ async def test_disconnecting_mid_stream_leaves_a_client_disconnected_record_and_
 
     record = await the_record(conversation)
     assert record.status == UsageStatus.CLIENT_DISCONNECTED
+    assert record.error_code == ""  # nobody pressed Stop
     assert record.usage_source == UsageSource.ESTIMATED
     assert record.prompt_tokens > 0
     assert 0 < record.completion_tokens < 30
@@ -188,11 +190,13 @@ async def test_stop_cancels_the_upstream_request_shows_the_partial_answer_and_ke
     await socket.send(action="stop")
     stopped = (await socket.receive_until(FINISHED))[-1]
 
-    assert "Stopped (client disconnected)" in stopped
+    assert ">Stopped</span>" in stopped
+    assert "client disconnected" not in stopped
     assert "word0" in stopped
     assert "estimated" in stopped
     record = await the_record(conversation)
     assert record.status == UsageStatus.CLIENT_DISCONNECTED
+    assert record.error_code == STOPPED_BY_USER
     assert record.completion_tokens > 0
     assert (await fake_upstream.wait_ended(0)).disconnected
 

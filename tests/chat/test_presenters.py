@@ -16,6 +16,7 @@ from playground.chat.presenters import (
     model_choices,
     usage_line,
 )
+from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED
 
@@ -91,11 +92,19 @@ def test_reasoning_tokens_are_shown_with_the_output() -> None:
     assert usage_line(record(reasoning_tokens=40)).tokens_out == "56 out (40 reasoning)"
 
 
-def test_a_stopped_answer_has_a_readable_status() -> None:
+def test_an_answer_the_user_stopped_reads_stopped() -> None:
+    line = usage_line(
+        record(status=UsageStatus.CLIENT_DISCONNECTED, error_code=STOPPED_BY_USER, ttft_ms=None)
+    )
+    assert line.status_label == "Stopped"
+    assert not line.is_ok
+    assert "TTFT" not in line.summary
+
+
+def test_an_answer_cut_by_a_disconnect_says_the_client_went_away() -> None:
     line = usage_line(record(status=UsageStatus.CLIENT_DISCONNECTED, ttft_ms=None))
     assert line.status_label == "Stopped (client disconnected)"
     assert not line.is_ok
-    assert "TTFT" not in line.summary
 
 
 @pytest.mark.parametrize(

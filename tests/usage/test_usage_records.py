@@ -8,7 +8,7 @@ import pytest
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.events import Finish, TextDelta, UpstreamError, UsageReport
 from playground.providers.usage_normalize import NormalizedUsage, normalize_usage
-from playground.usage.metering import UsageMeter
+from playground.usage.metering import STOPPED_BY_USER, UsageMeter
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED, RequestContext, usage_record_create
 
@@ -64,6 +64,20 @@ def test_a_stream_cut_short_by_the_client_is_recorded_with_estimated_tokens_so_f
     assert (record.prompt_tokens, record.completion_tokens) == (100, 10)
     assert record.cached_tokens is None
     assert record.total_cost > 0
+
+
+def test_a_stream_the_user_stopped_keeps_the_disconnect_status_and_says_who_stopped_it() -> None:
+    outcome = meter_after(TextDelta("x" * 40)).outcome(cancelled=True, stopped_by_user=True)
+
+    assert outcome.status == UsageStatus.CLIENT_DISCONNECTED
+    assert outcome.error_code == STOPPED_BY_USER
+
+
+def test_a_stop_that_came_after_the_answer_ended_changes_nothing() -> None:
+    outcome = meter_after(TextDelta("Hi"), Finish("stop")).outcome(stopped_by_user=True)
+
+    assert outcome.status == UsageStatus.OK
+    assert outcome.error_code == ""
 
 
 @pytest.mark.parametrize(
