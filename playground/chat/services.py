@@ -64,6 +64,7 @@ from playground.chat.tools import (
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer import AnswerCollector
 from playground.providers.events import StreamEvent
+from playground.providers.models_list import connection_model_check
 from playground.providers.selectors import connection_for_run
 from playground.storable import is_storable
 from playground.usage.metered_call import MeteredCall
@@ -91,7 +92,10 @@ def conversation_create(
     system_prompt: str = "",
     use_affinity: bool = True,
 ) -> Conversation:
+    """Raises `ValidationError` keyed by form field: see `connection_for_run`, and a model id the
+    connection does not serve when it lists its models (`connection_model_check`)."""
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    connection_model_check(connection=connection, model_id=model_id)
     return Conversation.objects.create(
         team_id=connection.team_id,
         user=user,

@@ -131,7 +131,7 @@ def test_model_choices_put_current_models_first_and_label_retired_ones() -> None
     choices = model_choices([retired, current], today=today)
 
     assert [choice.value for choice in choices] == ["@cf/new", "@cf/old"]
-    assert choices[1].label == "Aardvark · retired 2026-05-30"
+    assert choices[1].label == "Aardvark · retired on 2026-05-30"
 
 
 def test_list_times_read_naturally() -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.utils import timezone
+
 from playground.accounts.models import AuditAction, AuditEvent, BudgetAlert, Membership, TeamBudget
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26
 from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
+from playground.usage.services import price_card_known
 from tests.teams.conftest import Crew, signed_in
 
 
@@ -45,9 +48,10 @@ def test_the_budget_page_shows_spend_reserved_remaining_and_a_forecast(crew: Cre
         f"/teams/{crew.team.pk}/budgets/",
         {"monthly_limit_usd": "10", "alert_thresholds": "50, 80, 100", "time_zone": "Europe/Paris"},
     )
-    spent = budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(6))
+    card = price_card_known(model_id=KIMI_K26, day=timezone.now().date(), team_id=crew.team.pk)
+    spent = budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(6), card=card)
     budget_reconcile(reservation=spent, actual=Decimal("5.5"))
-    budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(2))  # in flight
+    budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(2), card=card)  # in flight
 
     page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
 
