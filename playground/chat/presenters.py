@@ -130,6 +130,7 @@ class MessageView:
     images: tuple[ImageView, ...] = ()  # user messages: the images sent with the text
     tool_calls: tuple[ToolCallView, ...] = ()
     awaiting_results: bool = False  # the latest answer, its calls not answered yet: show the form
+    failed: bool = False  # a refused or failed answer: its turn is not sent again and may be deleted
 
     @property
     def is_user(self) -> bool:
@@ -235,6 +236,7 @@ def message_view(
         tool_calls=tuple(tool_call_views(message, tools=tools, results=results)),
         awaiting_results=awaiting and bool(message.tool_calls) and not results,
         images=_images(message),
+        failed=message.is_failed_answer,
     )
 
 

@@ -35,6 +35,7 @@ def record(**overrides: object) -> UsageRecord:
         "completion_tokens": 56,
         "usage_source": UsageSource.PROVIDER,
         "price_card": CARD,
+        "price_label": "Priced as Kimi K2.5 (retired on 2026-05-30; served as Kimi K2.6 since): …",
         "total_cost": Decimal("0.000123"),
         "ttft_ms": 120,
         "latency_ms": 1400,
@@ -46,7 +47,7 @@ def record(**overrides: object) -> UsageRecord:
 def test_the_usage_line_reads_like_the_spec() -> None:
     line = usage_line(record())
     assert line.summary == "1,234 in · 1,000 cached (81%) · 56 out · $0.000123 · TTFT 120 ms · 1.4 s"
-    assert line.price_label == CARD.label
+    assert line.price_label == record().price_label, "the label of the record's day, not the card's own"
     assert line.is_ok
     assert not line.estimated
 
