@@ -4,14 +4,6 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def seed(apps, schema_editor):  # type: ignore[no-untyped-def]
-    """The seed again: the engine's model is now priced as Kimi K2.5, and list-price labels name
-    their prices."""
-    from playground.catalog.seed import catalog_seed
-
-    catalog_seed(apps.get_model("catalog", "CatalogModel"), apps.get_model("catalog", "PriceCard"))
-
-
 class Migration(migrations.Migration):
     dependencies = [("catalog", "0003_team_price_overrides")]
 
@@ -27,5 +19,4 @@ class Migration(migrations.Migration):
                 to="catalog.catalogmodel",
             ),
         ),
-        migrations.RunPython(seed, migrations.RunPython.noop),
     ]

@@ -20,7 +20,7 @@ def labels_and_cards(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("catalog", "0004_catalog_model_priced_as"),
+        ("catalog", "0005_engine_priced_as_kimi_k25"),
         ("usage", "0009_rollup_user_connection_indexes"),
     ]
 
