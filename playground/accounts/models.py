@@ -70,6 +70,9 @@ class TeamBudget(models.Model):
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="budget")
     monthly_limit_usd = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
     alert_thresholds = models.JSONField(default=list, validators=[thresholds_validate])
+    # Owners only: send requests for models with no price card that day although a budget
+    # applies (they are recorded unpriced and count nothing). Off: such requests are refused.
+    allow_unpriced = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -199,6 +202,7 @@ class AuditAction(models.TextChoices):
     PRICE_CARD_CREATED = "price_card.created", "Added a global price card"
     BUDGET_CHANGED = "budget.changed", "Changed the team budget"
     MEMBER_BUDGET_CHANGED = "budget.member_changed", "Changed a member's budget"
+    UNPRICED_REQUESTS_CHANGED = "budget.unpriced_changed", "Changed whether unpriced requests are allowed"
 
 
 class AuditEvent(models.Model):

@@ -59,7 +59,6 @@ from playground.providers.queue import QueueClient, QueuePending, QueueResponse
 from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.budgets import (
-    BUDGET_EXCEEDED,
     BudgetExceeded,
     Reservation,
     budget_reconcile,
@@ -820,10 +819,11 @@ def _submission_send(
                 team_id=batch.team_id,
                 user_id=batch.created_by_id,
                 amount=amount,
+                card=card,
                 label=f"batch-submission:{submission.pk}",
             )
         except BudgetExceeded as exc:
-            _submission_refused(batch, submission, items, f"Not sent: {exc}")
+            _submission_refused(batch, submission, items, f"Not sent: {exc}", code=exc.code)
             return
         BatchSubmission.objects.filter(pk=submission.pk).update(budget_reservation_id=reservation.id)
         submission.budget_reservation_id = reservation.id
@@ -982,12 +982,12 @@ def _submission_fail(batch: Batch, submission: BatchSubmission, reason: str, *, 
 
 
 def _submission_refused(
-    batch: Batch, submission: BatchSubmission, items: list[BatchItem], reason: str
+    batch: Batch, submission: BatchSubmission, items: list[BatchItem], reason: str, *, code: str
 ) -> None:
     """A submission the budget refused before sending: like a refused chat turn, each item
     fails with the reason and leaves a rejected record of cost 0."""
     meter = UsageMeter(prompt_chars=0)
-    meter.observe(UpstreamError(reason, code=BUDGET_EXCEEDED))
+    meter.observe(UpstreamError(reason, code=code))
     outcome = meter.outcome(rejected_reason=reason)
     card = _item_terms(batch).card
     with transaction.atomic():
@@ -997,7 +997,7 @@ def _submission_refused(
             BatchItem.objects.filter(pk=item.pk, state__in=OPEN_STATES).update(
                 state=ItemState.FAILED,
                 error=reason,
-                error_code=BUDGET_EXCEEDED,
+                error_code=code,
                 usage_record=record,
                 finished_at=timezone.now(),
             )

@@ -29,6 +29,11 @@ class CatalogModel(models.Model):
     alias_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="aliases"
     )
+    # Priced with this model's card instead of one of its own (the embedded engine's model: what
+    # its tokens would cost on Workers AI), following that model's alias once it retires.
+    priced_as = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="priced_models"
+    )
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -39,6 +44,18 @@ class CatalogModel(models.Model):
 
     def is_retired_on(self, day: dt.date) -> bool:
         return self.deprecated_on is not None and day >= self.deprecated_on
+
+    def retirement_text(self, day: dt.date) -> str:
+        """ "retires on 2026-05-30" before that day, "retired on 2026-05-30; served as Kimi K2.6
+        since" from it; "" for a model with no retirement date. Needs `alias_of` loaded."""
+        if self.deprecated_on is None:
+            return ""
+        when = self.deprecated_on.isoformat()
+        if not self.is_retired_on(day):
+            then = f"; then served as {self.alias_of.display_name}" if self.alias_of else ""
+            return f"retires on {when}{then}"
+        since = f"; served as {self.alias_of.display_name} since" if self.alias_of else ""
+        return f"retired on {when}{since}"
 
 
 class PriceCard(models.Model):

@@ -37,6 +37,7 @@ class SeedModel:
     capabilities: dict[str, bool] = field(default_factory=dict)
     deprecated_on: dt.date | None = None
     alias_of: str | None = None
+    priced_as: str | None = None  # priced with that model's card, it has none of its own
     notes: str = ""
 
 
@@ -53,7 +54,8 @@ KIMI = {
 
 def _list_price(model: str, input_: str, output: str, cached: str | None = None) -> tuple[Price, ...]:
     cached_text = f" / ${cached} cached" if cached else ""
-    return (Price(LAUNCH, input_, cached, output, f"Workers AI list price for {model}{cached_text}"),)
+    label = f"Workers AI list price for {model} (${input_} in{cached_text} / ${output} out)"
+    return (Price(LAUNCH, input_, cached, output, label),)
 
 
 SEED: tuple[SeedModel, ...] = (
@@ -69,11 +71,7 @@ SEED: tuple[SeedModel, ...] = (
         KIMI_K25,
         "Kimi K2.5",
         256_000,
-        (
-            Price(
-                LAUNCH, "0.60", "0.10", "3.00", "Workers AI list price for Kimi K2.5 ($0.60 / $0.10 / $3.00)"
-            ),
-        ),
+        _list_price("Kimi K2.5", "0.60", "3.00", cached="0.10"),
         capabilities=KIMI,
         deprecated_on=dt.date(2026, 5, 30),
         alias_of=KIMI_K26,
@@ -147,17 +145,9 @@ SEED: tuple[SeedModel, ...] = (
         ENGINE_MODEL_ID,
         "Gemma 3 270M (embedded engine)",
         32_768,
-        (
-            Price(
-                LAUNCH,
-                "0.60",
-                "0.10",
-                "3.00",
-                "Priced as Kimi K2.5 ($0.60 / $0.10 / $3.00): what these tokens would cost on Workers AI",
-                source="Local model: no real charge",
-            ),
-        ),
+        (),  # no real charge: priced with Kimi K2.5's card, what these tokens would cost on Workers AI
         served_by="engine",
+        priced_as=KIMI_K25,
         capabilities={"supports_tools": True, "supports_json_schema": True, "supports_batch": True},
         notes="Runs on this machine's CPU. Text only.",
     ),
@@ -205,6 +195,10 @@ def catalog_seed(catalog_model: Any, price_card: Any) -> None:
                     "source": price.source,
                 },
             )
+    # The engine's model has been priced as Kimi K2.5 since the migration that added the field.
+    has_priced_as = any(field.name == "priced_as" for field in catalog_model._meta.get_fields())
     for seed in SEED:
         if seed.alias_of:
             catalog_model.objects.filter(model_id=seed.model_id).update(alias_of=rows[seed.alias_of])
+        if seed.priced_as and has_priced_as:
+            catalog_model.objects.filter(model_id=seed.model_id).update(priced_as=rows[seed.priced_as])

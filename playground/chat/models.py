@@ -7,6 +7,10 @@ from django.db import models
 
 from playground.accounts.models import Team
 from playground.providers.models import ProviderConnection
+from playground.usage.models import UsageStatus
+
+# An answer whose request ended so is a failed turn, whatever text it streamed first.
+FAILED_STATUSES = frozenset({UsageStatus.REJECTED, UsageStatus.UPSTREAM_ERROR, UsageStatus.TIMEOUT})
 
 
 def tool_choice_default() -> str:
@@ -84,6 +88,18 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+    @property
+    def is_failed_answer(self) -> bool:
+        """An answer whose request was refused (a budget), failed (an upstream error, a timeout) or
+        stopped before any output: its turn is left out of later requests and may be deleted.
+        Reads `usage_record`: load it with the message in async code."""
+        if self.role != MessageRole.ASSISTANT:
+            return False
+        record = self.usage_record
+        if record is not None and record.status in FAILED_STATUSES:
+            return True
+        return not self.content and not self.tool_calls
 
 
 class Attachment(models.Model):

@@ -131,6 +131,7 @@ class MessageView:
     images: tuple[ImageView, ...] = ()  # user messages: the images sent with the text
     tool_calls: tuple[ToolCallView, ...] = ()
     awaiting_results: bool = False  # the latest answer, its calls not answered yet: show the form
+    failed: bool = False  # a refused or failed answer: its turn is not sent again and may be deleted
 
     @property
     def is_user(self) -> bool:
@@ -155,7 +156,7 @@ def usage_line(record: UsageRecord) -> UsageLine:
         ),
         tokens_out=_tokens_out(record.completion_tokens, record.reasoning_tokens),
         cost=cost_text(record.total_cost) if card is not None else "unpriced",
-        price_label=card.label if card is not None else "No price card for this model and day",
+        price_label=record.price_label if card is not None else "No price card for this model and day",
         ttft=f"TTFT {duration_text(record.ttft_ms)}" if record.ttft_ms is not None else "",
         latency=duration_text(record.latency_ms) if record.latency_ms is not None else "",
         estimated=record.usage_source == UsageSource.ESTIMATED,
@@ -238,6 +239,7 @@ def message_view(
         tool_calls=tuple(tool_call_views(message, tools=tools, results=results)),
         awaiting_results=awaiting and bool(message.tool_calls) and not results,
         images=_images(message),
+        failed=message.is_failed_answer,
     )
 
 
@@ -297,9 +299,8 @@ def model_choices(models: Iterable[CatalogModel], *, today: dt.date) -> list[Mod
     choices = []
     for model in ordered:
         label = model.display_name  # the id is the option's value and shows on the chat page
-        if model.deprecated_on is not None:
-            verb = "retired" if model.is_retired_on(today) else "retires"
-            label += f" · {verb} {model.deprecated_on.isoformat()}"
+        if model.deprecated_on is not None:  # `catalog_models_for_kind` loads the alias
+            label += f" · {model.retirement_text(today)}"
         choices.append(ModelChoice(value=model.model_id, label=label))
     return choices
 

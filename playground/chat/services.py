@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +64,7 @@ from playground.chat.tools import (
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer import AnswerCollector
 from playground.providers.events import StreamEvent
+from playground.providers.models_list import connection_model_check
 from playground.providers.selectors import connection_for_run
 from playground.storable import is_storable
 from playground.usage.metered_call import MeteredCall
@@ -91,7 +92,10 @@ def conversation_create(
     system_prompt: str = "",
     use_affinity: bool = True,
 ) -> Conversation:
+    """Raises `ValidationError` keyed by form field: see `connection_for_run`, and a model id the
+    connection does not serve when it lists its models (`connection_model_check`)."""
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    connection_model_check(connection=connection, model_id=model_id)
     return Conversation.objects.create(
         team_id=connection.team_id,
         user=user,
@@ -412,48 +416,117 @@ def _metered_call(
 def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
     """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
 
-    Only the last `HISTORY_MAX_MESSAGES` messages are sent. Failed answers (no text) are left
-    out: sending an empty assistant turn confuses models. An answer with tool calls goes out
-    with its `tool_calls`, followed by one `tool` message per call in index order (matched by
-    the answer and the index: Kimi's ids repeat), but only when every call was answered;
-    otherwise (the user typed a new message instead) it goes out as text, or not at all.
+    Only turns that were answered go out, and a turn whose tool round trip is pending (the
+    results just saved for the request being built): a turn is a user message and the answers
+    and tool results that follow it, up to an answer with text. A failed request (refused by a
+    budget, an upstream error, a timeout, stopped before any output) is left out with what
+    triggered it: the user message, or a continuation's tool results. So no user message goes
+    out twice in a row, which templates that need alternating roles refuse. An answer with
+    tool calls goes out with its `tool_calls`, followed by one `tool` message per call in
+    index order (matched by the answer and the index: Kimi's ids repeat), but only when every
+    call was answered; otherwise (the user typed a new message instead) it goes out as text,
+    or its turn not at all. Only the last `HISTORY_MAX_MESSAGES` messages are read.
     """
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt.strip():
         messages.append({"role": "system", "content": conversation.system_prompt})
     recent = list(
-        conversation.messages.prefetch_related("attachments").order_by("-created_at", "-id")[
-            :HISTORY_MAX_MESSAGES
-        ]
+        conversation.messages.select_related("usage_record")
+        .defer("usage_record__request_body")
+        .prefetch_related("attachments")
+        .order_by("-created_at", "-id")[:HISTORY_MAX_MESSAGES]
     )
+    kept = _without_failed_turns(reversed(recent))
     results: dict[int, list[Message]] = {}
-    for message in recent:
+    for message in kept:
         if message.role == MessageRole.TOOL and message.reply_to_id is not None:
             results.setdefault(message.reply_to_id, []).append(message)
-    for message in reversed(recent):
+    turn: list[dict[str, Any]] = []  # the turn being read, sent once an answer with text ends it
+    for message in kept:
         if message.role == MessageRole.TOOL:
             continue  # sent right after the answer whose call it answers
+        if message.role == MessageRole.USER:
+            turn = [_user_part(message)]  # a turn still open here was never answered: left out
+            continue
         answered = sorted(results.get(message.pk, []), key=lambda result: result.tool_call_index or 0)
         calls = sorted(message.tool_calls or [], key=lambda call: call["index"])
         if calls and [call["index"] for call in calls] == [result.tool_call_index for result in answered]:
-            messages.append(
+            turn.append(
                 {
                     "role": "assistant",
                     "content": message.content or None,
                     "tool_calls": [_tool_call_part(call) for call in calls],
                 }
             )
-            messages += [
+            turn += [
                 {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content}
                 for result in answered
             ]
-        elif message.role == MessageRole.USER and (images := list(message.attachments.all())):
-            # With its images: OpenAI content parts carrying data URLs (the text may be empty).
-            content = user_content(text=message.content, attachments=images)
-            messages.append({"role": "user", "content": content})
         elif message.content:
-            messages.append({"role": message.role, "content": message.content})
+            messages += [*turn, {"role": "assistant", "content": message.content}]
+            turn = []
+    if turn and turn[-1]["role"] == "tool":  # the round trip this request continues
+        messages += turn
     return messages
+
+
+def _without_failed_turns(messages: Iterable[Message]) -> list[Message]:
+    """`messages` (oldest first) without failed answers and the messages that triggered them."""
+    kept: list[Message] = []
+    trigger: list[Message] = []  # what the next answer replies to: a user message or tool results
+    for message in messages:
+        if message.role != MessageRole.ASSISTANT:
+            trigger.append(message)
+            continue
+        if not message.is_failed_answer:
+            kept += [*trigger, message]
+        trigger = []
+    return kept + trigger
+
+
+def _user_part(message: Message) -> dict[str, Any]:
+    """A user message; with its images as OpenAI content parts carrying data URLs (the text may
+    be empty)."""
+    if images := list(message.attachments.all()):
+        return {"role": "user", "content": user_content(text=message.content, attachments=images)}
+    return {"role": "user", "content": message.content}
+
+
+def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> list[int]:
+    """Delete a failed turn: the failed answer `message_id` and what triggered it (the user's
+    message, or a continuation's tool results, whose calls may then be answered again). Its
+    usage record stays in the log. Returns the deleted messages' ids.
+
+    Raises `ConversationNotFound` (another team's conversation, or no such answer in it: 404),
+    `PermissionDenied` (viewers) or `ValidationError` (an answered turn stays).
+    """
+    conversation = _conversation_for_run(user=user, conversation_id=conversation_id)
+    with transaction.atomic():
+        answer = (
+            conversation.messages.select_related("usage_record")
+            .filter(pk=message_id, role=MessageRole.ASSISTANT)
+            .first()
+        )
+        if answer is None:
+            raise ConversationNotFound(message_id)
+        if not answer.is_failed_answer:
+            raise ValidationError("Only a refused or failed turn can be deleted; answered turns stay.")
+        doomed = [answer.pk]
+        newest_first = conversation.messages.filter(created_at__lte=answer.created_at).order_by(
+            "-created_at", "-id"
+        )
+        reached = False  # past the answer (messages saved in its instant after it come first)
+        for pk, role in newest_first.values_list("pk", "role").iterator():
+            if not reached:
+                reached = pk == answer.pk
+            elif role == MessageRole.ASSISTANT:
+                break  # the previous answer: the turn starts after it
+            else:
+                doomed.append(pk)
+        for attachment in Attachment.objects.filter(message_id__in=doomed):
+            attachment_discard(attachment)
+        Message.objects.filter(pk__in=doomed).delete()
+    return doomed
 
 
 def _tool_call_part(call: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,11 @@ urlpatterns: list[URLPattern] = [
         name="attachment-remove",
     ),
     path(
+        "<int:conversation_id>/messages/<int:message_id>/delete/",
+        views.turn_delete_view,
+        name="turn-delete",
+    ),
+    path(
         "<int:conversation_id>/messages/<int:message_id>/request/",
         views.message_request_view,
         name="message-request",

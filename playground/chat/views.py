@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.permissions import user_can_run
@@ -53,6 +54,7 @@ from playground.chat.selectors import (
 )
 from playground.chat.services import (
     ConversationNotFound,
+    chat_turn_delete,
     conversation_capabilities,
     conversation_composer_update,
     conversation_create,
@@ -226,6 +228,21 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         return render(request, "chat/conversation_detail.html#composer_settings", context)
     return render(request, "chat/composer_settings_page.html", {**context, **_chrome(request)}, status=400)
+
+
+@login_required
+@require_POST
+def turn_delete_view(request: HtmxHttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """Delete a refused or failed turn (its answer and the message that asked); the page reloads."""
+    try:
+        chat_turn_delete(user=request.user, conversation_id=conversation_id, message_id=message_id)
+    except ConversationNotFound:
+        raise Http404("No such answer.") from None
+    except ValidationError as exc:
+        return HttpResponseBadRequest(" ".join(exc.messages), content_type="text/plain; charset=utf-8")
+    if request.htmx:  # a continuation's calls may be answerable again: the whole page is redrawn
+        return HttpResponseClientRefresh()
+    return redirect("chat:conversation-detail", conversation_id=conversation_id)
 
 
 @login_required

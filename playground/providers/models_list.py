@@ -8,7 +8,9 @@ redirects, explicit timeouts) to the kind's model listing:
 - OpenAI-compatible: `GET {base}/models` (`{"data": [{"id"}]}`).
 
 The result is the model ids and the latency, or the upstream's error with the token (and
-anything credential-shaped) redacted.
+anything credential-shaped) redacted. A successful test keeps the ids on the connection, and
+a new conversation on a connection that lists its models (the engine, asked each time; any
+other once tested) must name one of them: `connection_model_check`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
@@ -32,6 +35,7 @@ from playground.providers.secrets import redact
 from playground.providers.services import connection_settings_validate, connection_token, engine_account_id
 
 MAX_MODELS_SHOWN = 200
+MODELS_NAMED_IN_ERRORS = 5
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class ModelListing:
     latency_ms: int
     models: list[str] = field(default_factory=list)
     error: str = ""
+
+    @property
+    def models_shown(self) -> list[str]:
+        return self.models[:MAX_MODELS_SHOWN]
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,7 @@ async def models_list(target: ListingTarget) -> ModelListing:
     models = model_ids(_json(body))
     if models is None:
         return ModelListing(ok=False, latency_ms=latency, error="The upstream's answer is not a model list.")
-    return ModelListing(ok=True, latency_ms=latency, models=models[:MAX_MODELS_SHOWN])
+    return ModelListing(ok=True, latency_ms=latency, models=models)
 
 
 def model_ids(body: Any) -> list[str] | None:
@@ -101,6 +109,36 @@ def model_ids(body: Any) -> list[str] | None:
             if isinstance(value, str):
                 ids.append(value)
     return sorted(ids)
+
+
+def connection_models_served(connection: ProviderConnection) -> list[str] | None:
+    """The model ids the connection serves, when it lists them: the engine's, asked now (it may
+    serve another GGUF than the catalogue's); another connection's, as its last test listed
+    them. None when unknown (never tested, or the engine did not answer). Blocking."""
+    if connection.kind != ConnectionKind.ENGINE:
+        return connection.listed_models
+    try:
+        listing = async_to_sync(models_list)(models_list_target(connection))
+    except ValidationError:
+        return None
+    return listing.models if listing.ok else None
+
+
+def connection_model_check(*, connection: ProviderConnection, model_id: str) -> None:
+    """Refuse a model id the connection does not serve, keyed by the form's `model_id` field."""
+    served = connection_models_served(connection)
+    if served is None or model_id in served:
+        return
+    more = " …" if len(served) > MODELS_NAMED_IN_ERRORS else ""
+    named = ", ".join(served[:MODELS_NAMED_IN_ERRORS]) + more
+    source = "it serves" if connection.kind == ConnectionKind.ENGINE else "its last test listed"
+    raise ValidationError(
+        {
+            "model_id": f"{connection.name} does not serve {model_id}: {source} {named or 'no models'}. "
+            "Choose one of those (or test the connection again on the Connections page if its "
+            "models changed)."
+        }
+    )
 
 
 def connection_test_error(exc: ValidationError) -> ModelListing:

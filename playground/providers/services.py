@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from playground.accounts.models import Team
 from playground.providers.models import ConnectionKind, ProviderConnection
@@ -33,6 +34,8 @@ def connection_save(
     url_changed = previous_base_url is not None and previous_base_url != connection.base_url
     if token is None and url_changed:
         token = ""
+    if url_changed:  # another host may serve other models: test it again to list them
+        connection.listed_models, connection.models_listed_at = None, None
     if token is not None:
         connection.token_ciphertext = token_encrypt(token) if token else ""
         connection.token_last4 = token_last4(token)
@@ -44,6 +47,14 @@ def connection_save(
             ).update(is_default=False)
         connection.save()
     return connection
+
+
+def connection_models_store(*, connection: ProviderConnection, models: list[str]) -> None:
+    """Keep the model ids a connection test listed: new conversations are checked against them."""
+    connection.listed_models, connection.models_listed_at = models, timezone.now()
+    ProviderConnection.objects.filter(pk=connection.pk).update(
+        listed_models=models, models_listed_at=connection.models_listed_at
+    )
 
 
 def connection_settings_validate(*, connection: ProviderConnection) -> None:

@@ -194,5 +194,9 @@ class TeamBudgetForm(forms.Form):
         return value
 
 
+class UnpricedForm(forms.Form):
+    allow_unpriced = forms.BooleanField(required=False)
+
+
 class MemberBudgetForm(forms.Form):
     monthly_budget_usd = forms.DecimalField(label="Monthly budget (USD)", required=False, **MONEY)

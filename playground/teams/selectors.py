@@ -13,7 +13,7 @@ from django.utils import timezone
 from playground.accounts.models import AuditEvent, Invitation, Membership, Team
 from playground.accounts.selectors import AnyUser
 from playground.catalog.models import CatalogModel
-from playground.catalog.selectors import price_card_for
+from playground.catalog.selectors import price_card_for, price_card_label
 from playground.usage.budgets import BudgetStatus, member_spend, usd_text
 
 AUDIT_ROWS = 500
@@ -43,15 +43,18 @@ class CatalogueRow:
     price_label: str
     prices: str
     is_override: bool
+    retirement: str = ""  # "retires on …" or "retired on …; served as … since"
 
 
 def catalogue_rows(*, team_id: int, today: dt.date) -> list[CatalogueRow]:
-    """Each model with the card that prices this team's requests today."""
+    """Each model with the card that prices this team's requests today, named as the records it
+    prices name it (`price_card_label`)."""
     rows = []
-    for model in CatalogModel.objects.order_by("display_name"):
+    for model in CatalogModel.objects.select_related("alias_of").order_by("display_name"):
+        retirement = model.retirement_text(today)
         card = price_card_for(model_id=model.model_id, day=today, team_id=team_id)
         if card is None:
-            rows.append(CatalogueRow(model, "No price card for today", "unpriced", False))
+            rows.append(CatalogueRow(model, "No price card for today", "unpriced", False, retirement))
             continue
         cached = (
             f" · ${card.cached_input_per_m.normalize():f} cached"
@@ -60,7 +63,8 @@ def catalogue_rows(*, team_id: int, today: dt.date) -> list[CatalogueRow]:
         )
         output = f"${card.output_per_m.normalize():f} out"
         prices = f"${card.input_per_m.normalize():f} in{cached} · {output} per M tokens"
-        rows.append(CatalogueRow(model, card.label, prices, card.is_override))
+        label = price_card_label(model_id=model.model_id, card=card, day=today)
+        rows.append(CatalogueRow(model, label, prices, card.is_override, retirement))
     return rows
 
 

@@ -433,6 +433,26 @@ def team_budget_update(
     return budget
 
 
+def team_unpriced_update(*, actor: Membership, allow: bool) -> TeamBudget:
+    """Owners only: whether requests for models without a price card that day may be sent
+    while a budget applies (they count nothing against it). Audited."""
+    require_owner(actor)
+    with transaction.atomic():
+        budget, _ = TeamBudget.objects.select_for_update().get_or_create(team=actor.team)
+        if budget.allow_unpriced != allow:
+            budget.allow_unpriced = allow
+            budget.save(update_fields=["allow_unpriced", "updated_at"])
+            audit(
+                actor=actor.user,
+                team=actor.team,
+                action=AuditAction.UNPRICED_REQUESTS_CHANGED,
+                target=actor.team.name,
+                previous=not allow,
+                allowed=allow,
+            )
+    return budget
+
+
 def member_budget_update(
     *, actor: Membership, membership_id: int, monthly_budget_usd: Decimal | None
 ) -> Membership:

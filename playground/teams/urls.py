@@ -48,6 +48,7 @@ urlpatterns: list[URLPattern] = [
     ),
     path("<int:team_id>/catalogue/cards/", views.global_card_create_view, name="card-create"),
     path("<int:team_id>/budgets/", views.budgets_view, name="budgets"),
+    path("<int:team_id>/budgets/unpriced/", views.budget_unpriced_view, name="budget-unpriced"),
     path(
         "<int:team_id>/budgets/members/<int:membership_id>/", views.member_budget_view, name="member-budget"
     ),

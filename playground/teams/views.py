@@ -37,6 +37,7 @@ from playground.catalog.selectors import price_cards_visible
 from playground.providers.kinds import ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
 from playground.providers.models_list import connection_test_error, models_list, models_list_target
+from playground.providers.services import connection_models_store
 from playground.teams import selectors, services
 from playground.teams.forms import (
     ConnectionForm,
@@ -48,6 +49,7 @@ from playground.teams.forms import (
     RoleForm,
     SignupForm,
     TeamBudgetForm,
+    UnpricedForm,
 )
 from playground.usage.budgets import budget_status
 
@@ -451,6 +453,8 @@ def connection_test_view(request: TeamRequest, membership: Membership, connectio
         result = connection_test_error(exc)
     else:
         result = async_to_sync(models_list)(target)
+        if result.ok:
+            connection_models_store(connection=connection, models=result.models)
     return _connections_page(request, membership, tested=connection.pk, result=result)
 
 
@@ -553,10 +557,22 @@ def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
     figures = budget_status(team=team)
     context = {
         "form": form,
+        "allow_unpriced": bool(getattr(team, "budget", None) and team.budget.allow_unpriced),
         "status": selectors.budget_view(figures),
         "member_rows": selectors.member_budget_rows(team=team, month=figures.month),
     }
     return _page(request, membership, "teams/budgets.html", context, status=status)
+
+
+@require_POST
+@team_view(write=frozenset({Role.OWNER}))
+def budget_unpriced_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+    form = UnpricedForm(request.POST)
+    form.is_valid()  # an unticked box is just "off"
+    allow = form.cleaned_data.get("allow_unpriced", False)
+    services.team_unpriced_update(actor=membership, allow=allow)
+    text = "Unpriced requests are allowed." if allow else "Unpriced requests are refused under a budget."
+    return _done(request, text, "teams:budgets", membership.team_id)
 
 
 @require_POST

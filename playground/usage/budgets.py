@@ -22,6 +22,11 @@ one applies). A request without max_tokens is reserved at `BUDGET_DEFAULT_MAX_TO
 output tokens: an answer longer than that may overshoot the budget by the difference, which
 the reconcile step then counts in full.
 
+A request whose model has no price card that day cannot be counted: while the team or the
+member has a budget, `budget_reserve` refuses it (`UnpricedRefused`) unless an owner allowed
+unpriced requests for the team (`TeamBudget.allow_unpriced`). Every path that reserves passes
+the card, so none can skip that rule.
+
 Months start at midnight on the 1st in the team's time zone.
 """
 
@@ -49,20 +54,28 @@ from playground.accounts.models import (
     Team,
     TeamBudget,
 )
-from playground.catalog.selectors import price_card_for
 from playground.providers.adapters import ChatRequest
 from playground.usage.metering import estimate_tokens
 from playground.usage.models import UsageRecord
 from playground.usage.pricing import PER_MILLION, ZERO
-from playground.usage.services import KnownCard
+from playground.usage.services import KnownCard, price_card_known
 
 logger = logging.getLogger(__name__)
 
 BUDGET_EXCEEDED = "budget_exceeded"
+UNPRICED_REFUSED = "unpriced_refused"
 
 
 class BudgetExceeded(Exception):
     """The request could cost more than what remains; the message says how much of which budget."""
+
+    code = BUDGET_EXCEEDED
+
+
+class UnpricedRefused(BudgetExceeded):
+    """A budget applies and the model has no price card that day: its cost could not be counted."""
+
+    code = UNPRICED_REFUSED
 
 
 @dataclass(frozen=True)
@@ -118,7 +131,7 @@ def request_worst_case_cost(
     `card`: the card that will price the record, when the caller has looked it up already (a
     batch submission reserves its items' worst cases by one card); otherwise today's.
     """
-    known = card or KnownCard(price_card_for(model_id=model_id, day=timezone.now().date(), team_id=team_id))
+    known = card or price_card_known(model_id=model_id, day=timezone.now().date(), team_id=team_id)
     if known.card is None:
         return ZERO
     prompt = Decimal(estimate_tokens(request.prompt_chars)) * known.card.input_per_m
@@ -130,26 +143,31 @@ def request_worst_case_cost(
 
 
 def budget_reserve_for_request(
-    *, request: ChatRequest, team_id: int, user_id: int | None, model_id: str, label: str = ""
+    *, request: ChatRequest, team_id: int, user_id: int | None, card: KnownCard, label: str = ""
 ) -> Reservation:
-    """Reserve a request's worst case; raises `BudgetExceeded` with the refusal message."""
-    amount = request_worst_case_cost(request=request, team_id=team_id, model_id=model_id)
-    return budget_reserve(team_id=team_id, user_id=user_id, amount=amount, label=label)
+    """Reserve a request's worst case by `card`, the one that will price its record; raises
+    `BudgetExceeded` (or `UnpricedRefused`) with the refusal message."""
+    amount = request_worst_case_cost(request=request, team_id=team_id, model_id=card.model_id, card=card)
+    return budget_reserve(team_id=team_id, user_id=user_id, amount=amount, card=card, label=label)
 
 
-def budget_reserve(*, team_id: int, user_id: int | None, amount: Decimal, label: str = "") -> Reservation:
+def budget_reserve(
+    *, team_id: int, user_id: int | None, amount: Decimal, card: KnownCard, label: str = ""
+) -> Reservation:
     """Hold `amount` on the team's (and the member's) ledger of this month, or refuse.
 
     For a batch chunk sent as one upstream request, `amount` is the sum of its items'
-    worst cases. Every reservation must end in `budget_reconcile` (with 0 when nothing ran).
-    Raises `BudgetExceeded` when the team's or the member's remaining budget is smaller.
+    worst cases and `card` the one card that prices them all. Every reservation must end in
+    `budget_reconcile` (with 0 when nothing ran). Raises `BudgetExceeded` when the team's or
+    the member's remaining budget is smaller, `UnpricedRefused` when `card` found no card and
+    a budget applies that the team did not open to unpriced requests.
     """
     team = Team.objects.get(pk=team_id)
     month = budget_month(team)
     budget_reservations_sweep(team_id=team_id)
-    team_limit = (
-        TeamBudget.objects.filter(team_id=team_id).values_list("monthly_limit_usd", flat=True).first()
-    )
+    team_limit, allow_unpriced = (
+        TeamBudget.objects.filter(team_id=team_id).values_list("monthly_limit_usd", "allow_unpriced").first()
+    ) or (None, False)
     member_limit = (
         Membership.objects.filter(team_id=team_id, user_id=user_id)
         .values_list("monthly_budget_usd", flat=True)
@@ -157,6 +175,9 @@ def budget_reserve(*, team_id: int, user_id: int | None, amount: Decimal, label:
         if user_id is not None
         else None
     )
+    if card.card is None and not allow_unpriced and (team_limit is not None or member_limit is not None):
+        whose = "the team's" if team_limit is not None else "your"
+        raise UnpricedRefused(_unpriced_refusal(card, whose=whose))
     team_ledger = _ledger(team=team, user_id=None, month=month)
     member_ledger = _ledger(team=team, user_id=user_id, month=month) if user_id is not None else None
     with transaction.atomic():
@@ -257,6 +278,14 @@ def _refusal(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None, *, wh
     return (
         f"This request could cost up to {usd_text(amount)}; {usd_text(remaining)} of {whose} "
         f"{usd_text(Decimal(limit or 0))} budget remains this month."
+    )
+
+
+def _unpriced_refusal(card: KnownCard, *, whose: str) -> str:
+    return (
+        f"{card.model_id} has no price card for {card.day.isoformat()}, so {whose} budget cannot "
+        "count what this request would cost: nothing was sent. Set a price on the Catalogue page "
+        "(a team price override is enough), or an owner can allow unpriced requests on the Budgets page."
     )
 
 

@@ -24,7 +24,6 @@ from playground.providers.adapters import ChatAdapter, ChatRequest
 from playground.providers.answer import AnswerCollector
 from playground.providers.events import StreamEvent, UpstreamError
 from playground.usage.budgets import (
-    BUDGET_EXCEEDED,
     BudgetExceeded,
     Reservation,
     budget_reconcile,
@@ -33,12 +32,13 @@ from playground.usage.budgets import (
 )
 from playground.usage.metering import Outcome, UsageMeter
 from playground.usage.models import UsageRecord
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.services import RequestContext, request_price_card, usage_record_create
 
 logger = logging.getLogger(__name__)
 
 STREAM_FAILED = "The answer stopped: the upstream sent data the playground could not read."
 BUDGET_UNCHECKED = "Nothing was sent: the team's budget could not be checked. Try again in a moment."
+BUDGET_UNCHECKED_CODE = "budget_unchecked"
 
 AfterRecord = Callable[[UsageRecord | None, Outcome], None]
 
@@ -68,6 +68,7 @@ class MeteredCall:
     # or why it was refused before anything was sent.
     reservation: Reservation | None = field(default=None, init=False)
     refusal: str = field(default="", init=False)
+    refusal_code: str = field(default="", init=False)
     # Set by the caller before it cancels the stream because the user asked to (Stop): the
     # record then says so, where a cancellation alone reads as a client that went away.
     stopped_by_user: bool = field(default=False, init=False)
@@ -83,7 +84,7 @@ class MeteredCall:
             # Shielded: a reservation made in the worker thread is never lost to a cancellation.
             await finish_even_if_cancelled(sync_to_async(self._reserve)())
             if self.refusal:  # nothing is sent; the record says why, at cost 0
-                refusal = UpstreamError(self.refusal, code=BUDGET_EXCEEDED)
+                refusal = UpstreamError(self.refusal, code=self.refusal_code)
                 meter.observe(refusal)
                 cancelled = False
                 yield refusal
@@ -104,22 +105,27 @@ class MeteredCall:
             await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
 
     def _reserve(self) -> None:
-        """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed)."""
+        """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed).
+
+        The card is looked up once, here, and kept in the context: the reservation and the
+        record are priced by the same one."""
         if self.budget_held:
             return
         try:
+            card = request_price_card(context=self.context)
+            self.context = replace(self.context, price_card=card)
             self.reservation = budget_reserve_for_request(
                 request=self.request,
                 team_id=self.context.team_id,
                 user_id=self.context.user_id,
-                model_id=self.context.model_id,
+                card=card,
                 label=self.context.source or self.context.path,
             )
         except BudgetExceeded as exc:
-            self.refusal = str(exc)
+            self.refusal, self.refusal_code = str(exc), exc.code
         except Exception:
             logger.exception("the budget of a %s request could not be checked", self.context.path)
-            self.refusal = BUDGET_UNCHECKED
+            self.refusal, self.refusal_code = BUDGET_UNCHECKED, BUDGET_UNCHECKED_CODE
 
     def _store_and_reconcile(self, outcome: Outcome) -> None:
         """The record (and the feature's result), then the budget counts what it really cost."""

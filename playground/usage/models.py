@@ -84,6 +84,9 @@ class UsageRecord(models.Model):
     price_card = models.ForeignKey(
         PriceCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # The card's name as shown beside this record's cost, for the request's day (an alias or a
+    # model priced as another says so): `catalog.selectors.price_card_label`.
+    price_label = models.CharField(max_length=300, blank=True)
     input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
     cached_input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
     output_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)

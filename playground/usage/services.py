@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from playground.catalog.models import PriceCard
-from playground.catalog.selectors import price_card_for
+from playground.catalog.selectors import price_card_for, price_card_label
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
 from playground.usage.pricing import cost_for
@@ -24,9 +24,12 @@ RECORD_WRITE_FAILED = "record_write_failed"
 
 @dataclass(frozen=True)
 class KnownCard:
-    """The price card of a request, already looked up (`card` None: the model has none that day)."""
+    """The price card of a request, already looked up, and what records it prices call it."""
 
-    card: PriceCard | None
+    card: PriceCard | None  # None: the model has none that day
+    model_id: str
+    day: dt.date
+    label: str = ""  # "" when unpriced
 
 
 @dataclass(frozen=True)
@@ -86,12 +89,21 @@ def request_price_card(*, context: RequestContext) -> KnownCard:
     the day it is priced. Pass it back as `context.price_card` to price many requests by one look-up."""
     if context.price_card is not None:
         return context.price_card
-    day = context.priced_on or timezone.now().date()
-    return KnownCard(price_card_for(model_id=context.model_id, day=day, team_id=context.team_id))
+    return price_card_known(
+        model_id=context.model_id, day=context.priced_on or timezone.now().date(), team_id=context.team_id
+    )
+
+
+def price_card_known(*, model_id: str, day: dt.date, team_id: int) -> KnownCard:
+    """The card of `model_id` for `team_id` on `day`, with its label (`catalog.selectors`)."""
+    card = price_card_for(model_id=model_id, day=day, team_id=team_id)
+    label = price_card_label(model_id=model_id, card=card, day=day) if card is not None else ""
+    return KnownCard(card, model_id=model_id, day=day, label=label)
 
 
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
-    card = request_price_card(context=context).card
+    known = request_price_card(context=context)
+    card = known.card
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
     record = UsageRecord.objects.create(
@@ -107,6 +119,7 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         raw_usage=dict(usage.raw) or None,
         usage_implausible=usage.implausible,
         price_card=card,
+        price_label=known.label[:300],
         input_cost=cost.input,
         cached_input_cost=cost.cached_input,
         output_cost=cost.output,

@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 from unittest import mock
 
@@ -23,6 +24,7 @@ from asgiref.sync import async_to_sync
 from django.http import QueryDict
 
 from playground.analytics.filters import Filters, filters_from_query
+from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
@@ -75,8 +77,25 @@ def record_write(
         return usage_record_create(context=context, outcome=outcome)
 
 
+def engine_priced_as_its_own_card() -> None:
+    """The figures here were worked out with the engine at Kimi K2.5's launch prices: give it a
+    card of its own at those prices (the catalogue prices it with K2.5's card of the day, K2.6's
+    since K2.5 retired on 2026-05-30, which is not what these tests are about)."""
+    engine = CatalogModel.objects.get(model_id=ENGINE_MODEL_ID)
+    CatalogModel.objects.filter(pk=engine.pk).update(priced_as=None)
+    PriceCard.objects.create(
+        model=engine,
+        effective_from=dt.date(2026, 1, 1),
+        input_per_m=Decimal("0.60"),
+        cached_input_per_m=Decimal("0.10"),
+        output_per_m=Decimal("3.00"),
+        label="Priced as Kimi K2.5 ($0.60 / $0.10 / $3.00): what these tokens would cost on Workers AI",
+    )
+
+
 @pytest.fixture
 def known(actors: Any) -> Known:
+    engine_priced_as_its_own_card()
     conversation = Conversation.objects.create(
         team=actors.team, user=actors.owner, model_id=ENGINE_MODEL_ID, title="Alpha's long chat"
     )

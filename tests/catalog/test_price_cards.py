@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
-from playground.catalog.selectors import catalog_models_for_kind, price_card_for
+from playground.catalog.selectors import catalog_models_for_kind, price_card_for, price_card_label
 
 pytestmark = pytest.mark.django_db
 
@@ -34,16 +35,66 @@ def test_kimi_k25_is_billed_as_k26_from_its_retirement_day() -> None:
     )
 
 
-def test_the_engine_model_is_priced_like_kimi_k25_and_says_so() -> None:
-    card = price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 11, 22))
+def test_the_engine_model_is_priced_with_kimi_k25s_card_of_the_day_and_says_which() -> None:
+    before = price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 5, 29))
+    after = price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 11, 22))
+
+    assert before is not None and after is not None
+    assert before == price_card_for(model_id=KIMI_K25, day=dt.date(2026, 5, 29))
+    assert after == price_card_for(model_id=KIMI_K25, day=dt.date(2026, 11, 22))
+    assert (after.input_per_m, after.cached_input_per_m, after.output_per_m) == (
+        Decimal("0.95"),
+        Decimal("0.16"),
+        Decimal("4.00"),
+    )
+    assert price_card_label(model_id=ENGINE_MODEL_ID, card=before, day=dt.date(2026, 5, 29)) == (
+        "Priced as Kimi K2.5: Workers AI list price for Kimi K2.5 ($0.60 in / $0.10 cached / $3.00 out)"
+    )
+    assert price_card_label(model_id=ENGINE_MODEL_ID, card=after, day=dt.date(2026, 11, 22)) == (
+        "Priced as Kimi K2.5 (retired on 2026-05-30; served as Kimi K2.6 since): "
+        "Workers AI list price for Kimi K2.6 ($0.95 in / $0.16 cached / $4.00 out)"
+    )
+
+
+def test_the_engine_model_has_no_card_of_its_own_to_go_stale() -> None:
+    assert not PriceCard.objects.filter(model__model_id=ENGINE_MODEL_ID).exists()
+
+
+def test_a_retired_models_label_says_what_serves_it() -> None:
+    card = price_card_for(model_id=KIMI_K25, day=dt.date(2026, 6, 1))
 
     assert card is not None
-    assert (card.input_per_m, card.cached_input_per_m, card.output_per_m) == (
-        Decimal("0.60"),
-        Decimal("0.10"),
-        Decimal("3.00"),
+    assert price_card_label(model_id=KIMI_K25, card=card, day=dt.date(2026, 6, 1)) == (
+        "Kimi K2.5 retired on 2026-05-30; served as Kimi K2.6 since: "
+        "Workers AI list price for Kimi K2.6 ($0.95 in / $0.16 cached / $4.00 out)"
     )
-    assert "Kimi K2.5" in card.label
+    assert price_card_label(model_id=KIMI_K26, card=card, day=dt.date(2026, 6, 1)) == card.label
+
+
+def test_retirement_is_told_in_the_future_before_the_day_and_in_the_past_from_it() -> None:
+    k25 = CatalogModel.objects.select_related("alias_of").get(model_id=KIMI_K25)
+
+    assert k25.retirement_text(dt.date(2026, 5, 29)) == "retires on 2026-05-30; then served as Kimi K2.6"
+    assert k25.retirement_text(dt.date(2026, 5, 30)) == "retired on 2026-05-30; served as Kimi K2.6 since"
+    assert CatalogModel.objects.get(model_id=KIMI_K26).retirement_text(dt.date(2026, 5, 30)) == ""
+
+
+def test_a_team_override_of_the_engine_model_still_wins(actors: Any) -> None:
+    engine = CatalogModel.objects.get(model_id=ENGINE_MODEL_ID)
+    override = PriceCard.objects.create(
+        model=engine,
+        team=actors.team,
+        effective_from=dt.date(2026, 1, 1),
+        input_per_m=Decimal(0),
+        output_per_m=Decimal(0),
+        label="Free: our own CPU",
+    )
+
+    assert (
+        price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 11, 22), team_id=actors.team.pk)
+        == override
+    )
+    assert price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 11, 22)) != override
 
 
 def test_the_card_in_force_on_the_day_is_chosen() -> None:

@@ -97,7 +97,7 @@ def test_a_parameter_the_kind_does_not_take_never_reaches_the_upstream(
 
     run_turn(actors, conversation)
 
-    sent = fake_upstream.requests[0].json
+    sent = fake_upstream.requests[-1].json  # after the engine's model list, asked at creation
     assert sent["temperature"] == 0.2 and sent["seed"] == 7
     assert "presence_penalty" not in sent and "reasoning_effort" not in sent
 
@@ -280,7 +280,7 @@ def test_the_engine_streams_json_schema_answers(
 
     turn = run_turn(actors, conversation)
 
-    assert fake_upstream.requests[0].json["stream"] is True
+    assert fake_upstream.requests[-1].json["stream"] is True
     assert turn.assistant_message is not None
     assert turn.assistant_message.structured == {
         "valid": False,

@@ -92,7 +92,7 @@ async def test_chat_and_upstream_error_paths_log_no_secret(
     settings.UPSTREAM_MAX_RETRIES = 0
     await open_socket("owner", local.pk).exchange("Six")  # type: ignore[operator]
 
-    assert len(fake_upstream.requests) == 6
+    assert len(fake_upstream.requests) == 7  # with the engine's model list, asked at creation
     assert_no_canary(everything_logged, [provider_token, engine_token])
 
 

@@ -36,6 +36,7 @@ def record(**overrides: object) -> UsageRecord:
         "completion_tokens": 56,
         "usage_source": UsageSource.PROVIDER,
         "price_card": CARD,
+        "price_label": "Priced as Kimi K2.5 (retired on 2026-05-30; served as Kimi K2.6 since): …",
         "total_cost": Decimal("0.000123"),
         "ttft_ms": 120,
         "latency_ms": 1400,
@@ -47,7 +48,7 @@ def record(**overrides: object) -> UsageRecord:
 def test_the_usage_line_reads_like_the_spec() -> None:
     line = usage_line(record())
     assert line.summary == "1,234 in · 1,000 cached (81%) · 56 out · $0.000123 · TTFT 120 ms · 1.4 s"
-    assert line.price_label == CARD.label
+    assert line.price_label == record().price_label, "the label of the record's day, not the card's own"
     assert line.is_ok
     assert not line.estimated
 
@@ -140,7 +141,7 @@ def test_model_choices_put_current_models_first_and_label_retired_ones() -> None
     choices = model_choices([retired, current], today=today)
 
     assert [choice.value for choice in choices] == ["@cf/new", "@cf/old"]
-    assert choices[1].label == "Aardvark · retired 2026-05-30"
+    assert choices[1].label == "Aardvark · retired on 2026-05-30"
 
 
 def test_list_times_read_naturally() -> None:

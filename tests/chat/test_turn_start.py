@@ -92,7 +92,7 @@ def test_a_model_the_catalogue_does_not_know_is_not_checked(
         user=actors.owner, connection_id=engine_connection.pk, model_id="@local/other"
     )
     Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
+    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="x" * 100_000)
 
     turn = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="more")
 
@@ -104,16 +104,20 @@ def test_only_the_most_recent_history_is_sent_after_the_system_prompt(
     actors: Actors, conversation: Conversation
 ) -> None:
     Message.objects.bulk_create(
-        Message(conversation=conversation, role=MessageRole.USER, content=f"m{i}")
-        for i in range(HISTORY_MAX_MESSAGES + 5)
+        Message(
+            conversation=conversation,
+            role=MessageRole.ASSISTANT if i % 2 else MessageRole.USER,
+            content=f"m{i}",
+        )
+        for i in range(HISTORY_MAX_MESSAGES + 6)
     )
 
     messages = upstream_messages(conversation)
 
     assert len(messages) == 1 + HISTORY_MAX_MESSAGES
     assert messages[0] == {"role": "system", "content": "Be brief."}
-    assert [m["content"] for m in messages[1:3]] == ["m5", "m6"]
-    assert messages[-1]["content"] == f"m{HISTORY_MAX_MESSAGES + 4}"
+    assert [m["content"] for m in messages[1:3]] == ["m6", "m7"]
+    assert messages[-1]["content"] == f"m{HISTORY_MAX_MESSAGES + 5}"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -345,6 +345,7 @@ def test_stored_answers_show_their_usage_line_and_price_card(
         completion_tokens=56,
         usage_source=UsageSource.ESTIMATED,
         price_card=card,
+        price_label=card.label,
         total_cost=Decimal("0.000123"),
         ttft_ms=120,
         latency_ms=1400,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.utils import timezone
+
 from playground.accounts.models import AuditAction, AuditEvent, BudgetAlert, Membership, TeamBudget
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26
 from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
+from playground.usage.services import price_card_known
 from tests.teams.conftest import Crew, signed_in
 
 
@@ -45,9 +48,10 @@ def test_the_budget_page_shows_spend_reserved_remaining_and_a_forecast(crew: Cre
         f"/teams/{crew.team.pk}/budgets/",
         {"monthly_limit_usd": "10", "alert_thresholds": "50, 80, 100", "time_zone": "Europe/Paris"},
     )
-    spent = budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(6))
+    card = price_card_known(model_id=KIMI_K26, day=timezone.now().date(), team_id=crew.team.pk)
+    spent = budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(6), card=card)
     budget_reconcile(reservation=spent, actual=Decimal("5.5"))
-    budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(2))  # in flight
+    budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(2), card=card)  # in flight
 
     page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
 
@@ -83,3 +87,35 @@ def test_a_member_budget_is_set_by_an_admin(crew: Crew) -> None:
 
     assert Membership.objects.get(pk=target.pk).monthly_budget_usd == Decimal("3.50")
     assert budget_month(crew.team).day == 1
+
+
+def test_the_catalogue_tells_k25s_retirement_in_the_past_and_prices_the_engine_as_k25_today(
+    crew: Crew,
+) -> None:
+    page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/catalogue/").content.decode()
+
+    assert "retired on 2026-05-30; served as Kimi K2.6 since" in page
+    assert "retires 2026-05-30" not in page
+    models_table = page.split('id="cards-heading"')[0]
+    rows = {row.split("</code>")[0].rsplit("<code>", 1)[-1]: row for row in models_table.split("<tr")[1:]}
+    engine, k25 = rows["@local/gemma-3-270m"], rows["@cf/moonshotai/kimi-k2.5"]
+    today = "$0.95 in · $0.16 cached · $4 out per M tokens"
+    assert today in engine and today in k25, "one price for Kimi K2.5, the engine's too"
+    assert "Priced as Kimi K2.5 (retired on 2026-05-30; served as Kimi K2.6 since)" in engine
+    assert "$0.60" not in engine
+
+
+def test_only_owners_may_allow_unpriced_requests_and_it_is_audited(crew: Crew) -> None:
+    url = f"/teams/{crew.team.pk}/budgets/unpriced/"
+
+    assert signed_in(crew.admin).post(url, {"allow_unpriced": "on"}).status_code == 403
+    assert (
+        "owners change this" in signed_in(crew.admin).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+    )
+    assert signed_in(crew.owner).post(url, {"allow_unpriced": "on"}).status_code == 302
+
+    assert TeamBudget.objects.get(team=crew.team).allow_unpriced is True
+    event = AuditEvent.objects.get(action=AuditAction.UNPRICED_REQUESTS_CHANGED)
+    assert (event.actor, event.detail) == (crew.owner, {"previous": False, "allowed": True})
+    page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+    assert 'id="allow-unpriced" checked' in page

@@ -52,6 +52,7 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
     "override-delete": {"GET": NOT_ALLOWED, "POST": MANAGERS},
     "card-create": {"GET": NOT_ALLOWED, "POST": NOBODY},
     "budgets": {"GET": EVERYONE, "POST": MANAGERS},
+    "budget-unpriced": {"GET": NOT_ALLOWED, "POST": OWNERS},
     "member-budget": {"GET": NOT_ALLOWED, "POST": MANAGERS},
     "audit": {"GET": EVERYONE, "POST": NOT_ALLOWED},
 }
@@ -157,6 +158,7 @@ def url_for(name: str, crew: Crew) -> tuple[str, dict[str, Any]]:
             f"/teams/{team}/budgets/members/{target_member(crew).pk}/",
             {"monthly_budget_usd": "5"},
         ),
+        "budget-unpriced": lambda: (f"/teams/{team}/budgets/unpriced/", {"allow_unpriced": "on"}),
         "audit": lambda: (f"/teams/{team}/audit/", {}),
     }
     return build[name]()

@@ -34,7 +34,7 @@ from playground.usage.budgets import (
 )
 from playground.usage.metered_call import MeteredCall
 from playground.usage.models import UsageRecord, UsageStatus
-from playground.usage.services import RequestContext
+from playground.usage.services import KnownCard, RequestContext, price_card_known
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk
 
@@ -50,6 +50,11 @@ def priced_model(db: None) -> CatalogModel:
     )
     PriceCard.objects.create(model=model, effective_from=dt.date(2026, 1, 1), label="Test list price", **CARD)
     return model
+
+
+def priced(actors: Actors) -> KnownCard:
+    """The test model's card today, as the metered call looks it up."""
+    return price_card_known(model_id=MODEL, day=timezone.now().date(), team_id=actors.team.pk)
 
 
 def set_budget(actors: Actors, usd: str, *, thresholds: list[int] | None = None) -> None:
@@ -194,7 +199,9 @@ async def test_the_reservation_is_reconciled_when_the_request_is_cancelled(
 
 
 def test_a_reservation_is_reconciled_once(actors: Actors, priced_model: CatalogModel) -> None:
-    reservation = budget_reserve(team_id=actors.team.pk, user_id=actors.teammate.pk, amount=Decimal(2))
+    reservation = budget_reserve(
+        team_id=actors.team.pk, user_id=actors.teammate.pk, amount=Decimal(2), card=priced(actors)
+    )
 
     assert budget_reconcile(reservation=reservation, actual=Decimal("0.5")) is True
     assert budget_reconcile(reservation=reservation, actual=Decimal("0.5")) is False
@@ -207,14 +214,16 @@ def test_a_reservation_nobody_reconciled_is_released_by_the_sweep(
     actors: Actors, priced_model: CatalogModel, settings: Any
 ) -> None:
     set_budget(actors, "3")
-    budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(3))  # its process "died"
+    budget_reserve(
+        team_id=actors.team.pk, user_id=None, amount=Decimal(3), card=priced(actors)
+    )  # its process "died"
     with pytest.raises(BudgetExceeded):
-        budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1))
+        budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1), card=priced(actors))
 
     BudgetReservation.objects.update(created_at=timezone.now() - dt.timedelta(hours=2))
     settings.BUDGET_RESERVATION_TTL = 3600
     assert budget_reservations_sweep(team_id=actors.team.pk) == 1
-    budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1))
+    budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1), card=priced(actors))
 
 
 def test_the_month_rolls_over_at_midnight_in_the_teams_time_zone(
@@ -266,7 +275,9 @@ def test_each_alert_threshold_is_emailed_once_a_month(
     actors.owner.save()
 
     for spend in ("4", "1.5", "0.5", "1"):  # 40 %, 55 %, 60 %, 70 %
-        reservation = budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1))
+        reservation = budget_reserve(
+            team_id=actors.team.pk, user_id=None, amount=Decimal(1), card=priced(actors)
+        )
         budget_reconcile(reservation=reservation, actual=Decimal(spend))
 
     assert [message.subject for message in mailoutbox] == ["Alpha has used 50% of its monthly budget"]

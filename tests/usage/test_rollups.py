@@ -183,13 +183,13 @@ def test_one_record_lands_in_its_hour_and_day_with_its_histogram_buckets(actors:
         actors.owner.pk,
         0,
     )
-    # 500 fresh x $0.60/M + 1500 x $0.10/M + 100 x $3.00/M, in 1e-10 USD
+    # Kimi K2.5's card that day (K2.6's): 500 fresh x $0.95/M + 1500 x $0.16/M + 100 x $4.00/M, in 1e-10 USD
     assert (hour.input_cost_e10, hour.cached_input_cost_e10, hour.output_cost_e10) == (
-        3_000_000,
-        1_500_000,
-        3_000_000,
+        4_750_000,
+        2_400_000,
+        4_000_000,
     )
-    assert hour.total_cost_e10 == 7_500_000
+    assert hour.total_cost_e10 == 11_150_000
     assert hour.ttft_h06 == 1 and hour.latency_h11 == 1  # [400, 500) and [2000, 3000)
     assert histogram_bucket(420) == 6 and histogram_bucket(2600) == 11 and histogram_bucket(10**9) == 19
 

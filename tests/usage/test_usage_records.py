@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.providers.events import Finish, TextDelta, UpstreamError, UsageReport
 from playground.providers.usage_normalize import NormalizedUsage, normalize_usage
 from playground.usage.metering import STOPPED_BY_USER, UsageMeter
@@ -42,11 +42,15 @@ def test_a_finished_answer_is_recorded_with_the_providers_figures_and_its_price(
     assert record.status == UsageStatus.OK
     assert record.usage_source == UsageSource.PROVIDER
     assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (2000, 1500, 100)
-    assert record.price_card is not None and "Kimi K2.5" in record.price_card.label
-    assert record.input_cost == Decimal("0.0003")  # 500 fresh x $0.60/M
-    assert record.cached_input_cost == Decimal("0.00015")
-    assert record.output_cost == Decimal("0.0003")
-    assert record.total_cost == Decimal("0.00075")
+    # Priced as Kimi K2.5 on the request's day, when K2.5 is served (and billed) as K2.6.
+    assert record.price_card is not None and record.price_card.model.model_id == KIMI_K26
+    assert record.price_label.startswith(
+        "Priced as Kimi K2.5 (retired on 2026-05-30; served as Kimi K2.6 since)"
+    )
+    assert record.input_cost == Decimal("0.000475")  # 500 fresh x $0.95/M
+    assert record.cached_input_cost == Decimal("0.00024")
+    assert record.output_cost == Decimal("0.0004")
+    assert record.total_cost == Decimal("0.001115")
     assert record.upstream_request_id == "ray-1"
     assert record.affinity_key == "pg-1"
     assert record.raw_usage == {"prompt_tokens": 2000}

@@ -1,0 +1,86 @@
+"""A conversation on a connection that lists its models names one of them, or is refused at creation."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import LazySettings
+from django.core.exceptions import ValidationError
+from django.test import Client
+from django.urls import reverse
+
+from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.chat.models import Conversation
+from playground.chat.services import conversation_create
+from playground.providers.models import ProviderConnection
+from tests.conftest import Actors
+from tests.fakes.upstream import FakeUpstream, json_reply
+
+pytestmark = pytest.mark.django_db
+
+
+def models(*ids: str) -> object:
+    return json_reply({"object": "list", "data": [{"id": model_id, "object": "model"} for model_id in ids]})
+
+
+def test_the_engine_refuses_a_model_id_it_does_not_serve_with_a_form_error(
+    actors: Actors, engine_connection: ProviderConnection, fake_upstream: FakeUpstream, settings: LazySettings
+) -> None:
+    settings.ENGINE_URL = fake_upstream.url
+    fake_upstream.script(models(ENGINE_MODEL_ID))
+    client = Client()
+    client.force_login(actors.owner)
+
+    response = client.post(
+        reverse("chat:conversation-create"),
+        {"connection": engine_connection.pk, "custom_model_id": "@local/not-loaded"},
+    )
+
+    assert response.status_code == 400
+    assert (
+        f"Embedded engine does not serve @local/not-loaded: it serves {ENGINE_MODEL_ID}."
+        in response.content.decode()
+    )
+    assert not Conversation.objects.exists()
+    assert fake_upstream.requests[0].path.endswith("/ai/v1/models")
+
+
+def test_the_engine_accepts_the_model_it_serves(
+    actors: Actors, engine_connection: ProviderConnection, fake_upstream: FakeUpstream, settings: LazySettings
+) -> None:
+    settings.ENGINE_URL = fake_upstream.url
+    fake_upstream.script(models(ENGINE_MODEL_ID))
+
+    conversation = conversation_create(
+        user=actors.owner, connection_id=engine_connection.pk, model_id=ENGINE_MODEL_ID
+    )
+
+    assert conversation.model_id == ENGINE_MODEL_ID
+
+
+def test_a_tested_connection_keeps_its_model_list_and_refuses_other_ids(
+    actors: Actors, openai_connection: ProviderConnection, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(models("served/a", "served/b"))
+    client = Client()
+    client.force_login(actors.owner)
+    client.post(reverse("teams:connection-test", args=[actors.team.pk, openai_connection.pk]))
+    openai_connection.refresh_from_db()
+    assert openai_connection.listed_models == ["served/a", "served/b"]
+
+    with pytest.raises(ValidationError) as refused:
+        conversation_create(user=actors.owner, connection_id=openai_connection.pk, model_id="served/c")
+
+    assert refused.value.message_dict["model_id"][0].startswith(
+        "Gateway does not serve served/c: its last test listed served/a, served/b."
+    )
+    assert conversation_create(user=actors.owner, connection_id=openai_connection.pk, model_id="served/b")
+
+
+def test_an_untested_connection_takes_any_id_it_may_take(
+    actors: Actors, openai_connection: ProviderConnection, fake_upstream: FakeUpstream
+) -> None:
+    conversation = conversation_create(
+        user=actors.owner, connection_id=openai_connection.pk, model_id="any/id"
+    )
+
+    assert conversation.model_id == "any/id" and fake_upstream.requests == []
