@@ -56,6 +56,7 @@ from playground.providers.http import UpstreamHTTPError
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.providers.queue import QueueClient, QueuePending, QueueResponse
+from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.budgets import (
@@ -134,12 +135,13 @@ def batch_draft_create(
     `BatchInputInvalid` with the bad lines; in every error case nothing is stored.
     """
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
-    rules = lambda: InputRules(parameters=connection.spec.parameters, shared=source.shared)  # noqa: E731
+    today = timezone.now().date()
+    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
+    rules = lambda: InputRules(parameters=connection.spec.parameters, caps=caps, shared=source.shared)  # noqa: E731
     tally = _check(_read(source, rules()))
     if tally.error_count or not tally.count:
         errors = tally.errors or [LineError(0, "The input has no items.")]
         raise BatchInputInvalid(errors, tally.error_count or 1)
-    today = timezone.now().date()
     path, reason = batch_path_for(connection=connection, model_id=model_id, day=today)
     source.stream.seek(0)
     with transaction.atomic():

@@ -25,6 +25,8 @@ from tests.conftest import Actors
 
 pytestmark = pytest.mark.django_db
 
+SCHEMA_MODEL = "@cf/moonshotai/kimi-k2.6"  # takes tools and JSON schemas (per the catalogue)
+
 
 def _client(user: User) -> Client:
     client = Client()
@@ -32,10 +34,12 @@ def _client(user: User) -> Client:
     return client
 
 
-def _post(client: Client, connection: ProviderConnection, text: str, **extra: str) -> object:
+def _post(
+    client: Client, connection: ProviderConnection, text: str, *, model: str = NO_QUEUE_MODEL, **extra: str
+) -> object:
     data = {
         "connection": connection.pk,
-        "model_id": NO_QUEUE_MODEL,
+        "model_id": model,
         "input_kind": "jsonl",
         "text": text,
         **extra,
@@ -176,7 +180,7 @@ def test_a_batch_started_from_a_conversation_carries_its_settings(
         team=actors.team,
         user=actors.owner,
         connection=workers_connection,
-        model_id=NO_QUEUE_MODEL,
+        model_id=SCHEMA_MODEL,
         system_prompt="Answer in French.",
         parameters={"temperature": 0.2, "not_a_workers_parameter": 1},
         tools=[{**tool, "returns_json": True, "mocks": ["{}"]}],
@@ -186,7 +190,11 @@ def test_a_batch_started_from_a_conversation_carries_its_settings(
     )
 
     response = _post(
-        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
+        _client(actors.owner),
+        workers_connection,
+        jsonl(prompts(1)),
+        model=SCHEMA_MODEL,
+        conversation=str(conversation.pk),
     )
 
     assert response.status_code == 302
