@@ -51,11 +51,11 @@ from playground.catalog.selectors import catalog_model_serving, price_card_for
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for, queue_client_for
 from playground.providers.adapters.finished import FinishedReply
 from playground.providers.answer import AnswerCollector
-from playground.providers.events import UpstreamError
+from playground.providers.events import UpstreamError, request_at_fault
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
-from playground.providers.queue import QueueClient, QueuePending, QueueResponse
+from playground.providers.queue import QueueClient, QueuePending, QueueResponse, RefusedItem, refused_item
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
@@ -311,12 +311,17 @@ def batch_cancel(*, user: User, batch_id: int) -> Batch:
 
 
 def batch_retry_failed(*, user: User, batch_id: int) -> int:
-    """Send the failed items again, each as a new attempt (a new usage record). Returns how many."""
+    """Send the failed items again, each as a new attempt (a new usage record). Returns how many.
+
+    Items the provider refused for their own input are left failed: the same request would be
+    refused again (the page says so, and which lines to fix).
+    """
     batch = _batch_for_run(user=user, batch_id=batch_id)
     if batch.status == BatchStatus.DRAFT:
         return 0
     with transaction.atomic():
-        failed = list(batch.items.filter(state=ItemState.FAILED).values_list("pk", "attempt"))
+        retryable = batch.items.filter(state=ItemState.FAILED, input_refused=False)
+        failed = list(retryable.values_list("pk", "attempt"))
         for pk, attempt in failed:
             BatchItem.objects.filter(pk=pk, state=ItemState.FAILED).update(
                 state=ItemState.PENDING,
@@ -549,6 +554,7 @@ def _item_result(
     ok = outcome.status == UsageStatus.OK and answer.error is None
     BatchItem.objects.filter(pk=item.pk, attempt=item.attempt).exclude(state=ItemState.DONE).update(
         state=ItemState.DONE if ok else ItemState.FAILED,
+        input_refused=not ok and request_at_fault(http_status=outcome.http_status, code=outcome.error_code),
         response={
             "text": answer.text,
             "reasoning": answer.reasoning,
@@ -845,6 +851,10 @@ def _submission_send(
                 next_poll_at=timezone.now() + dt.timedelta(seconds=wait),
             )
             return
+        refused = refused_item(exc, count=len(items))
+        if refused is not None:
+            _submission_drop_item(submission, items[refused.position], refused, exc, attempts)
+            return
         reason = f"The provider refused the submission: {exc.message}"
         with transaction.atomic():
             BatchSubmission.objects.filter(pk=submission.pk).update(
@@ -868,6 +878,33 @@ def _submission_send(
             error="",
         )
         submission.items.filter(state=ItemState.PENDING).update(state=ItemState.SUBMITTED)
+
+
+def _submission_drop_item(
+    submission: BatchSubmission, item: BatchItem, refused: RefusedItem, exc: UpstreamHTTPError, attempts: int
+) -> None:
+    """The provider refused the submission because of one item: that item fails with its own
+    error (its input is at fault: retrying it would fail again), and the others go again at
+    once without it (the step that sends it renumbers them). No item carries another's error.
+    A submission left with no item is done.
+    """
+    with transaction.atomic():
+        BatchItem.objects.filter(pk=item.pk, state__in=OPEN_STATES).update(
+            state=ItemState.FAILED,
+            error=f"The provider refused this item: {refused.reason}",
+            error_code=(exc.code or "invalid_input")[:40],
+            input_refused=True,
+            finished_at=timezone.now(),
+        )
+        left = submission.items.filter(state=ItemState.PENDING).exists()
+        BatchSubmission.objects.filter(pk=submission.pk).update(
+            state=SubmissionState.SUBMITTING if left else SubmissionState.DONE,
+            submit_attempts=attempts,
+            error=f"Sent again without item {item.index} (line {item.line}), which the provider refused.",
+            next_poll_at=timezone.now(),
+        )
+    if not left:
+        _submission_settle_budget(submission)
 
 
 def _submission_poll(
