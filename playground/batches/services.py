@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import IO, Any
 
@@ -47,7 +47,7 @@ from playground.batches.models import (
     SubmissionState,
 )
 from playground.batches.selectors import batch_get
-from playground.catalog.selectors import catalog_model_serving, price_card_for
+from playground.catalog.selectors import catalog_model_serving
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for, queue_client_for
 from playground.providers.adapters.finished import FinishedReply
 from playground.providers.answer import AnswerCollector
@@ -145,7 +145,7 @@ def batch_draft_create(
     path, reason = batch_path_for(connection=connection, model_id=model_id, day=today)
     source.stream.seek(0)
     with transaction.atomic():
-        batch = Batch.objects.create(
+        batch = Batch(
             team_id=connection.team_id,
             created_by=user,
             connection=connection,
@@ -157,8 +157,13 @@ def batch_draft_create(
             path_reason=reason,
             item_count=tally.count,
             preview=tally.preview,
-            estimate=batch_estimate(model_id=model_id, tally=tally, day=today),
         )
+        batch.estimate = batch_estimate(
+            context=_draft_context(batch=batch, day=today),
+            prompt_tokens=estimate_tokens(tally.prompt_chars),
+            output_tokens=tally.output_tokens,
+        )
+        batch.save()
         _items_store(batch, _read(source, rules()))
     return batch
 
@@ -244,30 +249,54 @@ def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.dat
     return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
 
 
-def batch_estimate(*, model_id: str, tally: _Tally, day: dt.date) -> dict[str, Any]:
-    """Tokens estimated from characters (the meter's rule) x today's price card, with and
-    without the assumed share of cached prompt tokens. Strings, to keep JSON exact."""
-    prompt = estimate_tokens(tally.prompt_chars)
+def _draft_context(*, batch: Batch, day: dt.date) -> RequestContext:
+    """The context a draft's items will be recorded under if it is confirmed on `day`."""
+    return RequestContext(
+        team_id=batch.team_id,
+        user_id=batch.created_by_id,
+        connection_id=batch.connection_id,
+        model_id=batch.model_id,
+        streamed=False,
+        path=RequestPath.BATCH,
+        priced_on=day,
+    )
+
+
+def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Estimated tokens x the card that will price the items (the team's override when it has
+    one, else the global card, in force on `context.priced_on`), with and without the assumed
+    share of cached prompt tokens. Strings, to keep JSON exact."""
     share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
-    card = price_card_for(model_id=model_id, day=day)
-    plain = cost_for(
-        usage=NormalizedUsage(prompt_tokens=prompt, completion_tokens=tally.output_tokens), card=card
-    )
-    cached = cost_for(
-        usage=NormalizedUsage(
-            prompt_tokens=prompt, completion_tokens=tally.output_tokens, cached_tokens=int(prompt * share)
-        ),
-        card=card,
-    )
+    card = request_price_card(context=context).card
+    usage = NormalizedUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens)
+    plain = cost_for(usage=usage, card=card)
+    cached = cost_for(usage=replace(usage, cached_tokens=int(prompt_tokens * share)), card=card)
     return {
-        "prompt_tokens": prompt,
-        "output_tokens": tally.output_tokens,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
         "cache_share": str(share),
         "cost": str(plain.total) if card else None,
         "cost_with_cache": str(cached.total) if card else None,
         "price_card": card.label if card else "",
+        "price_card_override": bool(card and card.is_override),
+        "priced_on": str(context.priced_on),
         "output_assumption": settings.BATCH_ESTIMATE_OUTPUT_TOKENS,
     }
+
+
+def batch_estimate_today(*, batch: Batch) -> dict[str, Any]:
+    """A draft's estimate as it would be priced if confirmed now: its tokens priced by the card
+    in force today (a draft may wait past a price change, or past midnight). A confirmed
+    batch's estimate is the one it was confirmed with."""
+    estimate = batch.estimate or {}
+    if batch.status != BatchStatus.DRAFT or "prompt_tokens" not in estimate:
+        return estimate
+    today = timezone.now().date()
+    return batch_estimate(
+        context=_draft_context(batch=batch, day=today),
+        prompt_tokens=estimate["prompt_tokens"],
+        output_tokens=estimate["output_tokens"],
+    )
 
 
 # --- user actions -----------------------------------------------------------------------
