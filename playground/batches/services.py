@@ -159,7 +159,7 @@ def batch_draft_create(
             preview=tally.preview,
         )
         batch.estimate = batch_estimate(
-            context=_draft_context(batch=batch, day=today),
+            context=_draft_context(batch, today),
             prompt_tokens=estimate_tokens(tally.prompt_chars),
             output_tokens=tally.output_tokens,
         )
@@ -249,19 +249,6 @@ def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.dat
     return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
 
 
-def _draft_context(*, batch: Batch, day: dt.date) -> RequestContext:
-    """The context a draft's items will be recorded under if it is confirmed on `day`."""
-    return RequestContext(
-        team_id=batch.team_id,
-        user_id=batch.created_by_id,
-        connection_id=batch.connection_id,
-        model_id=batch.model_id,
-        streamed=False,
-        path=RequestPath.BATCH,
-        priced_on=day,
-    )
-
-
 def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
     """Estimated tokens x the card that will price the items (the team's override when it has
     one, else the global card, in force on `context.priced_on`), with and without the assumed
@@ -293,7 +280,7 @@ def batch_estimate_today(*, batch: Batch) -> dict[str, Any]:
         return estimate
     today = timezone.now().date()
     return batch_estimate(
-        context=_draft_context(batch=batch, day=today),
+        context=_draft_context(batch, today),
         prompt_tokens=estimate["prompt_tokens"],
         output_tokens=estimate["output_tokens"],
     )
@@ -558,6 +545,11 @@ def _context(batch: Batch, item: BatchItem | None, card: KnownCard | None = None
         priced_on=batch.priced_on,
         price_card=card,
     )
+
+
+def _draft_context(batch: Batch, day: dt.date) -> RequestContext:
+    """The context a draft's items will be recorded under if it is confirmed on `day`."""
+    return replace(_context(batch, None), priced_on=day)
 
 
 @dataclass(frozen=True)
