@@ -5,6 +5,12 @@ Every reader is a generator over a binary stream: it holds one line at a time, s
 (the request body as it will be sent, minus the model) or a `LineError` with the line number
 the user sees in their editor (blank JSONL lines count; CSV rows count their header and the
 lines of quoted multi-line cells).
+
+A line's fields (and the shared settings merged into it) are checked by the rules the chat
+composer enforces for the same connection kind and model (`providers.request_rules`): the
+parameters the kind and model take, their ranges, `max_tokens` within the context window,
+tool and schema shapes. A value a provider would refuse is refused here, before anything is
+stored, rather than failing its item (or, on a queue, its whole submission) later.
 """
 
 from __future__ import annotations
@@ -14,13 +20,13 @@ import csv
 import hashlib
 import io
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from playground.providers.adapters import ChatRequest
+from playground.providers.request_rules import Capabilities, request_fields_problem
 from playground.storable import is_storable
 
 MAX_ITEMS = 50_000
@@ -28,8 +34,6 @@ LINE_MAX_BYTES = 1_000_000  # one item must fit a queue submission with room to 
 MAX_MESSAGES = 1_000
 REFERENCE_MAX_CHARS = 200
 ROLES = ("system", "user", "assistant", "tool")
-TOOL_CHOICES = ("auto", "none", "required")
-RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 # Fields every item may carry whatever the connection (the adapter sends them as such).
 REQUEST_FIELDS = frozenset(
     {"max_tokens", "temperature", "tools", "tool_choice", "parallel_tool_calls", "response_format"}
@@ -72,10 +76,14 @@ class Shared:
 
 
 class InputRules:
-    """What a line may hold: the connection kind's parameters plus the common request fields."""
+    """What a line may hold: the connection kind's parameters plus the common request fields,
+    within what the kind and the model take (`caps`)."""
 
-    def __init__(self, *, parameters: Iterable[str], shared: Shared | None = None) -> None:
+    def __init__(
+        self, *, parameters: Iterable[str], caps: Capabilities, shared: Shared | None = None
+    ) -> None:
         self.allowed = REQUEST_FIELDS | frozenset(parameters)
+        self.caps = caps
         self.shared = shared or Shared()
         self._references: set[bytes] = set()
 
@@ -90,7 +98,11 @@ class InputRules:
         problem = self._reference_problem(reference) or self._body_problem(body)
         if problem:
             return LineError(line, problem)
-        return ItemInput(line=line, body=self._with_shared(body), external_reference=reference)
+        merged = self._with_shared(body)
+        problem = request_fields_problem(merged, self.caps)
+        if problem:
+            return LineError(line, problem)
+        return ItemInput(line=line, body=merged, external_reference=reference)
 
     def _reference_problem(self, reference: str) -> str:
         if len(reference) > REFERENCE_MAX_CHARS:
@@ -121,8 +133,6 @@ class InputRules:
                 f"{', '.join(sorted(self.allowed))}."
             )
         problem = _messages_problem(body.get("messages"))
-        for key, value in body.items():
-            problem = problem or _field_problem(key, value)
         if not problem and not _storable(body):
             problem = "the line contains a character that cannot be stored (a lone surrogate or NUL)."
         return problem
@@ -280,54 +290,6 @@ def _messages_problem(messages: Any) -> str:
             continue
         return f"{where}.content must be text (or a list of content parts)."
     return ""
-
-
-def _field_problem(key: str, value: Any) -> str:
-    match key:
-        case "max_tokens" if not (_is_int(value) and 1 <= value <= 1_000_000):
-            return "`max_tokens` must be a whole number from 1 to 1,000,000."
-        case "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" if not _is_number(value):
-            return f"`{key}` must be a number."
-        case "seed" if not _is_int(value):
-            return "`seed` must be a whole number."
-        case "stop" if not (
-            isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-        ):
-            return "`stop` must be text or a list of texts."
-        case "tools" if not (isinstance(value, list) and all(_is_tool(tool) for tool in value)):
-            return '`tools` must be a list of {"type": "function", "function": {"name": ...}} objects.'
-        case "tool_choice" if not (value in TOOL_CHOICES or isinstance(value, dict)):
-            return f"`tool_choice` must be one of {', '.join(TOOL_CHOICES)} or a function object."
-        case "parallel_tool_calls" if not isinstance(value, bool):
-            return "`parallel_tool_calls` must be true or false."
-        case "response_format" if not (isinstance(value, dict) and value.get("type") in RESPONSE_FORMATS):
-            return (
-                f"`response_format` must be an object whose `type` is one of {', '.join(RESPONSE_FORMATS)}."
-            )
-        case "reasoning_effort" if not isinstance(value, str):
-            return "`reasoning_effort` must be text."
-        case "chat_template_kwargs" if not isinstance(value, dict):
-            return "`chat_template_kwargs` must be an object."
-    return ""
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)) and math.isfinite(value)
-
-
-def _is_tool(tool: Any) -> bool:
-    function = tool.get("function") if isinstance(tool, dict) else None
-    return (
-        isinstance(tool, dict)
-        and tool.get("type") == "function"
-        and isinstance(function, dict)
-        and isinstance(function.get("name"), str)
-        and bool(function["name"])
-    )
 
 
 def _storable(value: Any) -> bool:

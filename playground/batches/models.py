@@ -136,6 +136,9 @@ class BatchItem(models.Model):
     response = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     error_code = models.CharField(max_length=40, blank=True)
+    # The provider refused this item's own request (a parameter, its size): sent again
+    # unchanged it would fail the same way, so "Retry failed" leaves it and says so.
+    input_refused = models.BooleanField(default=False)
     usage_record = models.OneToOneField(
         "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="batch_item"
     )

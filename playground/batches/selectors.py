@@ -12,7 +12,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from playground.accounts.selectors import AnyUser
-from playground.batches.models import Batch, BatchItem, ItemState
+from playground.batches.models import Batch, BatchItem, BatchStatus, ItemState
 
 
 def batch_list(*, user: AnyUser) -> QuerySet[Batch]:
@@ -59,16 +59,31 @@ class Progress:
     cached_tokens: int
     completion_tokens: int
     unpriced: int
+    refused: int  # failed items the provider refused for their own input (a retry fails again)
+    label: str  # the batch's state as the pages say it: "Failed", "Finished, 2 failed", ...
+    tone: str  # how it is coloured: running, ok, warning, danger or muted
 
     @property
     def running(self) -> bool:
         return self.finished < self.total
 
+    @property
+    def failed(self) -> int:
+        return self.counts[ItemState.FAILED]
+
+    @property
+    def retryable(self) -> int:
+        """Failed items worth sending again (not refused for their own input)."""
+        return self.failed - self.refused
+
 
 def batch_progress(*, batch: Batch, now: dt.datetime | None = None) -> Progress:
-    rows = batch.items.values("state").annotate(n=Count("id"))
+    rows = batch.items.values("state", "input_refused").annotate(n=Count("id"))
     counts = {state.value: 0 for state in ItemState}
-    counts.update({row["state"]: row["n"] for row in rows})
+    refused = 0
+    for row in rows:
+        counts[row["state"]] += row["n"]
+        refused += row["n"] if row["state"] == ItemState.FAILED and row["input_refused"] else 0
     totals = batch.items.filter(usage_record__isnull=False).aggregate(
         cost=Sum("usage_record__total_cost"),
         prompt=Sum("usage_record__prompt_tokens"),
@@ -78,6 +93,7 @@ def batch_progress(*, batch: Batch, now: dt.datetime | None = None) -> Progress:
     )
     total = batch.item_count or sum(counts.values())
     finished = counts[ItemState.DONE] + counts[ItemState.FAILED] + counts[ItemState.CANCELLED]
+    label, tone = _state(batch, counts, finished=finished, total=total)
     answered = counts[ItemState.DONE] + counts[ItemState.FAILED]
     rate = eta = None
     if batch.submitted_at and answered:
@@ -98,7 +114,26 @@ def batch_progress(*, batch: Batch, now: dt.datetime | None = None) -> Progress:
         cached_tokens=totals["cached"] or 0,
         completion_tokens=totals["completion"] or 0,
         unpriced=totals["unpriced"] or 0,
+        refused=refused,
+        label=label,
+        tone=tone,
     )
+
+
+def _state(batch: Batch, counts: dict[str, int], *, finished: int, total: int) -> tuple[str, str]:
+    """(label, tone) of the batch: failures are never shown as a plain "Finished" (a batch
+    whose every item failed is "Failed")."""
+    failed = counts[ItemState.FAILED]
+    with_failed = f", {failed:,} failed" if failed else ""
+    if batch.status == BatchStatus.DRAFT:
+        return "Draft", "muted"
+    if batch.status == BatchStatus.CANCELLED:
+        return f"Cancelled{with_failed}", "muted"
+    if finished < total or batch.finished_at is None:
+        return f"Running{with_failed}", "warning" if failed else "running"
+    if failed and not counts[ItemState.DONE]:
+        return "Failed", "danger"
+    return f"Finished{with_failed}", "warning" if failed else "ok"
 
 
 def batch_result_rows(*, batch: Batch) -> Iterator[dict[str, Any]]:

@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import IO, Any
 
@@ -47,15 +47,16 @@ from playground.batches.models import (
     SubmissionState,
 )
 from playground.batches.selectors import batch_get
-from playground.catalog.selectors import catalog_model_serving, price_card_for
+from playground.catalog.selectors import catalog_model_serving
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for, queue_client_for
 from playground.providers.adapters.finished import FinishedReply
 from playground.providers.answer import AnswerCollector
-from playground.providers.events import UpstreamError
+from playground.providers.events import UpstreamError, request_at_fault
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
-from playground.providers.queue import QueueClient, QueuePending, QueueResponse
+from playground.providers.queue import QueueClient, QueuePending, QueueResponse, RefusedItem, refused_item
+from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.budgets import (
@@ -133,16 +134,17 @@ def batch_draft_create(
     `BatchInputInvalid` with the bad lines; in every error case nothing is stored.
     """
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
-    rules = lambda: InputRules(parameters=connection.spec.parameters, shared=source.shared)  # noqa: E731
+    today = timezone.now().date()
+    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
+    rules = lambda: InputRules(parameters=connection.spec.parameters, caps=caps, shared=source.shared)  # noqa: E731
     tally = _check(_read(source, rules()))
     if tally.error_count or not tally.count:
         errors = tally.errors or [LineError(0, "The input has no items.")]
         raise BatchInputInvalid(errors, tally.error_count or 1)
-    today = timezone.now().date()
     path, reason = batch_path_for(connection=connection, model_id=model_id, day=today)
     source.stream.seek(0)
     with transaction.atomic():
-        batch = Batch.objects.create(
+        batch = Batch(
             team_id=connection.team_id,
             created_by=user,
             connection=connection,
@@ -154,8 +156,13 @@ def batch_draft_create(
             path_reason=reason,
             item_count=tally.count,
             preview=tally.preview,
-            estimate=batch_estimate(model_id=model_id, tally=tally, day=today),
         )
+        batch.estimate = batch_estimate(
+            context=_draft_context(batch, today),
+            prompt_tokens=estimate_tokens(tally.prompt_chars),
+            output_tokens=tally.output_tokens,
+        )
+        batch.save()
         _items_store(batch, _read(source, rules()))
     return batch
 
@@ -241,30 +248,41 @@ def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.dat
     return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
 
 
-def batch_estimate(*, model_id: str, tally: _Tally, day: dt.date) -> dict[str, Any]:
-    """Tokens estimated from characters (the meter's rule) x today's price card, with and
-    without the assumed share of cached prompt tokens. Strings, to keep JSON exact."""
-    prompt = estimate_tokens(tally.prompt_chars)
+def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Estimated tokens x the card that will price the items (the team's override when it has
+    one, else the global card, in force on `context.priced_on`), with and without the assumed
+    share of cached prompt tokens. Strings, to keep JSON exact."""
     share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
-    card = price_card_for(model_id=model_id, day=day)
-    plain = cost_for(
-        usage=NormalizedUsage(prompt_tokens=prompt, completion_tokens=tally.output_tokens), card=card
-    )
-    cached = cost_for(
-        usage=NormalizedUsage(
-            prompt_tokens=prompt, completion_tokens=tally.output_tokens, cached_tokens=int(prompt * share)
-        ),
-        card=card,
-    )
+    card = request_price_card(context=context).card
+    usage = NormalizedUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens)
+    plain = cost_for(usage=usage, card=card)
+    cached = cost_for(usage=replace(usage, cached_tokens=int(prompt_tokens * share)), card=card)
     return {
-        "prompt_tokens": prompt,
-        "output_tokens": tally.output_tokens,
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
         "cache_share": str(share),
         "cost": str(plain.total) if card else None,
         "cost_with_cache": str(cached.total) if card else None,
         "price_card": card.label if card else "",
+        "price_card_override": bool(card and card.is_override),
+        "priced_on": str(context.priced_on),
         "output_assumption": settings.BATCH_ESTIMATE_OUTPUT_TOKENS,
     }
+
+
+def batch_estimate_today(*, batch: Batch) -> dict[str, Any]:
+    """A draft's estimate as it would be priced if confirmed now: its tokens priced by the card
+    in force today (a draft may wait past a price change, or past midnight). A confirmed
+    batch's estimate is the one it was confirmed with."""
+    estimate = batch.estimate or {}
+    if batch.status != BatchStatus.DRAFT or "prompt_tokens" not in estimate:
+        return estimate
+    today = timezone.now().date()
+    return batch_estimate(
+        context=_draft_context(batch, today),
+        prompt_tokens=estimate["prompt_tokens"],
+        output_tokens=estimate["output_tokens"],
+    )
 
 
 # --- user actions -----------------------------------------------------------------------
@@ -308,12 +326,17 @@ def batch_cancel(*, user: User, batch_id: int) -> Batch:
 
 
 def batch_retry_failed(*, user: User, batch_id: int) -> int:
-    """Send the failed items again, each as a new attempt (a new usage record). Returns how many."""
+    """Send the failed items again, each as a new attempt (a new usage record). Returns how many.
+
+    Items the provider refused for their own input are left failed: the same request would be
+    refused again (the page says so, and which lines to fix).
+    """
     batch = _batch_for_run(user=user, batch_id=batch_id)
     if batch.status == BatchStatus.DRAFT:
         return 0
     with transaction.atomic():
-        failed = list(batch.items.filter(state=ItemState.FAILED).values_list("pk", "attempt"))
+        retryable = batch.items.filter(state=ItemState.FAILED, input_refused=False)
+        failed = list(retryable.values_list("pk", "attempt"))
         for pk, attempt in failed:
             BatchItem.objects.filter(pk=pk, state=ItemState.FAILED).update(
                 state=ItemState.PENDING,
@@ -523,6 +546,11 @@ def _context(batch: Batch, item: BatchItem | None, card: KnownCard | None = None
     )
 
 
+def _draft_context(batch: Batch, day: dt.date) -> RequestContext:
+    """The context a draft's items will be recorded under if it is confirmed on `day`."""
+    return replace(_context(batch, None), priced_on=day)
+
+
 @dataclass(frozen=True)
 class ItemTerms:
     """What every item of a batch is checked and priced by, looked up once per step, not per item."""
@@ -546,6 +574,7 @@ def _item_result(
     ok = outcome.status == UsageStatus.OK and answer.error is None
     BatchItem.objects.filter(pk=item.pk, attempt=item.attempt).exclude(state=ItemState.DONE).update(
         state=ItemState.DONE if ok else ItemState.FAILED,
+        input_refused=not ok and request_at_fault(http_status=outcome.http_status, code=outcome.error_code),
         response={
             "text": answer.text,
             "reasoning": answer.reasoning,
@@ -843,6 +872,10 @@ def _submission_send(
                 next_poll_at=timezone.now() + dt.timedelta(seconds=wait),
             )
             return
+        refused = refused_item(exc, count=len(items))
+        if refused is not None:
+            _submission_drop_item(submission, items[refused.position], refused, exc, attempts)
+            return
         reason = f"The provider refused the submission: {exc.message}"
         with transaction.atomic():
             BatchSubmission.objects.filter(pk=submission.pk).update(
@@ -866,6 +899,33 @@ def _submission_send(
             error="",
         )
         submission.items.filter(state=ItemState.PENDING).update(state=ItemState.SUBMITTED)
+
+
+def _submission_drop_item(
+    submission: BatchSubmission, item: BatchItem, refused: RefusedItem, exc: UpstreamHTTPError, attempts: int
+) -> None:
+    """The provider refused the submission because of one item: that item fails with its own
+    error (its input is at fault: retrying it would fail again), and the others go again at
+    once without it (the step that sends it renumbers them). No item carries another's error.
+    A submission left with no item is done.
+    """
+    with transaction.atomic():
+        BatchItem.objects.filter(pk=item.pk, state__in=OPEN_STATES).update(
+            state=ItemState.FAILED,
+            error=f"The provider refused this item: {refused.reason}",
+            error_code=(exc.code or "invalid_input")[:40],
+            input_refused=True,
+            finished_at=timezone.now(),
+        )
+        left = submission.items.filter(state=ItemState.PENDING).exists()
+        BatchSubmission.objects.filter(pk=submission.pk).update(
+            state=SubmissionState.SUBMITTING if left else SubmissionState.DONE,
+            submit_attempts=attempts,
+            error=f"Sent again without item {item.index} (line {item.line}), which the provider refused.",
+            next_poll_at=timezone.now(),
+        )
+    if not left:
+        _submission_settle_budget(submission)
 
 
 def _submission_poll(

@@ -12,10 +12,15 @@ from django.conf import settings
 from django.urls import reverse
 
 from playground.catalog.selectors import catalog_models_for_kind
-from playground.chat.composer import Capabilities
 from playground.chat.tools import MAX_AUTO_MOCK_STEPS
 from playground.providers.model_ids import MODEL_ID_MAX_CHARS, model_id_validate
 from playground.providers.models import ProviderConnection
+from playground.providers.request_rules import (
+    RANGES,
+    STOP_SEQUENCE_MAX_CHARS,
+    STOP_SEQUENCES_MAX,
+    Capabilities,
+)
 
 SYSTEM_PROMPT_MAX_CHARS = 20_000
 AFFINITY_HELP = (
@@ -92,21 +97,23 @@ class AffinityForm(forms.Form):
     use_affinity = forms.BooleanField(required=False)
 
 
-STOP_SEQUENCES_MAX = 4
-STOP_SEQUENCE_MAX_CHARS = 100
+def _ranged(field: type[forms.FloatField] | type[forms.IntegerField], wire: str) -> forms.Field:
+    """A field bounded by the range every feature enforces for that request field."""
+    limit = RANGES[wire]
+    return field(required=False, min_value=limit.low, max_value=limit.high)
 
 
 class ComposerForm(forms.Form):
     """The composer settings panel: types and ranges. Which fields the conversation's model
     and connection take is the service's check (`playground.chat.composer`)."""
 
-    temperature = forms.FloatField(required=False, min_value=0, max_value=2)
-    top_p = forms.FloatField(required=False, min_value=0, max_value=1)
-    max_tokens = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
-    seed = forms.IntegerField(required=False, min_value=0, max_value=2**32 - 1)
+    temperature = _ranged(forms.FloatField, "temperature")
+    top_p = _ranged(forms.FloatField, "top_p")
+    max_tokens = _ranged(forms.IntegerField, "max_tokens")
+    seed = _ranged(forms.IntegerField, "seed")
     stop = forms.CharField(required=False, max_length=1_000, widget=forms.Textarea(attrs={"rows": 2}))
-    presence_penalty = forms.FloatField(required=False, min_value=-2, max_value=2)
-    frequency_penalty = forms.FloatField(required=False, min_value=-2, max_value=2)
+    presence_penalty = _ranged(forms.FloatField, "presence_penalty")
+    frequency_penalty = _ranged(forms.FloatField, "frequency_penalty")
     reasoning_effort = forms.ChoiceField(
         required=False,
         choices=[("", "Model default"), ("low", "Low"), ("medium", "Medium"), ("high", "High")],

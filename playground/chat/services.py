@@ -41,14 +41,12 @@ from playground.chat.attachments import (
     user_content,
 )
 from playground.chat.composer import (
-    Capabilities,
     chat_request_build,
     composer_capabilities,
     parameters_check,
     response_format_check,
     structured_check,
 )
-from playground.chat.issues import Issue
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.selectors import attachment_get, conversation_get, message_list
 from playground.chat.tools import (
@@ -59,12 +57,13 @@ from playground.chat.tools import (
     tool_choice_parse,
     tool_result_content,
     tools_parse,
-    tools_support,
 )
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer import AnswerCollector
 from playground.providers.events import StreamEvent
+from playground.providers.issues import Issue
 from playground.providers.models_list import connection_model_check
+from playground.providers.request_rules import Capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 from playground.storable import is_storable
 from playground.usage.metered_call import MeteredCall

@@ -7,16 +7,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from playground.chat.issues import Issue
 from playground.chat.models import Message
 from playground.chat.tools import (
     MAX_AUTO_MOCK_STEPS,
-    ToolSupport,
     mock_text,
     tool_by_name,
     tool_choice_name,
     tools_token_estimate,
 )
+from playground.providers.issues import Issue
+from playground.providers.request_rules import ToolSupport
 
 MOCK_LABEL_CHARS = 60
 TOOLS_PLACEHOLDER = """[

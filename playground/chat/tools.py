@@ -5,8 +5,9 @@ Definitions are kept on `Conversation.tools` in the OpenAI shape
 two keys of ours that are never sent upstream: `mocks` (saved results the user can pick, and
 that auto-mock mode answers with) and `returns_json` (a typed result must then be JSON).
 Pure checks and shaping, no writes (`chat.services.conversation_tools_update` saves). Every
-definition is checked on save, `parameters` against the JSON Schema 2020-12 meta-schema,
-and each problem is reported with its JSON path; nothing invalid is stored.
+definition is checked on save by the shape rules every feature shares
+(`providers.request_rules`: `parameters` against the JSON Schema 2020-12 meta-schema) plus
+the mocks, and each problem is reported with its JSON path; nothing invalid is stored.
 
 A call the model makes is stored on its assistant message, keyed by its index (Kimi's ids
 repeat, so the id is only kept to send back), with whether its arguments validate against
@@ -16,37 +17,26 @@ the tool's `parameters`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
 
-from playground.catalog.selectors import catalog_model_serving
-from playground.chat.issues import Issue
 from playground.chat.models import Conversation
 from playground.providers.answer import ToolCall
+from playground.providers.issues import Issue
+from playground.providers.request_rules import MAX_TOOLS, TOOL_CHOICES, tool_shape_problems, tools_support
 from playground.storable import is_storable
 from playground.usage.metering import estimate_tokens
 
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-MAX_TOOLS = 128  # what OpenAI accepts
 MAX_TOOLS_CHARS = 200_000
 MAX_MOCKS = 20
 MAX_AUTO_MOCK_STEPS = 20
 MAX_RESULT_CHARS = 100_000
-TOOL_CHOICES = ("auto", "none", "required")
 # Keys of ours on a stored tool: kept for the editor, never sent upstream.
 LOCAL_KEYS = ("mocks", "returns_json")
-TOOL_KEYS = ("type", "function", *LOCAL_KEYS)
-FUNCTION_KEYS = ("name", "description", "parameters", "strict")
-_META = Draft202012Validator(
-    Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
-)
 
 
 class ToolsInvalid(ValidationError):
@@ -55,25 +45,6 @@ class ToolsInvalid(ValidationError):
     def __init__(self, problems: Sequence[Issue]) -> None:
         self.problems = list(problems)
         super().__init__([f"{problem.path}: {problem.message}" for problem in self.problems])
-
-
-@dataclass(frozen=True)
-class ToolSupport:
-    allowed: bool
-    reason: str  # why not (or a caveat when the catalogue does not know the model)
-
-
-# --- capability -------------------------------------------------------------------------
-
-
-def tools_support(*, model_id: str) -> ToolSupport:
-    """Whether the catalogue says the conversation's model takes tools."""
-    model = catalog_model_serving(model_id=model_id, day=timezone.now().date())
-    if model is None:
-        return ToolSupport(True, "The catalogue does not know this model: tools are sent as defined.")
-    if not model.supports_tools:
-        return ToolSupport(False, f"{model.display_name} does not support tool calling (per the catalogue).")
-    return ToolSupport(True, "")
 
 
 # --- definitions --------------------------------------------------------------------------
@@ -105,60 +76,14 @@ def tools_validate(value: Any) -> list[Issue]:
     problems: list[Issue] = []
     names: set[str] = set()
     for index, tool in enumerate(value):
-        problems += _tool_problems(tool, f"$[{index}]", names)
-    return problems
-
-
-def _tool_problems(tool: Any, path: str, names: set[str]) -> list[Issue]:
-    if not isinstance(tool, dict):
-        return [Issue(path, 'A tool must be an object: {"type": "function", "function": {...}}.')]
-    problems = [
-        Issue(f"{path}.{key}", f"Unknown key {key!r}; a tool has {', '.join(TOOL_KEYS)}.")
-        for key in tool
-        if key not in TOOL_KEYS
-    ]
-    if tool.get("type") != "function":
-        problems.append(Issue(f"{path}.type", 'Must be "function".'))
-    function = tool.get("function")
-    if not isinstance(function, dict):
-        problems.append(Issue(f"{path}.function", "Required: an object with name, description, parameters."))
-        return problems
-    where = f"{path}.function"
-    problems += [
-        Issue(f"{where}.{key}", f"Unknown key {key!r}; a function has {', '.join(FUNCTION_KEYS)}.")
-        for key in function
-        if key not in FUNCTION_KEYS
-    ]
-    name = function.get("name")
-    if not isinstance(name, str) or not TOOL_NAME.match(name):
-        problems.append(Issue(f"{where}.name", "Required: 1-64 letters, digits, '_' or '-'."))
-    elif name in names:
-        problems.append(Issue(f"{where}.name", f"Another tool is already named {name!r}."))
-    else:
-        names.add(name)
-    if "description" in function and not isinstance(function["description"], str):
-        problems.append(Issue(f"{where}.description", "Must be a string."))
-    if "strict" in function and not isinstance(function["strict"], bool | None):
-        problems.append(Issue(f"{where}.strict", "Must be true, false or null."))
-    if "parameters" in function:
-        problems += schema_problems(function["parameters"], f"{where}.parameters", root_object=True)
-    returns_json = tool.get("returns_json", False)
-    if not isinstance(returns_json, bool):
-        problems.append(Issue(f"{path}.returns_json", "Must be true or false."))
-    problems += _mock_problems(tool.get("mocks", []), f"{path}.mocks", returns_json=returns_json is True)
-    return problems
-
-
-def schema_problems(schema: Any, path: str, *, root_object: bool = False) -> list[Issue]:
-    """Each way `schema` breaks the JSON Schema 2020-12 meta-schema, with its path."""
-    if not isinstance(schema, dict):
-        return [Issue(path, "Must be a JSON Schema object.")]
-    problems = [
-        Issue(path + _suffix(error.json_path), f"Not valid JSON Schema 2020-12: {error.message}.")
-        for error in sorted(_META.iter_errors(schema), key=lambda error: error.json_path)
-    ]
-    if root_object and not problems and schema.get("type", "object") != "object":
-        problems.append(Issue(f"{path}.type", 'Tool parameters must describe an object ("type": "object").'))
+        path = f"$[{index}]"
+        problems += tool_shape_problems(tool, path, names, extra_keys=LOCAL_KEYS)
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+            returns_json = tool.get("returns_json", False)
+            if not isinstance(returns_json, bool):
+                problems.append(Issue(f"{path}.returns_json", "Must be true or false."))
+            mocks = tool.get("mocks", [])
+            problems += _mock_problems(mocks, f"{path}.mocks", returns_json=returns_json is True)
     return problems
 
 
@@ -301,11 +226,6 @@ def _is_json(text: str) -> bool:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-def _suffix(json_path: str) -> str:
-    """jsonschema's "$.properties.x" as a suffix: ".properties.x"."""
-    return json_path[1:] if json_path.startswith("$") else json_path
 
 
 def _error_order(error: SchemaViolation) -> str:

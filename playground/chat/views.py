@@ -31,7 +31,6 @@ from playground.chat.forms import (
     ToolsForm,
     connection_label,
 )
-from playground.chat.issues import Issue
 from playground.chat.models import Conversation
 from playground.chat.presenters import (
     composer_summary,
@@ -62,8 +61,10 @@ from playground.chat.services import (
     conversation_tools_update,
 )
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
-from playground.chat.tools import ToolsInvalid, tools_support
+from playground.chat.tools import ToolsInvalid
+from playground.providers.issues import Issue
 from playground.providers.models import ProviderConnection
+from playground.providers.request_rules import tools_support
 from playground.providers.selectors import connection_get, connection_list_runnable
 
 SIDEBAR_CONVERSATIONS = CONVERSATION_PAGE_SIZE  # the sidebar shows the list's first page

@@ -51,6 +51,18 @@ class UpstreamError:
     upstream_request_id: str = ""
 
 
+# Workers AI's codes for a request at fault: invalid input (a value out of range, a bad
+# shape) and request too large (reference §8; the embedded engine answers the same).
+REQUEST_AT_FAULT_CODES = frozenset({"8001", "3006"})
+REQUEST_AT_FAULT_STATUSES = frozenset({400, 413, 422})
+
+
+def request_at_fault(*, http_status: int | None, code: str) -> bool:
+    """Whether an upstream error blames the request itself (its parameters, its size), so the
+    same request sent again fails the same way. Auth, rate and server errors do not."""
+    return http_status in REQUEST_AT_FAULT_STATUSES or code in REQUEST_AT_FAULT_CODES
+
+
 @dataclass(frozen=True)
 class Replayed:
     """The answer arrived whole, after the fact (a queued request's result, read from a poll).

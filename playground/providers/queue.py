@@ -15,6 +15,7 @@ caller to reschedule). Nothing here sleeps between polls: the caller schedules t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from playground.providers.adapters.base import decode_body, error_details, unwrap_envelope
+from playground.providers.events import request_at_fault
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
 from playground.providers.model_ids import model_id_path
 from playground.providers.retry import retrying
@@ -29,6 +31,9 @@ from playground.providers.secrets import redact
 
 # Reference §7: "The whole payload must be under 10 MB". A margin below it for the envelope.
 SUBMISSION_MAX_BYTES = 10 * 1000 * 1000 - 64 * 1024
+# How a refusal of the whole submission names the one item at fault: "requests[3]: `temperature`
+# must be a number from 0 to 2; got 5." (the embedded engine), "requests[3].external_reference ...".
+_NAMED_ITEM = re.compile(r"\brequests\[(\d+)\][:.]?\s*")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,29 @@ class QueueResponse:
 @dataclass(frozen=True)
 class QueueResults:
     responses: list[QueueResponse]
+
+
+@dataclass(frozen=True)
+class RefusedItem:
+    """A submission refused because of one of its requests: which one, and why (its own words)."""
+
+    position: int  # its index in the submitted `requests`
+    reason: str
+
+
+def refused_item(exc: UpstreamHTTPError, *, count: int) -> RefusedItem | None:
+    """The item a refused submission of `count` requests names as at fault, if it names one.
+
+    Only for refusals that blame the request (invalid input), never for rate or server errors:
+    then the other items can be sent again without it.
+    """
+    if exc.retryable or not request_at_fault(http_status=exc.status, code=exc.code):
+        return None
+    match = _NAMED_ITEM.search(exc.message)
+    if match is None or int(match.group(1)) >= count:
+        return None
+    reason = (exc.message[: match.start()] + exc.message[match.end() :]).strip()
+    return RefusedItem(position=int(match.group(1)), reason=reason or exc.message)
 
 
 class QueueClient:

@@ -13,6 +13,7 @@ from playground.batches.models import Batch
 from playground.batches.services import BatchInput, batch_confirm, batch_draft_create
 from playground.providers.models import ProviderConnection
 from tests.conftest import Actors
+from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
 
 QUEUE_MODEL = "@cf/openai/gpt-oss-20b"  # the catalogue says it takes the batch queue
 NO_QUEUE_MODEL = "@cf/qwen/qwen3-30b-a3b-fp8"  # ... and this one does not

@@ -19,6 +19,7 @@ from playground.batches import services as batch_services
 from playground.batches.models import Batch, BatchItem, BatchPath, BatchSubmission, ItemState, SubmissionState
 from playground.batches.services import (
     SizedItem,
+    batch_retry_failed,
     batch_step_run,
     chunk_by_size,
     match_responses,
@@ -34,7 +35,17 @@ from playground.providers.queue import QueueResponse
 from playground.usage import services as usage_services
 from playground.usage.models import UsageRecord
 from tests.batches.conftest import prompts
-from tests.fakes.upstream import FakeUpstream, chat_completion, envelope, error, json_reply, usage, v4_error
+from tests.conftest import Actors
+from tests.fakes.upstream import (
+    FakeUpstream,
+    chat_completion,
+    computed,
+    envelope,
+    error,
+    json_reply,
+    usage,
+    v4_error,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -526,3 +537,99 @@ def test_a_submission_the_budget_refuses_is_not_sent_and_leaves_rejected_records
         assert item.error_code == "budget_exceeded"
         assert item.usage_record is not None and item.usage_record.source == item.source
         assert "remains this month" in item.error
+
+
+class StrictQueue:
+    """A loopback Workers AI queue with a limit of its own that no catalogue knows: it refuses a
+    whole submission in which an item asks for more than 100 `max_tokens`, naming the first such
+    item as the engine and Workers AI name one (`requests[N]: ...`, error 8001), and answers
+    every item of a submission it accepted with the item's own prompt."""
+
+    LIMIT = 100
+
+    def __init__(self) -> None:
+        self.accepted: dict[str, list[dict[str, Any]]] = {}
+
+    def reply(self, request: Any) -> Any:
+        body = request.json
+        if "requests" in body:
+            for position, item in enumerate(body["requests"]):
+                if item.get("max_tokens", 0) > self.LIMIT:
+                    message = (
+                        f"requests[{position}]: `max_tokens` must be at most {self.LIMIT} on this "
+                        f"deployment; got {item['max_tokens']}."
+                    )
+                    return error(400, v4_error(8001, message))
+            request_id = f"req-{len(self.accepted)}"
+            self.accepted[request_id] = body["requests"]
+            return _queued(request_id)
+        answers = [
+            {
+                "id": position,
+                "external_reference": item["external_reference"],
+                "success": True,
+                "result": chat_completion(f"About {item['messages'][-1]['content']}", usage_body=usage(9, 3)),
+            }
+            for position, item in enumerate(self.accepted[body["request_id"]])
+        ]
+        return json_reply(envelope({"responses": answers}))
+
+
+def _run(batch: Batch, steps: int = 10) -> None:
+    for _ in range(steps):
+        BatchSubmission.objects.update(next_poll_at=timezone.now())
+        if _step(batch) is None:
+            return
+    raise AssertionError("the batch did not finish")
+
+
+def test_an_item_the_provider_refuses_fails_alone_and_the_others_are_sent_again_without_it(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    queue = StrictQueue()
+    fake_upstream.script(*[computed(queue.reply)] * 10)
+    rows = prompts(6, max_tokens=50)
+    rows[1]["max_tokens"], rows[4]["max_tokens"] = 500, 700  # within the model's window: the check passes
+    batch = running_batch(workers_connection, rows)
+
+    _run(batch)
+
+    items = {item.index: item for item in batch.items.all()}
+    assert {index for index, item in items.items() if item.state == ItemState.FAILED} == {1, 4}
+    assert items[1].error == (
+        "The provider refused this item: `max_tokens` must be at most 100 on this deployment; got 500."
+    )
+    assert items[4].error.endswith("got 700.")  # its own error, never its neighbour's
+    assert items[1].input_refused and items[4].input_refused and items[1].error_code == "8001"
+    for index in (0, 2, 3, 5):
+        assert items[index].state == ItemState.DONE and items[index].error == ""
+        assert items[index].response["text"] == f"About Question {index}"
+    submitted = [r.json["requests"] for r in fake_upstream.requests if r.json and "requests" in r.json]
+    assert [len(requests) for requests in submitted] == [6, 5, 4]  # each time without the refused one
+    assert [r["max_tokens"] for r in submitted[-1]] == [50, 50, 50, 50]
+    assert UsageRecord.objects.filter(path="batch").count() == 4  # the refused items ran nowhere
+    batch.refresh_from_db()
+    assert batch.status == "done"
+
+
+def test_retry_leaves_items_refused_for_their_own_input_and_sends_the_others(
+    actors: Actors,
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+) -> None:
+    queue = StrictQueue()
+    fake_upstream.script(*[computed(queue.reply)] * 10)
+    batch = running_batch(workers_connection, [*prompts(2, max_tokens=50), *prompts(1, max_tokens=500)])
+    _run(batch)
+    batch.items.filter(index=0).update(state=ItemState.FAILED, error="The upstream timed out.")
+
+    retried = batch_retry_failed(user=actors.owner, batch_id=batch.pk)
+
+    assert retried == 1
+    assert dict(batch.items.values_list("index", "state")) == {
+        0: ItemState.PENDING,
+        1: ItemState.DONE,
+        2: ItemState.FAILED,
+    }
+    assert batch.items.get(index=2).attempt == 1  # not sent again: it would be refused again

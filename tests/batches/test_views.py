@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,14 +18,19 @@ from django.urls import reverse
 from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
+from playground.batches.services import batch_confirm, batch_step_run
 from playground.batches.views import csv_safe
+from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
 from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
 from tests.conftest import Actors
+from tests.fakes.upstream import FakeUpstream
 
 pytestmark = pytest.mark.django_db
+
+SCHEMA_MODEL = "@cf/moonshotai/kimi-k2.6"  # takes tools and JSON schemas (per the catalogue)
 
 
 def _client(user: User) -> Client:
@@ -32,10 +39,12 @@ def _client(user: User) -> Client:
     return client
 
 
-def _post(client: Client, connection: ProviderConnection, text: str, **extra: str) -> object:
+def _post(
+    client: Client, connection: ProviderConnection, text: str, *, model: str = NO_QUEUE_MODEL, **extra: str
+) -> object:
     data = {
         "connection": connection.pk,
-        "model_id": NO_QUEUE_MODEL,
+        "model_id": model,
         "input_kind": "jsonl",
         "text": text,
         **extra,
@@ -176,7 +185,7 @@ def test_a_batch_started_from_a_conversation_carries_its_settings(
         team=actors.team,
         user=actors.owner,
         connection=workers_connection,
-        model_id=NO_QUEUE_MODEL,
+        model_id=SCHEMA_MODEL,
         system_prompt="Answer in French.",
         parameters={"temperature": 0.2, "not_a_workers_parameter": 1},
         tools=[{**tool, "returns_json": True, "mocks": ["{}"]}],
@@ -186,7 +195,11 @@ def test_a_batch_started_from_a_conversation_carries_its_settings(
     )
 
     response = _post(
-        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
+        _client(actors.owner),
+        workers_connection,
+        jsonl(prompts(1)),
+        model=SCHEMA_MODEL,
+        conversation=str(conversation.pk),
     )
 
     assert response.status_code == 302
@@ -213,3 +226,73 @@ def test_another_teams_conversation_cannot_seed_a_batch(
 
     assert response.status_code == 400
     assert not Batch.objects.exists()
+
+
+def _override(actors: Actors, model_id: str, **dates: Any) -> PriceCard:
+    """A negotiated rate of the team: far below the list price, so a wrong card shows."""
+    model = CatalogModel.objects.get(model_id=model_id)
+    return PriceCard.objects.create(
+        model=model,
+        team=actors.team,
+        effective_from=dates.get("effective_from", timezone.now().date() - dt.timedelta(days=30)),
+        effective_until=dates.get("effective_until"),
+        input_per_m=Decimal("0.010000"),
+        cached_input_per_m=Decimal("0.001000"),
+        output_per_m=Decimal("0.020000"),
+        label="Alpha's negotiated rate",
+    )
+
+
+def test_the_estimate_prices_by_the_teams_override_and_names_it_the_card_that_then_prices_the_items(
+    actors: Actors,
+    openai_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    running_batch: Callable[..., Batch],
+) -> None:
+    override = _override(actors, NO_QUEUE_MODEL)
+    client = _client(actors.owner)
+    _post(client, openai_connection, jsonl(prompts(4, max_tokens=100)))
+    draft = Batch.objects.get()
+    page = client.get(reverse("batches:batch-detail", args=[draft.pk])).content.decode()
+
+    estimate = draft.estimate
+    # 4 prompts of 10 characters (40: 10 tokens by the meter's rule) and 4 x 100 output tokens.
+    assert (estimate["prompt_tokens"], estimate["output_tokens"]) == (10, 400)
+    assert Decimal(estimate["cost"]) == (10 * Decimal("0.01") + 400 * Decimal("0.02")) / 1_000_000
+    assert estimate["price_card"] == "Alpha's negotiated rate" and estimate["price_card_override"]
+    assert estimate["priced_on"] == str(timezone.now().date())
+    assert "Alpha&#x27;s negotiated rate" in page and "Alpha's override" in page
+    assert f"the card in force on {timezone.now().date()}" in page
+
+    batch = batch_confirm(user=actors.owner, batch_id=draft.pk)
+    for _ in range(5):
+        batch.refresh_from_db()
+        if batch_step_run(batch_id=batch.pk, token=batch.chain_token) is None:
+            break
+    assert {record.price_card_id for record in UsageRecord.objects.filter(path="batch")} == {override.pk}
+
+
+def test_an_override_that_has_ended_does_not_price_the_estimate(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    _override(actors, NO_QUEUE_MODEL, effective_until=timezone.now().date() - dt.timedelta(days=1))
+
+    _post(_client(actors.owner), workers_connection, jsonl(prompts(1)))
+
+    estimate = Batch.objects.get().estimate
+    assert estimate["price_card"] == "Workers AI list price for qwen3-30b-a3b-fp8"
+    assert not estimate["price_card_override"]
+
+
+def test_a_draft_that_waits_past_a_price_change_shows_the_card_it_would_be_priced_by_today(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    client = _client(actors.owner)
+    _post(client, workers_connection, jsonl(prompts(1)))
+    draft = Batch.objects.get()
+    _override(actors, NO_QUEUE_MODEL, effective_from=timezone.now().date())
+
+    page = client.get(reverse("batches:batch-detail", args=[draft.pk])).content.decode()
+
+    assert "Alpha&#x27;s negotiated rate" in page
+    assert "Workers AI list price" not in page

@@ -42,6 +42,8 @@ Replies:
   defaults to a v4 error envelope; `retry_after` sets the `Retry-After` header.
 - `hang(seconds)`: read the request, send nothing, close after `seconds`.
 - `redirect(location, status=302)`.
+- `computed(reply_for)`: the reply `reply_for(request)` returns, decided when the request
+  arrives (e.g. a queue that refuses a submission because of what one of its items holds).
 
 Frame and body builders: `openai_chunk`, `usage_chunk`, `native_frame`,
 `text_twice_frame`, `usage`, `chat_completion`, `envelope`, `v4_error`, `openai_error`.
@@ -67,7 +69,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -111,7 +113,12 @@ class Hang:
     seconds: float
 
 
-Reply = Sse | JsonReply | Hang
+@dataclass(frozen=True)
+class Computed:
+    reply_for: Callable[[RecordedRequest], Sse | JsonReply | Hang]
+
+
+Reply = Sse | JsonReply | Hang | Computed
 
 
 # --- replies -------------------------------------------------------------------------
@@ -166,6 +173,10 @@ def hang(seconds: float) -> Hang:
 
 def redirect(location: str, *, status: int = 302) -> JsonReply:
     return JsonReply("", status, {"location": location})
+
+
+def computed(reply_for: Callable[[RecordedRequest], Sse | JsonReply | Hang]) -> Computed:
+    return Computed(reply_for)
 
 
 # --- frames and bodies -----------------------------------------------------------------
@@ -376,13 +387,12 @@ class FakeUpstream:
             body = None
         return RecordedRequest(method=method, path=path, headers=headers, json=body)
 
-    def _next_reply(self, request: RecordedRequest) -> Reply:
+    def _next_reply(self, request: RecordedRequest) -> Sse | JsonReply | Hang:
         with self._lock:
-            if self._replies:
-                return self._replies.popleft()
-        return self._default_reply(request)
+            reply = self._replies.popleft() if self._replies else self._default_reply(request)
+        return reply.reply_for(request) if isinstance(reply, Computed) else reply
 
-    def _default_reply(self, request: RecordedRequest) -> Reply:
+    def _default_reply(self, request: RecordedRequest) -> Sse | JsonReply | Hang:
         words = [word + " " for word in self.default_text.split()]
         words[-1] = words[-1].rstrip()
         counts = usage(10, len(words), cached=0)
@@ -401,7 +411,7 @@ class FakeUpstream:
 
     async def _reply(
         self,
-        reply: Reply,
+        reply: Sse | JsonReply | Hang,
         request: RecordedRequest,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,

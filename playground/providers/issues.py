@@ -1,6 +1,7 @@
 """A problem found in a JSON document the user typed (tools, a response schema, an answer),
 at a JSON path such as `$[0].function.parameters.properties.city.type`: one type for the
-tools and the composer checks, which the panels show the same way."""
+tools and the composer checks, which the panels show the same way, and the batch checks of
+the same request fields (so it lives on this floor, below both features)."""
 
 from __future__ import annotations
 
