@@ -253,7 +253,8 @@ def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens
     one, else the global card, in force on `context.priced_on`), with and without the assumed
     share of cached prompt tokens. Strings, to keep JSON exact."""
     share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
-    card = request_price_card(context=context).card
+    known = request_price_card(context=context)
+    card = known.card
     usage = NormalizedUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens)
     plain = cost_for(usage=usage, card=card)
     cached = cost_for(usage=replace(usage, cached_tokens=int(prompt_tokens * share)), card=card)
@@ -263,7 +264,7 @@ def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens
         "cache_share": str(share),
         "cost": str(plain.total) if card else None,
         "cost_with_cache": str(cached.total) if card else None,
-        "price_card": card.label if card else "",
+        "price_card": known.label,
         "price_card_override": bool(card and card.is_override),
         "priced_on": str(context.priced_on),
         "output_assumption": settings.BATCH_ESTIMATE_OUTPUT_TOKENS,

@@ -280,7 +280,7 @@ def test_an_override_that_has_ended_does_not_price_the_estimate(
     _post(_client(actors.owner), workers_connection, jsonl(prompts(1)))
 
     estimate = Batch.objects.get().estimate
-    assert estimate["price_card"] == "Workers AI list price for qwen3-30b-a3b-fp8"
+    assert estimate["price_card"] == "Workers AI list price for qwen3-30b-a3b-fp8 ($0.051 in / $0.335 out)"
     assert not estimate["price_card_override"]
 
 
