@@ -80,9 +80,11 @@ test: install browser
 test-services: install browser
 	$(SERVICES_ENV) $(PY) -m pytest
 
+## ruff, then the floors: import-linter checks the contracts in .importlinter (docs/architecture.md).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: install
 	$(VENV)/bin/mypy playground

@@ -1,5 +1,7 @@
-from __future__ import annotations
+"""The playground: a Django project and, in `playground.engine`, a process of its own.
 
-from playground.celery import app as celery_app
-
-__all__ = ["celery_app"]
+Imports nothing on purpose: `python -m playground.engine` runs this file first, and the
+engine starts without Django or Celery (tests/engine/test_main.py). The Celery app is
+`playground.celery`; Django processes load it from `BatchesConfig.ready()`, and
+`celery -A playground` finds it there by name.
+"""

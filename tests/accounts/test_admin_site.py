@@ -125,36 +125,6 @@ def test_a_superuser_sees_every_teams_connections_read_only_with_the_token_maske
     assert connection.name == "Ours"
 
 
-def test_a_team_a_superuser_adds_gets_the_embedded_engine(root: User) -> None:
-    response = logged_in(root).post(
-        "/admin/accounts/team/add/",
-        {
-            "name": "Charlie",
-            "slug": "charlie",
-            "memberships-TOTAL_FORMS": "1",
-            "memberships-INITIAL_FORMS": "0",
-            "memberships-0-user": root.pk,
-            "memberships-0-role": Role.OWNER,
-        },
-    )
-
-    assert response.status_code == 302
-    team = Team.objects.get(slug="charlie")
-    assert Membership.objects.get(team=team).user == root
-    assert ProviderConnection.objects.get(team=team).kind == ConnectionKind.ENGINE
-
-
-def test_nobody_deletes_a_team_from_the_admin(actors: Actors, root: User) -> None:
-    client = logged_in(root)
-
-    page = client.get(f"/admin/accounts/team/{actors.team.pk}/delete/")
-    client.post(f"/admin/accounts/team/{actors.team.pk}/delete/", {"post": "yes"})
-    client.post("/admin/accounts/team/", {"action": "delete_selected", "_selected_action": [actors.team.pk]})
-
-    assert page.status_code == 403
-    assert Team.objects.filter(pk=actors.team.pk).exists()
-
-
 def test_usage_records_cannot_be_edited_or_deleted_even_by_a_superuser(actors: Actors, root: User) -> None:
     record = UsageRecord.objects.create(team=actors.team, model_id="alpha-model", status=UsageStatus.OK)
     client = logged_in(root)

@@ -1,4 +1,8 @@
-"""Teams in the (superuser-only) admin. Owners and admins manage theirs on the team pages."""
+"""Teams in the (superuser-only) admin. Owners and admins manage theirs on the team pages.
+
+The `Team` model is `accounts`'; its admin is here because adding a team also connects the
+embedded engine (`providers`), a floor `accounts` does not import.
+"""
 
 from __future__ import annotations
 

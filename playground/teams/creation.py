@@ -1,4 +1,8 @@
-"""Writes about teams and their members."""
+"""Creating a team: the team, its owner and its engine connection, in one transaction.
+
+A feature workflow, so it lives here above the floors it spans (`accounts` for the team,
+`providers` for the connection) rather than in `accounts`, which imports no floor above it.
+"""
 
 from __future__ import annotations
 
