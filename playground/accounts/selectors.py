@@ -28,12 +28,6 @@ def membership_get(*, user: AnyUser, team_id: int) -> Membership | None:
     return Membership.objects.filter(user_id=user.pk, team_id=team_id).select_related("team").first()
 
 
-async def amembership_get(*, user: AnyUser, team_id: int) -> Membership | None:
-    if not user.is_authenticated:
-        return None
-    return await Membership.objects.filter(user_id=user.pk, team_id=team_id).select_related("team").afirst()
-
-
 async def asession_user_id(*, session_key: str | None) -> int | None:
     """The id of the active user the session `session_key` signs in, or None.
 

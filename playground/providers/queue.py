@@ -29,8 +29,6 @@ from playground.providers.model_ids import model_id_path
 from playground.providers.retry import retrying
 from playground.providers.secrets import redact
 
-# Reference §7: "The whole payload must be under 10 MB". A margin below it for the envelope.
-SUBMISSION_MAX_BYTES = 10 * 1000 * 1000 - 64 * 1024
 # How a refusal of the whole submission names the one item at fault: "requests[3]: `temperature`
 # must be a number from 0 to 2; got 5." (the embedded engine), "requests[3].external_reference ...".
 _NAMED_ITEM = re.compile(r"\brequests\[(\d+)\][:.]?\s*")

@@ -129,7 +129,6 @@ PARAMETERS = (
         help="Switch the model's thinking on or off (sent in chat_template_kwargs).",
     ),
 )
-PARAMETERS_BY_NAME = {parameter.name: parameter for parameter in PARAMETERS}
 PARAMETERS_BY_WIRE = {parameter.wire: parameter for parameter in PARAMETERS}
 
 

@@ -59,10 +59,6 @@ class SignupForm(UserCreationForm):
         self.fields["password1"].help_text = " ".join(password_validation.password_validators_help_texts())
 
 
-class TransferForm(forms.Form):
-    membership = forms.IntegerField(widget=forms.HiddenInput)
-
-
 # --- connections -------------------------------------------------------------------------------------
 
 CREATABLE_KINDS = [(kind, spec.label) for kind, spec in KINDS.items() if kind != ConnectionKind.ENGINE]
