@@ -1,4 +1,4 @@
-"""The catalogue's starting data, from shared/reference/workers-ai-api.md §0, §4, §8.
+"""The catalogue's starting data, from docs/reference/workers-ai-api.md §0, §4, §8.
 
 Applied by a data migration (with the historical models) and safe to apply again: rows
 are matched on their natural keys and updated in place.

@@ -44,7 +44,7 @@ MAX_ERRORS_SHOWN = 20
 SCHEMA_MAX_CHARS = 50_000
 
 # Legacy Workers AI models read a bare JSON Schema in `response_format.json_schema` rather
-# than OpenAI's {name, schema, strict} envelope (reference §4.2).
+# than OpenAI's {name, schema, strict} envelope (docs/reference/workers-ai-api.md §4.2).
 BARE_SCHEMA_MODELS = frozenset({"@cf/meta/llama-3.3-70b-instruct-fp8-fast"})
 
 

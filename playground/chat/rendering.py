@@ -11,7 +11,7 @@ independent layers stand between it and the page:
    links, no relative URLs, no `<img>`, no event handlers or styles, and every link gets
    `rel="noopener noreferrer nofollow"`. This layer holds even if the first one has a bug.
 
-See shared/reference/lessons.md (Open WebUI's stored XSS through markdown links and SVG
+See docs/reference/lessons.md (Open WebUI's stored XSS through markdown links and SVG
 data URIs).
 """
 

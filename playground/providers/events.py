@@ -52,7 +52,7 @@ class UpstreamError:
 
 
 # Workers AI's codes for a request at fault: invalid input (a value out of range, a bad
-# shape) and request too large (reference §8; the embedded engine answers the same).
+# shape) and request too large (docs/reference/workers-ai-api.md §8; the embedded engine answers the same).
 REQUEST_AT_FAULT_CODES = frozenset({"8001", "3006"})
 REQUEST_AT_FAULT_STATUSES = frozenset({400, 413, 422})
 

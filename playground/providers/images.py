@@ -1,7 +1,7 @@
 """Images on the wire: OpenAI `image_url` content parts with base64 data URLs.
 
-Workers AI takes images only as data URLs (reference §5: URL sources are refused), and so
-does every OpenAI-compatible server we talk to. This module builds the parts, counts them
+Workers AI takes images only as data URLs (docs/reference/workers-ai-api.md §5: URL sources
+are refused), and so does every OpenAI-compatible server we talk to. This module builds the parts, counts them
 for the prompt estimate, and takes them out of a body that is kept (`redact_images`): a
 request as stored shows each image's hash, type and size instead of megabytes of base64.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 # What the prompt estimate counts for one image, in characters of text (the meter reads
 # about 4 characters per token, so this is ~1,000 tokens). Providers do not say how they
-# count images (reference §5: "not confirmed"); 1,000 tokens is of the order that vision
-# models charge for an image downscaled to 2,048 px, and a fixed figure keeps the base64
+# count images (docs/reference/workers-ai-api.md §5: "not confirmed"); 1,000 tokens is of the
+# order that vision models charge for an image downscaled to 2,048 px, and a fixed figure keeps the base64
 # (megabytes) out of the estimate.
 IMAGE_PROMPT_CHARS = 4_000
 

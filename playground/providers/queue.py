@@ -1,6 +1,6 @@
 """Workers AI's pull-based queue, as a wire format: submit with `?queueRequest=true`, poll by id.
 
-Reference §7: `POST {base}/accounts/{account}/ai/run/{model}?queueRequest=true` with
+docs/reference/workers-ai-api.md §7: `POST {base}/accounts/{account}/ai/run/{model}?queueRequest=true` with
 `{"requests": [...]}` answers `{"status": "queued", "request_id"}` (in the v4 envelope);
 posting `{"request_id"}` to the same URL answers the same status while the work is
 `queued` or `running`, and `{"responses": [{id, result, success, external_reference}],

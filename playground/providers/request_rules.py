@@ -5,7 +5,8 @@ and the batch pre-check refuses a line that breaks them, so a value the composer
 let through never reaches an upstream from a batch either:
 - a parameter the connection's kind does not take (`KindSpec.parameters`) is unavailable;
 - reasoning controls only where the catalogue says the model reasons; the thinking switch
-  goes in `chat_template_kwargs` under the name the serving model reads (reference §1.2:
+  goes in `chat_template_kwargs` under the name the serving model reads
+  (docs/reference/workers-ai-api.md §1.2:
   Kimi K2.5 reads `enable_thinking`, K2.6 `thinking`; K2.5 is served as K2.6 from
   2026-05-30, so the model serving on the day decides);
 - `json_schema` output only where the catalogue says `supports_json_schema`; tools only

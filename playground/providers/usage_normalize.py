@@ -1,6 +1,6 @@
 """Turns every usage shape a provider may send into one `NormalizedUsage`.
 
-The one place that knows the shapes (see shared/reference/lessons.md):
+The one place that knows the shapes (see docs/reference/lessons.md):
 - OpenAI / Workers AI: `prompt_tokens`, `completion_tokens`,
   `prompt_tokens_details.cached_tokens`, `completion_tokens_details.reasoning_tokens`;
 - Anthropic style: `input_tokens` (excludes cache), `cache_read_input_tokens`,

@@ -75,7 +75,8 @@ class FinishedReply:
 
 
 def _output(result: Any) -> Any:
-    """The model output: some models nest it once more (`result.result.response`, reference §7)."""
+    """The model output: some models nest it once more (`result.result.response`; see
+    docs/reference/workers-ai-api.md §7)."""
     while (
         isinstance(result, Mapping)
         and isinstance(result.get("result"), Mapping)
