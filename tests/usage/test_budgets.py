@@ -18,7 +18,7 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from playground.accounts.models import BudgetLedger, BudgetReservation, Membership, TeamBudget
+from playground.accounts.models import Membership
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
@@ -33,7 +33,7 @@ from playground.usage.budgets import (
     request_worst_case_cost,
 )
 from playground.usage.metered_call import MeteredCall
-from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget, UsageRecord, UsageStatus
 from playground.usage.services import KnownCard, RequestContext, price_card_known
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk

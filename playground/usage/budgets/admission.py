@@ -12,13 +12,14 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from playground.accounts.models import BudgetLedger, BudgetReservation, Membership, Team, TeamBudget
+from playground.accounts.models import Membership, Team
 from playground.providers.adapters import ChatRequest
 from playground.usage.budgets.ledger import Reservation, ledger_for_month, ledger_hold
 from playground.usage.budgets.months import budget_month
 from playground.usage.budgets.settlement import budget_reservations_sweep
 from playground.usage.budgets.text import usd_text
 from playground.usage.budgets.worst_case import request_worst_case_cost
+from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
 from playground.usage.pricing import ZERO
 from playground.usage.services import KnownCard
 

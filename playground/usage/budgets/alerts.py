@@ -9,15 +9,9 @@ from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from playground.accounts.models import (
-    ROLES_THAT_CAN_MANAGE,
-    BudgetAlert,
-    BudgetLedger,
-    Membership,
-    Team,
-    TeamBudget,
-)
+from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Membership, Team
 from playground.usage.budgets.text import usd_text
+from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget
 
 logger = logging.getLogger(__name__)
 

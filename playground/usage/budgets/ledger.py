@@ -21,9 +21,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import F, Sum
 
-from playground.accounts.models import BudgetLedger, Team
+from playground.accounts.models import Team
 from playground.usage.budgets.months import month_bounds
-from playground.usage.models import UsageRecord
+from playground.usage.models import BudgetLedger, UsageRecord
 from playground.usage.pricing import ZERO
 
 

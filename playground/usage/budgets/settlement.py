@@ -11,10 +11,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from playground.accounts.models import BudgetLedger, BudgetReservation
 from playground.usage.budgets.alerts import budget_alerts_check
 from playground.usage.budgets.ledger import Reservation
-from playground.usage.models import UsageRecord
+from playground.usage.models import BudgetLedger, BudgetReservation, UsageRecord
 from playground.usage.pricing import ZERO
 
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from decimal import Decimal
 from django.db.models import Sum
 from django.utils import timezone
 
-from playground.accounts.models import BudgetAlert, BudgetLedger, Team, TeamBudget
+from playground.accounts.models import Team
 from playground.usage.budgets.months import budget_month, month_bounds
-from playground.usage.models import UsageRecord
+from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget, UsageRecord
 from playground.usage.pricing import ZERO
 
 
