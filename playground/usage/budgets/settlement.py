@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 def budget_reconcile(*, reservation: Reservation, actual: Decimal) -> bool:
     """Replace the hold by what the request really cost; once (a second call does nothing).
 
-    Returns whether this call settled it. Checks the team's alert thresholds afterwards.
+    Returns whether this call settled it. Checks the team's alert thresholds afterwards (their
+    e-mail goes out through Celery once the caller's transaction commits).
     """
     with transaction.atomic():
         settled = BudgetReservation.objects.filter(pk=reservation.id, settled_at__isnull=True).update(
@@ -37,7 +38,7 @@ def budget_reconcile(*, reservation: Reservation, actual: Decimal) -> bool:
         )
     try:
         budget_alerts_check(ledger_id=row.team_ledger_id)
-    except Exception:  # an alert that fails to send must not undo the accounting
+    except Exception:  # an alert that cannot be recorded must not undo the accounting
         logger.exception("budget alert check failed")
     return True
 
