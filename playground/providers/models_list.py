@@ -26,7 +26,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from playground.providers.adapters.base import error_details
+from playground.providers.adapters.frames import error_details
 from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL
 from playground.providers.http import UpstreamHTTPError, upstream_stream
 from playground.providers.kinds import ConnectionKind, WireFormat

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from playground.providers.adapters.base import decode_body, error_details, unwrap_envelope
+from playground.providers.adapters.frames import decode_body, error_details, unwrap_envelope
 from playground.providers.events import request_at_fault
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
 from playground.providers.model_ids import model_id_path

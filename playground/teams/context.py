@@ -7,9 +7,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from playground.accounts.models import BudgetAlert, TeamBudget
 from playground.accounts.selectors import team_list_for_user
 from playground.usage.budgets import budget_month, budget_status, usd_text
+from playground.usage.models import BudgetAlert, TeamBudget
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ from django.contrib.auth import password_validation
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 
-from playground.accounts.models import DEFAULT_ALERT_THRESHOLDS, Role
+from playground.accounts.models import Role
 from playground.catalog.models import CatalogModel
 from playground.providers.kinds import KINDS, ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
+from playground.usage.models import DEFAULT_ALERT_THRESHOLDS
 
 MONEY: dict[str, Any] = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal(0)}
 PRICE: dict[str, Any] = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal(0)}

@@ -28,12 +28,11 @@ from playground.accounts.models import (
     Membership,
     Role,
     Team,
-    TeamBudget,
 )
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_save
-from playground.usage.models import UsageRecord
+from playground.usage.models import TeamBudget, UsageRecord
 
 INVITATION_LIFETIME = dt.timedelta(days=7)
 MANAGERS_ONLY = "Only the team's owners and admins can do that."

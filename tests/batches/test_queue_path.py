@@ -14,7 +14,6 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from playground.accounts.models import TeamBudget
 from playground.batches import services as batch_services
 from playground.batches.models import Batch, BatchItem, BatchPath, BatchSubmission, ItemState, SubmissionState
 from playground.batches.services import (
@@ -33,7 +32,7 @@ from playground.providers.http import checked_transport
 from playground.providers.models import ProviderConnection
 from playground.providers.queue import QueueResponse
 from playground.usage import services as usage_services
-from playground.usage.models import UsageRecord
+from playground.usage.models import TeamBudget, UsageRecord
 from tests.batches.conftest import prompts
 from tests.conftest import Actors
 from tests.fakes.upstream import (

@@ -8,12 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from playground.accounts.models import TeamBudget
 from playground.batches.models import Batch, ItemState
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import UNPRICED_REFUSED
-from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.models import TeamBudget, UsageRecord, UsageStatus
 from tests.batches.conftest import QUEUE_MODEL, prompts
 from tests.batches.test_concurrent_path import _run as run
 from tests.fakes.upstream import FakeUpstream

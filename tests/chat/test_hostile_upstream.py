@@ -222,7 +222,7 @@ async def test_an_unforeseen_failure_reading_the_stream_is_an_upstream_error_not
     def broken(self: object, *, complete: bool) -> None:
         raise RecursionError("a reply nested too deeply")
 
-    monkeypatch.setattr("playground.providers.adapters.base.EventAssembler.finish", broken)
+    monkeypatch.setattr("playground.providers.adapters.assembly.EventAssembler.finish", broken)
     fake_upstream.script(sse(ANSWER))
     await open_socket("owner", conversation.pk).exchange("Hello?")
 

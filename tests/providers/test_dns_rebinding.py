@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from playground.providers.adapters.base import ChatRequest
+from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.events import UpstreamError
 from playground.providers.http import UpstreamHTTPError, upstream_stream

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from playground.providers.adapters.base import ChatRequest
+from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.workers_ai import WorkersAIAdapter
 from playground.providers.events import TextDelta, UpstreamError
 from playground.providers.http import UpstreamHTTPError, pooled_client, upstream_stream

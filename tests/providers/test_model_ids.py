@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from playground.providers.adapters.base import ChatRequest
+from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.workers_ai import WorkersAIAdapter
 from playground.providers.model_ids import model_id_validate
 

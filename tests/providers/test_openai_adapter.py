@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from playground.providers.adapters import adapter_for
-from playground.providers.adapters.base import ChatRequest
+from playground.providers.adapters import ChatRequest, adapter_for
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.events import Finish, TextDelta, ToolCallDelta, UpstreamError, UsageReport
 from playground.providers.models import ConnectionKind, ProviderConnection

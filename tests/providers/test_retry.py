@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from playground.providers.adapters.base import ChatRequest
+from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.events import TextDelta, UpstreamError
 from playground.providers.http import UpstreamHTTPError, parse_retry_after

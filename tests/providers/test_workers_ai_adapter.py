@@ -5,8 +5,7 @@ from typing import Any
 
 import pytest
 
-from playground.providers.adapters import adapter_for
-from playground.providers.adapters.base import ChatRequest
+from playground.providers.adapters import ChatRequest, adapter_for
 from playground.providers.adapters.workers_ai import WorkersAIAdapter
 from playground.providers.events import (
     Finish,

@@ -6,10 +6,11 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from playground.accounts.models import AuditAction, AuditEvent, BudgetAlert, Membership, TeamBudget
+from playground.accounts.models import AuditAction, AuditEvent, Membership
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26
 from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
+from playground.usage.models import BudgetAlert, TeamBudget
 from playground.usage.services import price_card_known
 from tests.teams.conftest import Crew, signed_in
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import socket
 import threading
 from decimal import Decimal
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from playground.accounts.models import BudgetLedger, BudgetReservation, Membership, TeamBudget
+from playground.accounts.models import Membership
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
@@ -33,8 +34,16 @@ from playground.usage.budgets import (
     request_worst_case_cost,
 )
 from playground.usage.metered_call import MeteredCall
-from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.models import (
+    BudgetAlert,
+    BudgetLedger,
+    BudgetReservation,
+    TeamBudget,
+    UsageRecord,
+    UsageStatus,
+)
 from playground.usage.services import KnownCard, RequestContext, price_card_known
+from playground.usage.tasks import budget_alert_email
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk
 
@@ -268,21 +277,107 @@ def test_a_new_months_ledger_starts_from_the_records_already_written(
 
 
 def test_each_alert_threshold_is_emailed_once_a_month(
-    actors: Actors, priced_model: CatalogModel, mailoutbox: list[Any]
+    actors: Actors, priced_model: CatalogModel, mailoutbox: list[Any], django_capture_on_commit_callbacks: Any
 ) -> None:
     set_budget(actors, "10", thresholds=[50, 80, 100])
-    actors.owner.email = "owner@example.com"
-    actors.owner.save()
+    managers_have_email(actors)
 
     for spend in ("4", "1.5", "0.5", "1"):  # 40 %, 55 %, 60 %, 70 %
-        reservation = budget_reserve(
-            team_id=actors.team.pk, user_id=None, amount=Decimal(1), card=priced(actors)
-        )
-        budget_reconcile(reservation=reservation, actual=Decimal(spend))
+        with django_capture_on_commit_callbacks(execute=True):
+            reservation = budget_reserve(
+                team_id=actors.team.pk, user_id=None, amount=Decimal(1), card=priced(actors)
+            )
+            budget_reconcile(reservation=reservation, actual=Decimal(spend))
 
     assert [message.subject for message in mailoutbox] == ["Alpha has used 50% of its monthly budget"]
     assert mailoutbox[0].to == ["owner@example.com"]
+    assert mailoutbox[0].body == "Alpha has spent $5.50 of its $10.00 budget for " + (
+        f"{budget_month(actors.team):%B %Y} (50% alert).\n"
+    ), "the spend when the e-mail went out"
     assert budget_status(team=actors.team).crossed == [50]
+
+
+# --- alert e-mail ----------------------------------------------------------------------------
+
+
+def managers_have_email(actors: Actors) -> None:
+    actors.owner.email = "owner@example.com"
+    actors.owner.save()
+
+
+def cross_half_of_a_ten_dollar_budget(actors: Actors) -> None:
+    set_budget(actors, "10", thresholds=[50])
+    reservation = budget_reserve(team_id=actors.team.pk, user_id=None, amount=Decimal(1), card=priced(actors))
+    budget_reconcile(reservation=reservation, actual=Decimal(5))
+
+
+def test_an_alert_is_emailed_by_a_task_only_once_the_transaction_that_recorded_it_commits(
+    actors: Actors, priced_model: CatalogModel, mailoutbox: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    managers_have_email(actors)
+
+    with django_capture_on_commit_callbacks() as committed:
+        cross_half_of_a_ten_dollar_budget(actors)
+        assert mailoutbox == [], "nothing is sent inside the request's transaction"
+        alert = BudgetAlert.objects.get(threshold=50)
+        assert alert.emailed_at is None
+
+    assert len(committed) == 1
+    committed[0]()  # the commit enqueues the task (run eagerly here, CELERY_TASK_ALWAYS_EAGER)
+    assert [message.to for message in mailoutbox] == [["owner@example.com"]]
+    alert.refresh_from_db()
+    assert alert.emailed_at is not None
+
+
+def test_an_alert_task_delivered_twice_emails_once(
+    actors: Actors, priced_model: CatalogModel, mailoutbox: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    managers_have_email(actors)
+    with django_capture_on_commit_callbacks(execute=True):
+        cross_half_of_a_ten_dollar_budget(actors)
+    alert = BudgetAlert.objects.get(threshold=50)
+
+    budget_alert_email.delay(alert.pk)  # a redelivery of the same message
+
+    assert len(mailoutbox) == 1
+
+
+@pytest.fixture
+def refusing_mail_server(settings: Any) -> int:
+    """The default mailer pointed at a loopback port where nothing listens: every send fails."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    settings.MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {"host": "127.0.0.1", "port": port, "timeout": 2},
+        }
+    }
+    return port
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_mail_server_fails_neither_the_request_nor_its_record(
+    actors: Actors,
+    priced_model: CatalogModel,
+    fake_upstream: FakeUpstream,
+    refusing_mail_server: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    set_budget(actors, "0.02", thresholds=[50])  # max_tokens=20 may cost $0.02; the answer costs $0.01
+    managers_have_email(actors)
+    fake_upstream.script(cheap_answer())
+
+    metered = call(actors, fake_upstream, max_tokens=20)
+    answer = metered.run()
+
+    assert answer.error is None and answer.text == "ok"
+    assert metered.record is not None and metered.record.status == UsageStatus.OK
+    assert team_ledger(actors).spent_usd == Decimal("0.01") == metered.record.total_cost
+    alert = BudgetAlert.objects.get(team=actors.team)
+    assert alert.threshold == 50 and alert.emailed_at is None, "not e-mailed, and the record says so"
+    assert "could not email the 50% budget alert" in caplog.text
 
 
 def test_records_are_priced_by_the_teams_override_and_say_so(

@@ -10,12 +10,12 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from playground.accounts.models import Membership, TeamBudget
+from playground.accounts.models import Membership
 from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.usage.budgets import UNPRICED_REFUSED, UnpricedRefused, budget_reserve
 from playground.usage.metered_call import MeteredCall
-from playground.usage.models import UsageStatus
+from playground.usage.models import TeamBudget, UsageStatus
 from playground.usage.services import RequestContext, price_card_known
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk

@@ -90,7 +90,8 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('monthly_limit_usd', models.DecimalField(blank=True, decimal_places=2, max_digits=12, null=True)),
-                ('alert_thresholds', models.JSONField(default=list, validators=[playground.accounts.models.thresholds_validate])),
+                # Its validator moved to usage with the model (usage 0011); validators do not touch the schema.
+                ('alert_thresholds', models.JSONField(default=list)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('team', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='budget', to='accounts.team')),
             ],

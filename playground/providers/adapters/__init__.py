@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from playground.providers.adapters.base import ChatAdapter, ChatRequest
+from playground.providers.adapters.base import ChatAdapter
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
+from playground.providers.adapters.request import ChatRequest
 from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL, WorkersAIAdapter
 from playground.providers.kinds import ConnectionKind, WireFormat
 from playground.providers.models import ProviderConnection

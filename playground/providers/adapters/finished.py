@@ -12,13 +12,10 @@ import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from playground.providers.adapters.base import (
-    ChatAdapter,
-    ChatRequest,
-    EventAssembler,
-    error_details,
-    unwrap_envelope,
-)
+from playground.providers.adapters.assembly import EventAssembler
+from playground.providers.adapters.base import ChatAdapter
+from playground.providers.adapters.frames import error_details, unwrap_envelope
+from playground.providers.adapters.request import ChatRequest
 from playground.providers.events import Replayed, StreamEvent, UpstreamError
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.secrets import redact

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from playground.providers.adapters.base import ChatRequest, HTTPChatAdapter
+from playground.providers.adapters.base import HTTPChatAdapter
+from playground.providers.adapters.request import ChatRequest
 
 
 class OpenAICompatAdapter(HTTPChatAdapter):

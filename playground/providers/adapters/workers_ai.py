@@ -2,14 +2,15 @@
 
 Also serves the embedded engine, which speaks the same API (each team under its own account id).
 Replies may be native frames or OpenAI chunks, and JSON in a v4 envelope; the shared
-parsing in `base` handles all of them.
+reading in `base` (with `frames` and `assembly`) handles all of them.
 """
 
 from __future__ import annotations
 
 from urllib.parse import quote
 
-from playground.providers.adapters.base import ChatRequest, HTTPChatAdapter
+from playground.providers.adapters.base import HTTPChatAdapter
+from playground.providers.adapters.request import ChatRequest
 from playground.providers.model_ids import model_id_path
 
 DEFAULT_BASE_URL = "https://api.cloudflare.com/client/v4"

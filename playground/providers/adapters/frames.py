@@ -1,0 +1,94 @@
+"""Reading what an upstream sends back: event-stream lines, JSON frames and bodies, v4 envelopes, errors.
+
+Both wire formats (Workers AI `/ai/run` and OpenAI chat completions) stream `data: {json}`
+server-sent events, may answer a stream request with a plain JSON body instead, and wrap
+Cloudflare replies in a v4 envelope (`{"result", "success", "errors"}`). These functions only
+decode; `assembly.EventAssembler` turns the decoded chunks into events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, NoReturn
+
+from playground.providers.http import UpstreamHTTPError
+from playground.storable import storable_json
+
+logger = logging.getLogger(__name__)
+
+DONE = "[DONE]"
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str]:
+    """The payload of every `data:` line of a server-sent event stream.
+
+    Each data line is taken as one payload rather than joining multi-line events: LLM
+    providers put one JSON object per line, and some omit the blank separator lines.
+    """
+    async for line in lines:
+        name, _, value = line.partition(":")
+        if name == "data":
+            payload = value.removeprefix(" ").strip()
+            if payload:
+                yield payload
+
+
+def decode_frame(payload: str) -> Mapping[str, Any] | None:
+    chunk = json_or_none(payload)
+    if not isinstance(chunk, Mapping):
+        logger.warning("skipped an upstream stream frame that is not a JSON object")
+        return None
+    return chunk
+
+
+def decode_body(raw: bytes) -> Any:
+    body = json_or_none(raw)
+    if body is None:
+        raise UpstreamHTTPError("The upstream sent a reply that is neither an event stream nor JSON.")
+    return body
+
+
+def unwrap_envelope(body: Any) -> Mapping[str, Any]:
+    """The model output of a Cloudflare v4 envelope (`{"result", "success", "errors"}`), or the body."""
+    if isinstance(body, Mapping) and "result" in body and ("success" in body or "errors" in body):
+        if body.get("success") is False or body.get("errors"):
+            raise_for_error(body)
+        body = body["result"]
+    if not isinstance(body, Mapping):
+        raise UpstreamHTTPError("The upstream sent a JSON reply without a completion.")
+    return body
+
+
+def error_details(body: Any) -> tuple[str, str]:
+    """(code, message) from a v4 envelope (`errors[0]`) or an OpenAI error (`error`)."""
+    if not isinstance(body, Mapping):
+        return "", ""
+    errors = body.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], Mapping):
+        first = errors[0]
+        return _text(first.get("code")), _text(first.get("message"))
+    error = body.get("error")
+    if isinstance(error, Mapping):
+        return _text(error.get("code") or error.get("type")), _text(error.get("message"))
+    if isinstance(error, str):
+        return "", error
+    return "", ""
+
+
+def raise_for_error(body: Mapping[str, Any]) -> NoReturn:
+    """An error reply (an envelope or a frame) as our error, its body kept for `error_details`."""
+    raise UpstreamHTTPError("The upstream reported an error.", body=json.dumps(body))
+
+
+def json_or_none(raw: str | bytes) -> Any:
+    """Decoded upstream JSON, made storable (see `playground.storable`); None if not JSON."""
+    try:
+        return storable_json(json.loads(raw))
+    except ValueError:
+        return None
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)

@@ -1,0 +1,53 @@
+"""Monthly budgets: reserve a request's worst case before it is sent, reconcile it after.
+
+Every upstream request goes through `MeteredCall`, which calls `budget_reserve_for_request`
+before sending and `budget_reconcile` in the shielded step that writes the usage record, so
+chat turns, tool continuations and batch items all hold the same budget. A batch that
+sends a chunk of items in one upstream request (the queue path) reserves the chunk's worst
+case with `budget_reserve` and reconciles it with `budget_reconcile` once its records exist.
+
+The package, by idea: `months` (a team's budget month), `worst_case` (what a request may
+cost), `ledger` (the rows and the one conditional UPDATE that holds money), `admission`
+(reserve or refuse), `settlement` (reconcile, release, the sweep), `alerts` (thresholds and
+their e-mail), `status` (the figures pages show) and `text` (dollars in messages).
+"""
+
+from __future__ import annotations
+
+from playground.usage.budgets.admission import (
+    BUDGET_EXCEEDED,
+    UNPRICED_REFUSED,
+    BudgetExceeded,
+    UnpricedRefused,
+    budget_reserve,
+    budget_reserve_for_request,
+)
+from playground.usage.budgets.ledger import Reservation
+from playground.usage.budgets.months import budget_month
+from playground.usage.budgets.settlement import (
+    budget_reconcile,
+    budget_reservations_sweep,
+    record_cost_for_budget,
+)
+from playground.usage.budgets.status import BudgetStatus, budget_status, member_spend
+from playground.usage.budgets.text import usd_text
+from playground.usage.budgets.worst_case import request_worst_case_cost
+
+__all__ = [
+    "BUDGET_EXCEEDED",
+    "UNPRICED_REFUSED",
+    "BudgetExceeded",
+    "BudgetStatus",
+    "Reservation",
+    "UnpricedRefused",
+    "budget_month",
+    "budget_reconcile",
+    "budget_reservations_sweep",
+    "budget_reserve",
+    "budget_reserve_for_request",
+    "budget_status",
+    "member_spend",
+    "record_cost_for_budget",
+    "request_worst_case_cost",
+    "usd_text",
+]

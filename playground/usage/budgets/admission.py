@@ -1,0 +1,110 @@
+"""Admission: hold a request's worst case on its team's and member's ledgers before sending, or refuse.
+
+A request whose model has no price card that day cannot be counted: while the team or the
+member has a budget, `budget_reserve` refuses it (`UnpricedRefused`) unless an owner allowed
+unpriced requests for the team (`TeamBudget.allow_unpriced`). Every path that reserves passes
+the card, so none can skip that rule.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import transaction
+
+from playground.accounts.models import Membership, Team
+from playground.providers.adapters import ChatRequest
+from playground.usage.budgets.ledger import Reservation, ledger_for_month, ledger_hold
+from playground.usage.budgets.months import budget_month
+from playground.usage.budgets.settlement import budget_reservations_sweep
+from playground.usage.budgets.text import usd_text
+from playground.usage.budgets.worst_case import request_worst_case_cost
+from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
+from playground.usage.pricing import ZERO
+from playground.usage.services import KnownCard
+
+BUDGET_EXCEEDED = "budget_exceeded"
+UNPRICED_REFUSED = "unpriced_refused"
+
+
+class BudgetExceeded(Exception):
+    """The request could cost more than what remains; the message says how much of which budget."""
+
+    code = BUDGET_EXCEEDED
+
+
+class UnpricedRefused(BudgetExceeded):
+    """A budget applies and the model has no price card that day: its cost could not be counted."""
+
+    code = UNPRICED_REFUSED
+
+
+def budget_reserve_for_request(
+    *, request: ChatRequest, team_id: int, user_id: int | None, card: KnownCard, label: str = ""
+) -> Reservation:
+    """Reserve a request's worst case by `card`, the one that will price its record; raises
+    `BudgetExceeded` (or `UnpricedRefused`) with the refusal message."""
+    amount = request_worst_case_cost(request=request, team_id=team_id, model_id=card.model_id, card=card)
+    return budget_reserve(team_id=team_id, user_id=user_id, amount=amount, card=card, label=label)
+
+
+def budget_reserve(
+    *, team_id: int, user_id: int | None, amount: Decimal, card: KnownCard, label: str = ""
+) -> Reservation:
+    """Hold `amount` on the team's (and the member's) ledger of this month, or refuse.
+
+    For a batch chunk sent as one upstream request, `amount` is the sum of its items'
+    worst cases and `card` the one card that prices them all. Every reservation must end in
+    `budget_reconcile` (with 0 when nothing ran). Raises `BudgetExceeded` when the team's or
+    the member's remaining budget is smaller, `UnpricedRefused` when `card` found no card and
+    a budget applies that the team did not open to unpriced requests.
+    """
+    team = Team.objects.get(pk=team_id)
+    month = budget_month(team)
+    budget_reservations_sweep(team_id=team_id)
+    team_limit, allow_unpriced = (
+        TeamBudget.objects.filter(team_id=team_id).values_list("monthly_limit_usd", "allow_unpriced").first()
+    ) or (None, False)
+    member_limit = (
+        Membership.objects.filter(team_id=team_id, user_id=user_id)
+        .values_list("monthly_budget_usd", flat=True)
+        .first()
+        if user_id is not None
+        else None
+    )
+    if card.card is None and not allow_unpriced and (team_limit is not None or member_limit is not None):
+        whose = "the team's" if team_limit is not None else "your"
+        raise UnpricedRefused(_unpriced_refusal(card, whose=whose))
+    team_ledger = ledger_for_month(team=team, user_id=None, month=month)
+    member_ledger = ledger_for_month(team=team, user_id=user_id, month=month) if user_id is not None else None
+    with transaction.atomic():
+        if not ledger_hold(team_ledger, amount, team_limit):
+            raise BudgetExceeded(_refusal(team_ledger, amount, team_limit, whose="the team's"))
+        if member_ledger is not None and not ledger_hold(member_ledger, amount, member_limit):
+            # leaving the block with the exception rolls back the team's hold as well
+            raise BudgetExceeded(_refusal(member_ledger, amount, member_limit, whose="your"))
+        reservation = BudgetReservation.objects.create(
+            team_id=team_id,
+            team_ledger=team_ledger,
+            member_ledger=member_ledger,
+            amount_usd=amount,
+            label=label[:120],
+        )
+    return Reservation(id=reservation.pk, amount=amount)
+
+
+def _refusal(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None, *, whose: str) -> str:
+    ledger.refresh_from_db()
+    remaining = max(ZERO, Decimal(limit or 0) - ledger.spent_usd - ledger.reserved_usd)
+    return (
+        f"This request could cost up to {usd_text(amount)}; {usd_text(remaining)} of {whose} "
+        f"{usd_text(Decimal(limit or 0))} budget remains this month."
+    )
+
+
+def _unpriced_refusal(card: KnownCard, *, whose: str) -> str:
+    return (
+        f"{card.model_id} has no price card for {card.day.isoformat()}, so {whose} budget cannot "
+        "count what this request would cost: nothing was sent. Set a price on the Catalogue page "
+        "(a team price override is enough), or an owner can allow unpriced requests on the Budgets page."
+    )

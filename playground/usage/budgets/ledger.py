@@ -1,0 +1,61 @@
+"""The month's ledger rows (a team's, a member's) and the one conditional UPDATE that holds money on them.
+
+Admission is one conditional UPDATE per ledger row (the team's, then the member's) in one
+transaction:
+
+    UPDATE ledger SET reserved = reserved + cost
+    WHERE id = … AND spent <= limit - cost - reserved
+
+The database re-checks the condition against the row as the previous writer left it
+(PostgreSQL waits for that writer's lock, SQLite serializes writers), so concurrent
+requests cannot all pass a check made before any of them was counted (LiteLLM #34732).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
+
+from playground.accounts.models import Team
+from playground.usage.budgets.months import month_bounds
+from playground.usage.models import BudgetLedger, UsageRecord
+from playground.usage.pricing import ZERO
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A hold on the ledgers, as `budget_reserve` returns it and `budget_reconcile` settles it."""
+
+    id: int
+    amount: Decimal
+
+
+def ledger_for_month(*, team: Team, user_id: int | None, month: dt.date) -> BudgetLedger:
+    """The ledger row of the month, created with what the month's records already cost."""
+    scope: dict[str, Any] = {"user_id": user_id} if user_id is not None else {"user__isnull": True}
+    ledger = BudgetLedger.objects.filter(team=team, month=month, **scope).first()
+    if ledger is not None:
+        return ledger
+    start, end = month_bounds(team, month)
+    records = UsageRecord.objects.filter(team=team, created_at__gte=start, created_at__lt=end)
+    if user_id is not None:
+        records = records.filter(user_id=user_id)
+    spent = records.aggregate(total=Sum("total_cost"))["total"] or ZERO
+    try:
+        with transaction.atomic():
+            return BudgetLedger.objects.create(team=team, user_id=user_id, month=month, spent_usd=spent)
+    except IntegrityError:  # another request created it first
+        return BudgetLedger.objects.get(team=team, month=month, **scope)
+
+
+def ledger_hold(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None) -> bool:
+    """The one conditional UPDATE: raise `reserved` only if the limit still covers it."""
+    rows = BudgetLedger.objects.filter(pk=ledger.pk)
+    if limit is not None:
+        rows = rows.filter(spent_usd__lte=Decimal(limit) - amount - F("reserved_usd"))
+    return rows.update(reserved_usd=F("reserved_usd") + amount) == 1

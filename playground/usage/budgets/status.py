@@ -1,0 +1,84 @@
+"""This month's budget figures for the budgets page and the banner (reads only)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from playground.accounts.models import Team
+from playground.usage.budgets.months import budget_month, month_bounds
+from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget, UsageRecord
+from playground.usage.pricing import ZERO
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    month: dt.date
+    limit: Decimal | None
+    spent: Decimal
+    reserved: Decimal
+    forecast: Decimal
+    thresholds: list[int]
+    crossed: list[int]
+
+    @property
+    def remaining(self) -> Decimal | None:
+        return None if self.limit is None else max(ZERO, self.limit - self.spent - self.reserved)
+
+    @property
+    def percent_used(self) -> int | None:
+        return None if not self.limit else int(self.spent * 100 / self.limit)
+
+
+def budget_status(*, team: Team, now: dt.datetime | None = None) -> BudgetStatus:
+    """This month's figures for the budgets page and the banner (reads only)."""
+    now = now or timezone.now()
+    month = budget_month(team, now=now)
+    ledger = BudgetLedger.objects.filter(team=team, user__isnull=True, month=month).first()
+    if ledger is not None:
+        spent, reserved = ledger.spent_usd, ledger.reserved_usd
+    else:
+        start, end = month_bounds(team, month)
+        records = UsageRecord.objects.filter(team=team, created_at__gte=start, created_at__lt=end)
+        spent, reserved = records.aggregate(total=Sum("total_cost"))["total"] or ZERO, ZERO
+    budget = TeamBudget.objects.filter(team=team).first()
+    return BudgetStatus(
+        month=month,
+        limit=budget.monthly_limit_usd if budget else None,
+        spent=spent,
+        reserved=reserved,
+        forecast=month_end_forecast(team=team, spent=spent, now=now),
+        thresholds=list(budget.alert_thresholds) if budget else [],
+        crossed=list(
+            BudgetAlert.objects.filter(team=team, month=month)
+            .order_by("threshold")
+            .values_list("threshold", flat=True)
+        ),
+    )
+
+
+def month_end_forecast(*, team: Team, spent: Decimal, now: dt.datetime) -> Decimal:
+    """Spend so far scaled to the whole month at the same rate (time elapsed in the team's zone)."""
+    start, end = month_bounds(team, budget_month(team, now=now))
+    elapsed = (now - start).total_seconds()
+    if elapsed <= 0:
+        return spent
+    return spent * Decimal((end - start).total_seconds()) / Decimal(elapsed)
+
+
+def member_spend(*, team: Team, month: dt.date) -> dict[int, Decimal]:
+    """Each member's spend in `month` (ledgers where they exist, else their records)."""
+    start, end = month_bounds(team, month)
+    rows = (
+        UsageRecord.objects.filter(team=team, created_at__gte=start, created_at__lt=end, user__isnull=False)
+        .values("user_id")
+        .annotate(total=Sum("total_cost"))
+    )
+    spend = {row["user_id"]: row["total"] or ZERO for row in rows}
+    for ledger in BudgetLedger.objects.filter(team=team, month=month, user__isnull=False):
+        spend[ledger.user_id] = ledger.spent_usd  # type: ignore[index]
+    return spend
