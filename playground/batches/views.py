@@ -39,17 +39,19 @@ from playground.batches.selectors import (
     batch_progress,
     batch_result_rows,
 )
-from playground.batches.services import (
-    BatchInput,
-    BatchInputInvalid,
+from playground.batches.services.actions import (
     BatchNotFound,
     batch_cancel,
     batch_confirm,
     batch_discard,
+    batch_retry_failed,
+)
+from playground.batches.services.chain import batch_nudge_if_stalled
+from playground.batches.services.drafts import (
+    BatchInput,
+    BatchInputInvalid,
     batch_draft_create,
     batch_estimate_today,
-    batch_nudge_if_stalled,
-    batch_retry_failed,
 )
 from playground.providers.models import ProviderConnection
 from playground.providers.presets import preset_choices, preset_get

@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
-from playground.batches.services import batch_confirm, batch_step_run
+from playground.batches.services.actions import batch_confirm
+from playground.batches.services.step import batch_step_run
 from playground.batches.views import csv_safe
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
