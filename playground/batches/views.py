@@ -54,7 +54,7 @@ from playground.batches.services.drafts import (
     batch_estimate_today,
 )
 from playground.providers.models import ProviderConnection
-from playground.providers.presets import preset_choices, preset_get
+from playground.providers.presets import preset_choices
 from playground.providers.selectors import connection_list_runnable
 
 EXPORT_PAGE = 500
@@ -91,7 +91,7 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
                     kind=data["input_kind"],
                     stream=data["file"] or utf8_lines(data["text"]),
                     template=data["template"],
-                    shared=_shared(request.user, data, connections),
+                    shared=Shared(system_prompt=data["system_prompt"]),
                 ),
             )
         except BatchInputInvalid as exc:
@@ -281,22 +281,6 @@ def _batch_or_404(request: AuthedRequest, batch_id: int) -> Batch:
 
 def _runnable_connections(user: User) -> list[ProviderConnection]:
     return list(connection_list_runnable(user=user))
-
-
-def _shared(user: User, data: dict[str, Any], connections: list[ProviderConnection]) -> Shared:
-    """The settings every item carries: a conversation's composer settings, and the typed system prompt."""
-    system_prompt = data.get("system_prompt", "")
-    fields: dict[str, Any] = {}
-    if data.get("conversation"):
-        preset = preset_get(user=user, preset_id=data["conversation"])
-        if preset is None:
-            raise ValidationError({"conversation": "Choose one of your team's conversations."})
-        connection = next((c for c in connections if c.pk == data["connection"]), None)
-        allowed = connection.spec.parameters if connection else frozenset()
-        fields.update({key: value for key, value in preset.parameters.items() if key in allowed})
-        fields.update(preset.fields)
-        system_prompt = system_prompt or preset.system_prompt
-    return Shared(system_prompt=system_prompt, fields=fields)
 
 
 def _chrome(request: AuthedRequest) -> dict[str, Any]:

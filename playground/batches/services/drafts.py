@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from playground.batches.services.metered_item import draft_context
 from playground.catalog.selectors import catalog_model_serving
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
+from playground.providers.presets import RequestPreset, preset_get
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
 from playground.providers.usage_normalize import NormalizedUsage
@@ -71,13 +73,17 @@ def batch_draft_create(
 ) -> Batch:
     """Check every line, then store the items as a draft (nothing runs until it is confirmed).
 
-    Raises `ValidationError` (connection, model), `PermissionDenied` (viewers) or
-    `BatchInputInvalid` with the bad lines; in every error case nothing is stored.
+    Started from a conversation (`from_conversation_id`), every item also carries its settings
+    (see `_with_preset`). Raises `ValidationError` (conversation, connection, model),
+    `PermissionDenied` (viewers) or `BatchInputInvalid` with the bad lines; in every error case
+    nothing is stored.
     """
+    preset = _preset_for(user, from_conversation_id)
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    shared = _with_preset(source.shared, preset, connection)
     today = timezone.now().date()
     caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
-    rules = lambda: InputRules(parameters=connection.spec.parameters, caps=caps, shared=source.shared)  # noqa: E731
+    rules = lambda: InputRules(parameters=connection.spec.parameters, caps=caps, shared=shared)  # noqa: E731
     tally = _check(_read(source, rules()))
     if tally.error_count or not tally.count:
         errors = tally.errors or [LineError(0, "The input has no items.")]
@@ -106,6 +112,27 @@ def batch_draft_create(
         batch.save()
         _items_store(batch, _read(source, rules()))
     return batch
+
+
+def _preset_for(user: User, preset_id: int | None) -> RequestPreset | None:
+    if preset_id is None:
+        return None
+    preset = preset_get(user=user, preset_id=preset_id)
+    if preset is None:
+        raise ValidationError({"conversation": "Choose one of your team's conversations."})
+    return preset
+
+
+def _with_preset(shared: Shared, preset: RequestPreset | None, connection: ProviderConnection) -> Shared:
+    """The settings every item carries: the conversation's parameters that the connection's kind
+    takes, its tools and response format, and its system prompt unless one was typed (what the
+    caller set wins; a line's own settings win over all of them)."""
+    if preset is None:
+        return shared
+    fields = {key: value for key, value in preset.parameters.items() if key in connection.spec.parameters}
+    fields.update(preset.fields)
+    fields.update(shared.fields)
+    return Shared(system_prompt=shared.system_prompt or preset.system_prompt, fields=fields)
 
 
 def _read(source: BatchInput, rules: InputRules) -> Iterator[ItemInput | LineError]:
