@@ -113,8 +113,6 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
 @require_GET
 def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
-    if batch_nudge_if_stalled(batch=batch):
-        batch.refresh_from_db()
     state = request.GET.get("state", "")
     context = {
         "batch": batch,
@@ -128,11 +126,22 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
         "states": ItemState.choices,
         **_chrome(request),
     }
-    if request.htmx and request.GET.get("part") == "progress":
-        if batch.finished_at:  # the whole page changes (actions, item states): load it again, once
-            return HttpResponseClientRefresh()
-        return render(request, "batches/batch_detail.html#progress", context)
     return render(request, "batches/batch_detail.html", context)
+
+
+@never_cache
+@login_required
+@require_POST
+def batch_progress_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
+    """The detail page's progress poll: a POST, because a chain that has visibly stalled is taken
+    over here (someone is waiting on it), and a GET must not start one."""
+    batch = _batch_or_404(request, batch_id)
+    if batch_nudge_if_stalled(batch=batch):
+        batch.refresh_from_db()
+    if batch.finished_at:  # the whole page changes (actions, item states): load it again, once
+        return HttpResponseClientRefresh()
+    context = {"batch": batch, "progress": batch_progress(batch=batch)}
+    return render(request, "batches/batch_detail.html#progress", context)
 
 
 @login_required

@@ -166,15 +166,58 @@ def test_the_progress_poll_reloads_the_page_once_the_batch_is_finished(
     actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
 ) -> None:
     batch = running_batch(openai_connection, prompts(1))
-    url = reverse("batches:batch-detail", args=[batch.pk]) + "?part=progress"
+    url = reverse("batches:batch-progress", args=[batch.pk])
     client = _client(actors.owner)
 
-    running = client.get(url, headers={"HX-Request": "true"})
+    page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
+    running = client.post(url, headers={"HX-Request": "true"})
     Batch.objects.filter(pk=batch.pk).update(finished_at=timezone.now(), status="done")
-    finished = client.get(url, headers={"HX-Request": "true"})
+    finished = client.post(url, headers={"HX-Request": "true"})
 
-    assert 'hx-trigger="every 2s"' in running.content.decode()
+    assert f'hx-post="{url}" hx-trigger="every 2s"' in page
+    assert 'id="progress"' in running.content.decode() and 'hx-trigger="every 2s"' in running.content.decode()
     assert finished.headers["HX-Refresh"] == "true"
+
+
+def _stall(batch: Batch) -> None:
+    """The batch's chain died: its lease, due step and last heartbeat are long past the grace."""
+    long_ago = timezone.now() - dt.timedelta(hours=1)
+    Batch.objects.filter(pk=batch.pk).update(lease_until=None, next_step_at=long_ago, heartbeat_at=long_ago)
+
+
+def test_opening_a_stalled_batch_starts_no_chain_but_its_progress_poll_takes_it_over(
+    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(1))
+    _stall(batch)
+    dead_chain = Batch.objects.get(pk=batch.pk).chain_token
+
+    page = _client(viewer).get(reverse("batches:batch-detail", args=[batch.pk]))
+    after_get = Batch.objects.get(pk=batch.pk)
+    poll = _client(viewer).post(reverse("batches:batch-progress", args=[batch.pk]))
+    after_poll = Batch.objects.get(pk=batch.pk)
+
+    assert page.status_code == 200 and poll.status_code == 200
+    assert after_get.chain_token == dead_chain and after_get.next_step_at < timezone.now()
+    assert after_poll.chain_token != dead_chain and after_poll.next_step_at is not None
+    assert after_poll.next_step_at > after_get.next_step_at
+
+
+def test_the_progress_poll_leaves_a_live_chain_alone_and_is_404_to_an_outsider(
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(1))
+    url = reverse("batches:batch-progress", args=[batch.pk])
+    chain = Batch.objects.get(pk=batch.pk).chain_token
+
+    _client(actors.owner).post(url)
+    outsider = _client(actors.outsider).post(url)
+    _stall(batch)
+    stalled = _client(actors.outsider).post(url)
+
+    assert chain and Batch.objects.get(pk=batch.pk).chain_token == chain
+    assert outsider.status_code == 404 and stalled.status_code == 404
+    assert _client(actors.owner).get(url).status_code == 405
 
 
 def test_a_batch_started_from_a_conversation_carries_its_settings(
