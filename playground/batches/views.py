@@ -116,9 +116,7 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
     state = request.GET.get("state", "")
     context = {
         "batch": batch,
-        "estimate": batch_estimate_today(batch=batch)
-        if batch.status == BatchStatus.DRAFT
-        else batch.estimate,
+        "estimate": batch_estimate_today(batch=batch),
         "progress": batch_progress(batch=batch),
         "can_run": user_can_run(user=request.user, team_id=batch.team_id),
         "items": batch_items_page(batch=batch, state=state if state in ItemState.values else ""),
