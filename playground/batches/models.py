@@ -81,9 +81,6 @@ class ItemState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-FINAL_STATES = (ItemState.DONE, ItemState.FAILED, ItemState.CANCELLED)
-
-
 class SubmissionState(models.TextChoices):
     SUBMITTING = "submitting", "Being submitted"
     POLLING = "polling", "Queued upstream"
