@@ -15,7 +15,9 @@ from tests.conftest import Actors
 
 pytestmark = pytest.mark.django_db
 
+SCHEMA_MODEL = "@cf/moonshotai/kimi-k2.6"  # takes tools and JSON schemas (per the catalogue)
 TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+SCHEMA = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
 
 
 def _conversation(actors: Actors, connection: ProviderConnection) -> Conversation:
@@ -23,10 +25,13 @@ def _conversation(actors: Actors, connection: ProviderConnection) -> Conversatio
         team=actors.team,
         user=actors.owner,
         connection=connection,
-        model_id=NO_QUEUE_MODEL,
+        model_id=SCHEMA_MODEL,
         system_prompt="Answer in French.",
         parameters={"temperature": 0.2, "not_a_workers_parameter": 1},
-        tools=[{**TOOL, "mocks": ["{}"]}],
+        tools=[{**TOOL, "returns_json": True, "mocks": ["{}"]}],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        response_format=SCHEMA,
     )
 
 
@@ -34,7 +39,7 @@ def _draft(actors: Actors, connection: ProviderConnection, conversation_id: int,
     return batch_draft_create(
         user=actors.owner,
         connection_id=connection.pk,
-        model_id=NO_QUEUE_MODEL,
+        model_id=SCHEMA_MODEL,
         from_conversation_id=conversation_id,
         source=BatchInput(kind="jsonl", stream=utf8_lines(jsonl(prompts(1))), shared=Shared(**shared)),
     )
@@ -49,7 +54,9 @@ def test_a_draft_from_a_conversation_carries_the_settings_its_connection_takes(
 
     assert request["messages"][0] == {"role": "system", "content": "Answer in French."}
     assert request["temperature"] == 0.2 and "not_a_workers_parameter" not in request
-    assert request["tools"] == [TOOL]
+    assert request["tools"] == [TOOL]  # mocks and returns_json are ours: never sent
+    assert request["tool_choice"] == "required" and request["parallel_tool_calls"] is False
+    assert request["response_format"] == SCHEMA
 
 
 def test_a_typed_system_prompt_wins_over_the_conversations(

@@ -31,8 +31,6 @@ from tests.fakes.upstream import FakeUpstream
 
 pytestmark = pytest.mark.django_db
 
-SCHEMA_MODEL = "@cf/moonshotai/kimi-k2.6"  # takes tools and JSON schemas (per the catalogue)
-
 
 def _client(user: User) -> Client:
     client = Client()
@@ -223,38 +221,18 @@ def test_the_progress_poll_leaves_a_live_chain_alone_and_is_404_to_an_outsider(
 def test_a_batch_started_from_a_conversation_carries_its_settings(
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:
-    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
-    schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
     conversation = Conversation.objects.create(
-        team=actors.team,
-        user=actors.owner,
-        connection=workers_connection,
-        model_id=SCHEMA_MODEL,
-        system_prompt="Answer in French.",
-        parameters={"temperature": 0.2, "not_a_workers_parameter": 1},
-        tools=[{**tool, "returns_json": True, "mocks": ["{}"]}],
-        tool_choice="required",
-        parallel_tool_calls=False,
-        response_format=schema,
+        team=actors.team, user=actors.owner, model_id=NO_QUEUE_MODEL, system_prompt="Answer in French."
     )
 
     response = _post(
-        _client(actors.owner),
-        workers_connection,
-        jsonl(prompts(1)),
-        model=SCHEMA_MODEL,
-        conversation=str(conversation.pk),
+        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
     )
 
     assert response.status_code == 302
     batch = Batch.objects.get()
-    request = batch.items.get().request
-    assert batch.from_conversation_id == conversation.pk
-    assert request["messages"][0] == {"role": "system", "content": "Answer in French."}
-    assert request["temperature"] == 0.2 and "not_a_workers_parameter" not in request
-    assert request["tools"] == [tool]  # mocks and returns_json are ours: never sent
-    assert request["tool_choice"] == "required" and request["parallel_tool_calls"] is False
-    assert request["response_format"] == schema
+    assert batch.from_conversation_id == conversation.pk  # what it carries: tests/batches/test_drafts.py
+    assert batch.items.get().request["messages"][0] == {"role": "system", "content": "Answer in French."}
 
 
 def test_another_teams_conversation_cannot_seed_a_batch(
