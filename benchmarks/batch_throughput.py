@@ -84,7 +84,8 @@ def owner_and_connection() -> tuple[Any, Any]:
 
 def submit(user: Any, connection: Any, path: Path, model_id: str) -> tuple[Any, float, float]:
     """(batch, seconds to check and store, seconds to confirm)."""
-    from playground.batches.services import BatchInput, batch_confirm, batch_draft_create
+    from playground.batches.services.actions import batch_confirm
+    from playground.batches.services.drafts import BatchInput, batch_draft_create
 
     started = time.perf_counter()
     with path.open("rb") as stream:
@@ -139,7 +140,7 @@ def queue_rate(engine: Any, count: int, workdir: Path) -> tuple[float, dict[str,
     """Items/s from confirm to the last record, and the item states, the records, the run's
     seconds and the app's own CPU seconds in them (taken from the engine's cores)."""
     from playground.batches.models import Batch
-    from playground.batches.services import batch_step_run
+    from playground.batches.services.step import batch_step_run
     from playground.usage.models import UsageRecord
 
     user, connection = owner_and_connection()

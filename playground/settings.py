@@ -153,7 +153,7 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 BATCH_CONCURRENCY = env_int("BATCH_CONCURRENCY", 4)  # requests in flight per batch without a queue
 BATCH_UPLOAD_MAX_BYTES = env_int("BATCH_UPLOAD_MAX_BYTES", 100 * 1000 * 1000)
 BATCH_SUBMISSION_MAX_BYTES = env_int("BATCH_SUBMISSION_MAX_BYTES", 10 * 1000 * 1000 - 64 * 1024)
-# At most; a batch is split into about ten (batches.services.submission_items).
+# At most; a batch is split into about ten (batches.services.queue_path.submission_items).
 BATCH_SUBMISSION_MAX_ITEMS = env_int("BATCH_SUBMISSION_MAX_ITEMS", 500)
 BATCH_SUBMIT_MAX_ATTEMPTS = env_int("BATCH_SUBMIT_MAX_ATTEMPTS", 6)
 BATCH_POLL_FIRST_SECONDS = env_float("BATCH_POLL_FIRST_SECONDS", 1.0)

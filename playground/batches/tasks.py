@@ -16,7 +16,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
-from playground.batches import services
+from playground.batches.services import chain, step
 
 logger = logging.getLogger(__name__)
 
@@ -30,21 +30,21 @@ STEP_TIME_LIMIT = settings.BATCH_STEP_SECONDS + settings.UPSTREAM_TOTAL_TIMEOUT 
     soft_time_limit=STEP_TIME_LIMIT - 30,
 )
 def batch_step(batch_id: int, token: str) -> None:
-    countdown = services.batch_step_run(batch_id=batch_id, token=token)
+    countdown = step.batch_step_run(batch_id=batch_id, token=token)
     if countdown is not None:
         batch_step.apply_async((batch_id, token), countdown=countdown)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, time_limit=60, soft_time_limit=50)
 def batch_watch(batch_id: int, seen: str) -> None:
-    countdown = services.batch_watch(batch_id=batch_id, seen=seen)
+    countdown = chain.batch_watch(batch_id=batch_id, seen=seen)
     if countdown is not None:
         batch_watch.apply_async((batch_id, seen), countdown=countdown)
 
 
 @shared_task(acks_late=True, time_limit=60, soft_time_limit=50)
 def batches_resume() -> None:
-    for batch_id, seen in services.batches_unfinished():
+    for batch_id, seen in chain.batches_unfinished():
         batch_watch.delay(batch_id, seen)
 
 

@@ -39,20 +39,22 @@ from playground.batches.selectors import (
     batch_progress,
     batch_result_rows,
 )
-from playground.batches.services import (
-    BatchInput,
-    BatchInputInvalid,
+from playground.batches.services.actions import (
     BatchNotFound,
     batch_cancel,
     batch_confirm,
     batch_discard,
-    batch_draft_create,
-    batch_estimate_today,
-    batch_nudge_if_stalled,
     batch_retry_failed,
 )
+from playground.batches.services.chain import batch_nudge_if_stalled
+from playground.batches.services.drafts import (
+    BatchInput,
+    BatchInputInvalid,
+    batch_draft_create,
+    batch_estimate_today,
+)
 from playground.providers.models import ProviderConnection
-from playground.providers.presets import preset_choices, preset_get
+from playground.providers.presets import preset_choices
 from playground.providers.selectors import connection_list_runnable
 
 EXPORT_PAGE = 500
@@ -89,7 +91,7 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
                     kind=data["input_kind"],
                     stream=data["file"] or utf8_lines(data["text"]),
                     template=data["template"],
-                    shared=_shared(request.user, data, connections),
+                    shared=Shared(system_prompt=data["system_prompt"]),
                 ),
             )
         except BatchInputInvalid as exc:
@@ -111,14 +113,10 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
 @require_GET
 def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
-    if batch_nudge_if_stalled(batch=batch):
-        batch.refresh_from_db()
     state = request.GET.get("state", "")
     context = {
         "batch": batch,
-        "estimate": batch_estimate_today(batch=batch)
-        if batch.status == BatchStatus.DRAFT
-        else batch.estimate,
+        "estimate": batch_estimate_today(batch=batch),
         "progress": batch_progress(batch=batch),
         "can_run": user_can_run(user=request.user, team_id=batch.team_id),
         "items": batch_items_page(batch=batch, state=state if state in ItemState.values else ""),
@@ -126,11 +124,22 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
         "states": ItemState.choices,
         **_chrome(request),
     }
-    if request.htmx and request.GET.get("part") == "progress":
-        if batch.finished_at:  # the whole page changes (actions, item states): load it again, once
-            return HttpResponseClientRefresh()
-        return render(request, "batches/batch_detail.html#progress", context)
     return render(request, "batches/batch_detail.html", context)
+
+
+@never_cache
+@login_required
+@require_POST
+def batch_progress_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
+    """The detail page's progress poll: a POST, because a chain that has visibly stalled is taken
+    over here (someone is waiting on it), and a GET must not start one."""
+    batch = _batch_or_404(request, batch_id)
+    if batch_nudge_if_stalled(batch=batch):
+        batch.refresh_from_db()
+    if batch.finished_at:  # the whole page changes (actions, item states): load it again, once
+        return HttpResponseClientRefresh()
+    context = {"batch": batch, "progress": batch_progress(batch=batch)}
+    return render(request, "batches/batch_detail.html#progress", context)
 
 
 @login_required
@@ -279,22 +288,6 @@ def _batch_or_404(request: AuthedRequest, batch_id: int) -> Batch:
 
 def _runnable_connections(user: User) -> list[ProviderConnection]:
     return list(connection_list_runnable(user=user))
-
-
-def _shared(user: User, data: dict[str, Any], connections: list[ProviderConnection]) -> Shared:
-    """The settings every item carries: a conversation's composer settings, and the typed system prompt."""
-    system_prompt = data.get("system_prompt", "")
-    fields: dict[str, Any] = {}
-    if data.get("conversation"):
-        preset = preset_get(user=user, preset_id=data["conversation"])
-        if preset is None:
-            raise ValidationError({"conversation": "Choose one of your team's conversations."})
-        connection = next((c for c in connections if c.pk == data["connection"]), None)
-        allowed = connection.spec.parameters if connection else frozenset()
-        fields.update({key: value for key, value in preset.parameters.items() if key in allowed})
-        fields.update(preset.fields)
-        system_prompt = system_prompt or preset.system_prompt
-    return Shared(system_prompt=system_prompt, fields=fields)
 
 
 def _chrome(request: AuthedRequest) -> dict[str, Any]:

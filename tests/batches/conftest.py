@@ -10,7 +10,8 @@ import pytest
 
 from playground.batches.inputs import utf8_lines
 from playground.batches.models import Batch
-from playground.batches.services import BatchInput, batch_confirm, batch_draft_create
+from playground.batches.services.actions import batch_confirm
+from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.providers.models import ProviderConnection
 from tests.conftest import Actors
 from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from playground.batches.models import Batch, BatchPath, ItemState
-from playground.batches.services import batch_cancel, batch_retry_failed, batch_step_run
+from playground.batches.services.actions import batch_cancel, batch_retry_failed
+from playground.batches.services.step import batch_step_run
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
 from tests.batches.conftest import NO_QUEUE_MODEL, prompts

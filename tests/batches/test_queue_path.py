@@ -14,18 +14,12 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from playground.batches import services as batch_services
 from playground.batches.models import Batch, BatchItem, BatchPath, BatchSubmission, ItemState, SubmissionState
-from playground.batches.services import (
-    SizedItem,
-    batch_retry_failed,
-    batch_step_run,
-    chunk_by_size,
-    match_responses,
-    poll_delay,
-    queue_reference,
-    submission_items,
-)
+from playground.batches.services import metered_item
+from playground.batches.services.actions import batch_retry_failed
+from playground.batches.services.queue_path import SizedItem, chunk_by_size, submission_items
+from playground.batches.services.queue_results import match_responses, poll_delay, queue_reference
+from playground.batches.services.step import batch_step_run
 from playground.catalog.selectors import price_card_for
 from playground.providers import http
 from playground.providers.http import checked_transport
@@ -271,7 +265,7 @@ def test_a_step_that_fails_while_recording_leaves_no_record_without_its_result(
     fake_upstream.script(_queued())
     _step(batch)
     recorded: list[int] = []
-    item_result = batch_services._item_result  # the item's result, written with its record
+    item_result = metered_item._item_result  # the item's result, written with its record
 
     def dies_at_the_third(item: BatchItem, *args: Any) -> None:
         recorded.append(item.pk)
@@ -279,7 +273,7 @@ def test_a_step_that_fails_while_recording_leaves_no_record_without_its_result(
             raise RuntimeError("the worker died here")
         item_result(item, *args)
 
-    monkeypatch.setattr(batch_services, "_item_result", dies_at_the_third)
+    monkeypatch.setattr(metered_item, "_item_result", dies_at_the_third)
     fake_upstream.script(_results(batch, [0, 1, 2, 3]))
     BatchSubmission.objects.update(next_poll_at=timezone.now())
 
@@ -289,7 +283,7 @@ def test_a_step_that_fails_while_recording_leaves_no_record_without_its_result(
     assert UsageRecord.objects.count() == done.count()  # whatever committed has its result
     assert all(item.usage_record is not None for item in done)
 
-    monkeypatch.setattr(batch_services, "_item_result", item_result)
+    monkeypatch.setattr(metered_item, "_item_result", item_result)
     fake_upstream.script(_results(batch, [3, 2, 1, 0]))
     BatchSubmission.objects.update(next_poll_at=timezone.now())
 

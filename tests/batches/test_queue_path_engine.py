@@ -13,13 +13,9 @@ from django.conf import LazySettings
 
 from playground.batches.inputs import utf8_lines
 from playground.batches.models import Batch, BatchSubmission, ItemState
-from playground.batches.services import (
-    BatchInput,
-    batch_confirm,
-    batch_draft_create,
-    batch_retry_failed,
-    batch_step_run,
-)
+from playground.batches.services.actions import batch_confirm, batch_retry_failed
+from playground.batches.services.drafts import BatchInput, batch_draft_create
+from playground.batches.services.step import batch_step_run
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure

@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
-from playground.batches.services import batch_confirm, batch_step_run
+from playground.batches.services.actions import batch_confirm
+from playground.batches.services.step import batch_step_run
 from playground.batches.views import csv_safe
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
@@ -29,8 +30,6 @@ from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
 
 pytestmark = pytest.mark.django_db
-
-SCHEMA_MODEL = "@cf/moonshotai/kimi-k2.6"  # takes tools and JSON schemas (per the catalogue)
 
 
 def _client(user: User) -> Client:
@@ -165,52 +164,75 @@ def test_the_progress_poll_reloads_the_page_once_the_batch_is_finished(
     actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
 ) -> None:
     batch = running_batch(openai_connection, prompts(1))
-    url = reverse("batches:batch-detail", args=[batch.pk]) + "?part=progress"
+    url = reverse("batches:batch-progress", args=[batch.pk])
     client = _client(actors.owner)
 
-    running = client.get(url, headers={"HX-Request": "true"})
+    page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
+    running = client.post(url, headers={"HX-Request": "true"})
     Batch.objects.filter(pk=batch.pk).update(finished_at=timezone.now(), status="done")
-    finished = client.get(url, headers={"HX-Request": "true"})
+    finished = client.post(url, headers={"HX-Request": "true"})
 
-    assert 'hx-trigger="every 2s"' in running.content.decode()
+    assert f'hx-post="{url}" hx-trigger="every 2s"' in page
+    assert 'id="progress"' in running.content.decode() and 'hx-trigger="every 2s"' in running.content.decode()
     assert finished.headers["HX-Refresh"] == "true"
+
+
+def _stall(batch: Batch) -> None:
+    """The batch's chain died: its lease, due step and last heartbeat are long past the grace."""
+    long_ago = timezone.now() - dt.timedelta(hours=1)
+    Batch.objects.filter(pk=batch.pk).update(lease_until=None, next_step_at=long_ago, heartbeat_at=long_ago)
+
+
+def test_opening_a_stalled_batch_starts_no_chain_but_its_progress_poll_takes_it_over(
+    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(1))
+    _stall(batch)
+    dead_chain = Batch.objects.get(pk=batch.pk).chain_token
+
+    page = _client(viewer).get(reverse("batches:batch-detail", args=[batch.pk]))
+    after_get = Batch.objects.get(pk=batch.pk)
+    poll = _client(viewer).post(reverse("batches:batch-progress", args=[batch.pk]))
+    after_poll = Batch.objects.get(pk=batch.pk)
+
+    assert page.status_code == 200 and poll.status_code == 200
+    assert after_get.chain_token == dead_chain and after_get.next_step_at < timezone.now()
+    assert after_poll.chain_token != dead_chain and after_poll.next_step_at is not None
+    assert after_poll.next_step_at > after_get.next_step_at
+
+
+def test_the_progress_poll_leaves_a_live_chain_alone_and_is_404_to_an_outsider(
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+) -> None:
+    batch = running_batch(openai_connection, prompts(1))
+    url = reverse("batches:batch-progress", args=[batch.pk])
+    chain = Batch.objects.get(pk=batch.pk).chain_token
+
+    _client(actors.owner).post(url)
+    outsider = _client(actors.outsider).post(url)
+    _stall(batch)
+    stalled = _client(actors.outsider).post(url)
+
+    assert chain and Batch.objects.get(pk=batch.pk).chain_token == chain
+    assert outsider.status_code == 404 and stalled.status_code == 404
+    assert _client(actors.owner).get(url).status_code == 405
 
 
 def test_a_batch_started_from_a_conversation_carries_its_settings(
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:
-    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
-    schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
     conversation = Conversation.objects.create(
-        team=actors.team,
-        user=actors.owner,
-        connection=workers_connection,
-        model_id=SCHEMA_MODEL,
-        system_prompt="Answer in French.",
-        parameters={"temperature": 0.2, "not_a_workers_parameter": 1},
-        tools=[{**tool, "returns_json": True, "mocks": ["{}"]}],
-        tool_choice="required",
-        parallel_tool_calls=False,
-        response_format=schema,
+        team=actors.team, user=actors.owner, model_id=NO_QUEUE_MODEL, system_prompt="Answer in French."
     )
 
     response = _post(
-        _client(actors.owner),
-        workers_connection,
-        jsonl(prompts(1)),
-        model=SCHEMA_MODEL,
-        conversation=str(conversation.pk),
+        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
     )
 
     assert response.status_code == 302
     batch = Batch.objects.get()
-    request = batch.items.get().request
-    assert batch.from_conversation_id == conversation.pk
-    assert request["messages"][0] == {"role": "system", "content": "Answer in French."}
-    assert request["temperature"] == 0.2 and "not_a_workers_parameter" not in request
-    assert request["tools"] == [tool]  # mocks and returns_json are ours: never sent
-    assert request["tool_choice"] == "required" and request["parallel_tool_calls"] is False
-    assert request["response_format"] == schema
+    assert batch.from_conversation_id == conversation.pk  # what it carries: tests/batches/test_drafts.py
+    assert batch.items.get().request["messages"][0] == {"role": "system", "content": "Answer in French."}
 
 
 def test_another_teams_conversation_cannot_seed_a_batch(

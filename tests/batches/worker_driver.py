@@ -20,7 +20,8 @@ def main() -> None:
     from playground.accounts.models import Membership, Role, Team
     from playground.batches.inputs import utf8_lines
     from playground.batches.models import Batch
-    from playground.batches.services import BatchInput, batch_confirm, batch_draft_create
+    from playground.batches.services.actions import batch_confirm
+    from playground.batches.services.drafts import BatchInput, batch_draft_create
     from playground.providers.models import ConnectionKind, ProviderConnection
     from playground.providers.services import connection_save
     from playground.usage.models import UsageRecord

@@ -15,7 +15,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from playground.batches.inputs import utf8_lines
 from playground.batches.models import Batch, BatchItem, BatchPath, BatchStatus, ItemState
-from playground.batches.services import BatchInput, batch_draft_create
+from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from tests.browser.conftest import LiveApp

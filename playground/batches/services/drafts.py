@@ -1,0 +1,254 @@
+"""Batch drafts: every input line checked, the items stored, the path chosen and the cost estimated."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import IO, Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from playground.batches.inputs import InputRules, ItemInput, LineError, Shared, csv_items, jsonl_items
+from playground.batches.models import Batch, BatchItem, BatchPath, BatchStatus, InputKind
+from playground.batches.services.metered_item import draft_context
+from playground.catalog.selectors import catalog_model_serving
+from playground.providers.kinds import ConnectionKind
+from playground.providers.models import ProviderConnection
+from playground.providers.presets import RequestPreset, preset_get
+from playground.providers.request_rules import request_capabilities
+from playground.providers.selectors import connection_for_run
+from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.metering import estimate_tokens
+from playground.usage.pricing import cost_for
+from playground.usage.services import RequestContext, request_price_card
+
+MAX_REPORTED_ERRORS = 50
+PREVIEW_ROWS = 5
+INSERT_CHUNK = 1_000
+
+
+class BatchInputInvalid(Exception):
+    """The input has bad lines: nothing was stored. `errors` holds the first ones, in line order."""
+
+    def __init__(self, errors: list[LineError], error_count: int) -> None:
+        super().__init__(f"{error_count} bad line(s)")
+        self.errors = errors
+        self.error_count = error_count
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    kind: str  # InputKind
+    stream: IO[bytes]  # seekable: read once to check, once to store
+    template: str = ""  # CSV only
+    shared: Shared = field(default_factory=Shared)
+
+
+@dataclass
+class _Tally:
+    count: int = 0
+    prompt_chars: int = 0
+    output_tokens: int = 0
+    error_count: int = 0
+
+    def __post_init__(self) -> None:
+        self.errors: list[LineError] = []
+        self.preview: list[dict[str, Any]] = []
+
+
+def batch_draft_create(
+    *,
+    user: User,
+    connection_id: int,
+    model_id: str,
+    source: BatchInput,
+    name: str = "",
+    from_conversation_id: int | None = None,
+) -> Batch:
+    """Check every line, then store the items as a draft (nothing runs until it is confirmed).
+
+    Started from a conversation (`from_conversation_id`), every item also carries its settings
+    (see `_with_preset`). Raises `ValidationError` (conversation, connection, model),
+    `PermissionDenied` (viewers) or `BatchInputInvalid` with the bad lines; in every error case
+    nothing is stored.
+    """
+    preset = _preset_for(user, from_conversation_id)
+    connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    shared = _with_preset(source.shared, preset, connection)
+    today = timezone.now().date()
+    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
+    rules = lambda: InputRules(parameters=connection.spec.parameters, caps=caps, shared=shared)  # noqa: E731
+    tally = _check(_read(source, rules()))
+    if tally.error_count or not tally.count:
+        errors = tally.errors or [LineError(0, "The input has no items.")]
+        raise BatchInputInvalid(errors, tally.error_count or 1)
+    path, reason = batch_path_for(connection=connection, model_id=model_id, day=today)
+    source.stream.seek(0)
+    with transaction.atomic():
+        batch = Batch(
+            team_id=connection.team_id,
+            created_by=user,
+            connection=connection,
+            model_id=model_id,
+            name=name.strip()[:200],
+            input_kind=source.kind,
+            from_conversation_id=from_conversation_id,
+            path=path,
+            path_reason=reason,
+            item_count=tally.count,
+            preview=tally.preview,
+        )
+        batch.estimate = batch_estimate(
+            context=draft_context(batch, today),
+            prompt_tokens=estimate_tokens(tally.prompt_chars),
+            output_tokens=tally.output_tokens,
+        )
+        batch.save()
+        _items_store(batch, _read(source, rules()))
+    return batch
+
+
+def _preset_for(user: User, preset_id: int | None) -> RequestPreset | None:
+    if preset_id is None:
+        return None
+    preset = preset_get(user=user, preset_id=preset_id)
+    if preset is None:
+        raise ValidationError({"conversation": "Choose one of your team's conversations."})
+    return preset
+
+
+def _with_preset(shared: Shared, preset: RequestPreset | None, connection: ProviderConnection) -> Shared:
+    """The settings every item carries: the conversation's parameters that the connection's kind
+    takes, its tools and response format, and its system prompt unless one was typed (what the
+    caller set wins; a line's own settings win over all of them)."""
+    if preset is None:
+        return shared
+    fields = {key: value for key, value in preset.parameters.items() if key in connection.spec.parameters}
+    fields.update(preset.fields)
+    fields.update(shared.fields)
+    return Shared(system_prompt=shared.system_prompt or preset.system_prompt, fields=fields)
+
+
+def _read(source: BatchInput, rules: InputRules) -> Iterator[ItemInput | LineError]:
+    if source.kind == InputKind.CSV:
+        return csv_items(source.stream, template=source.template, rules=rules)
+    return jsonl_items(source.stream, rules)
+
+
+def _check(results: Iterable[ItemInput | LineError]) -> _Tally:
+    tally = _Tally()
+    for result in results:
+        if isinstance(result, LineError):
+            tally.error_count += 1
+            if len(tally.errors) < MAX_REPORTED_ERRORS:
+                tally.errors.append(result)
+            continue
+        tally.count += 1
+        tally.prompt_chars += result.prompt_chars()
+        tally.output_tokens += result.body.get("max_tokens") or settings.BATCH_ESTIMATE_OUTPUT_TOKENS
+        if len(tally.preview) < PREVIEW_ROWS:
+            tally.preview.append(_preview_row(result))
+    return tally
+
+
+def _preview_row(item: ItemInput) -> dict[str, Any]:
+    messages = item.body["messages"]
+    last = messages[-1].get("content") if messages else ""
+    text = last if isinstance(last, str) else "(content parts)"
+    options = {
+        key: value for key, value in item.body.items() if key not in ("messages", "tools", "response_format")
+    }
+    return {
+        "line": item.line,
+        "external_reference": item.external_reference,
+        "messages": len(messages),
+        "prompt": text[:300],
+        "options": ", ".join(f"{key}={value}" for key, value in options.items()),
+        "tools": len(item.body.get("tools") or []),
+        "response_format": (item.body.get("response_format") or {}).get("type", ""),
+    }
+
+
+def _items_store(batch: Batch, results: Iterable[ItemInput | LineError]) -> None:
+    chunk: list[BatchItem] = []
+    index = 0
+    for result in results:
+        if isinstance(result, LineError):  # the input changed between the two reads
+            raise BatchInputInvalid([result], 1)
+        chunk.append(
+            BatchItem(
+                batch=batch,
+                index=index,
+                line=result.line,
+                external_reference=result.external_reference,
+                request=result.body,
+            )
+        )
+        index += 1
+        if len(chunk) >= INSERT_CHUNK:
+            BatchItem.objects.bulk_create(chunk)
+            chunk = []
+    BatchItem.objects.bulk_create(chunk)
+
+
+def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.date) -> tuple[str, str]:
+    """Where a batch runs, and why (the detail page shows the reason)."""
+    concurrency = settings.BATCH_CONCURRENCY
+    spread = f"its items run as separate requests, {concurrency} at a time."
+    if not connection.spec.queue:
+        return BatchPath.CONCURRENT, f"{connection.spec.label} connections have no batch queue: {spread}"
+    if connection.kind == ConnectionKind.ENGINE:
+        return BatchPath.QUEUE, "The embedded engine serves Workers AI's batch queue (?queueRequest=true)."
+    model = catalog_model_serving(model_id=model_id, day=day)
+    if model is None:
+        return (
+            BatchPath.CONCURRENT,
+            f"The catalogue does not know {model_id}, so it is not sent to the queue: {spread}",
+        )
+    if not model.supports_batch:
+        return BatchPath.CONCURRENT, f"{model.display_name} does not take Workers AI's batch queue: {spread}"
+    return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
+
+
+def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Estimated tokens x the card that will price the items (the team's override when it has
+    one, else the global card, in force on `context.priced_on`), with and without the assumed
+    share of cached prompt tokens. Strings, to keep JSON exact."""
+    share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
+    known = request_price_card(context=context)
+    card = known.card
+    usage = NormalizedUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens)
+    plain = cost_for(usage=usage, card=card)
+    cached = cost_for(usage=replace(usage, cached_tokens=int(prompt_tokens * share)), card=card)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": output_tokens,
+        "cache_share": str(share),
+        "cost": str(plain.total) if card else None,
+        "cost_with_cache": str(cached.total) if card else None,
+        "price_card": known.label,
+        "price_card_override": bool(card and card.is_override),
+        "priced_on": str(context.priced_on),
+        "output_assumption": settings.BATCH_ESTIMATE_OUTPUT_TOKENS,
+    }
+
+
+def batch_estimate_today(*, batch: Batch) -> dict[str, Any]:
+    """A draft's estimate as it would be priced if confirmed now: its tokens priced by the card
+    in force today (a draft may wait past a price change, or past midnight). A confirmed
+    batch's estimate is the one it was confirmed with."""
+    estimate = batch.estimate or {}
+    if batch.status != BatchStatus.DRAFT or "prompt_tokens" not in estimate:
+        return estimate
+    today = timezone.now().date()
+    return batch_estimate(
+        context=draft_context(batch, today),
+        prompt_tokens=estimate["prompt_tokens"],
+        output_tokens=estimate["output_tokens"],
+    )
