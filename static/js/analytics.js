@@ -64,6 +64,12 @@
     });
   }
 
+  // The pages opt out of htmx's history snapshots (hx-history="false": they would restore dead
+  // pictures of the charts), so Back and Forward miss: load the address they go to, as a
+  // page. (htmx's own reload of a missed entry swaps in the body without cancelling the one
+  // before, so three quick Backs could end on the first answer to arrive.)
+  if (window.htmx) window.htmx.config.refreshOnHistoryMiss = true;
+
   document.addEventListener("DOMContentLoaded", function () {
     if (window.htmx) window.htmx.onLoad(draw);
     draw(document);

@@ -191,13 +191,15 @@ def test_a_preset_click_redraws_the_dashboard_and_the_url_keeps_every_choice(
         expect(page.locator("#chart-cost .segmented .is-current")).to_have_text("User", timeout=20_000)
         expect(page.locator("#chart-what-if select")).to_have_value("nocache")
 
-        page.go_back()
-        page.go_back()
-        page.go_back()  # back to the 24 h view before any choice, drawn again
+        page.evaluate("() => history.go(-3)")  # back to the 24 h view before any choice, drawn again
         expect(page).to_have_url(re.compile(r"range=24h$"))
         expect(page.locator(".plot .plot-container")).to_have_count(CHARTS, timeout=20_000)
         expect(page.locator("#chart-cost .segmented .is-current")).to_have_text("Model", timeout=20_000)
         expect(page.locator('#headline [data-stat="requests"] .stat-value')).to_have_text(headline_requests)
+        page.evaluate("() => history.back()")  # and one more step, to the week
+        expect(page).to_have_url(re.compile(r"range=7d$"))
+        expect(page.locator("#range-7d")).to_be_checked()
+        expect(page.locator(".plot .plot-container")).to_have_count(CHARTS, timeout=20_000)
     assert console.problems == []
 
 
