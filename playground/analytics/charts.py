@@ -313,7 +313,7 @@ def latency_distribution(result: dict[str, Any]) -> Chart:
     layout = _layout(y_title="Requests", hovermode="closest", showlegend=False)
     layout["xaxis"].update({"type": "category", "tickangle": -45, "automargin": True})
     marks = ", ".join(
-        f"{name} {_fmt_ms(result[name])}" for name in ("p50", "p95", "p99") if result[name] is not None
+        f"{name} {milliseconds(result[name])}" for name in ("p50", "p95", "p99") if result[name] is not None
     )
     return Chart(
         figure={"data": data, "layout": layout},
@@ -326,7 +326,8 @@ def latency_distribution(result: dict[str, Any]) -> Chart:
     )
 
 
-def _fmt_ms(value: float) -> str:
+def milliseconds(value: float) -> str:
+    """A duration as read: "420 ms", "2.50 s"."""
     return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
 
 

@@ -1,4 +1,12 @@
-"""Streamed exports of the filtered request log: CSV, JSONL and XLSX.
+"""Streamed exports of the filtered request log: CSV (two flavours), JSONL and XLSX.
+
+The CSV comes in two flavours (`CSV_FLAVOURS`). "For spreadsheets" starts with a UTF-8 BOM
+(Excel then reads it as UTF-8) and guards text a spreadsheet would run as a formula
+(`formula_safe`), quoting cells only where needed, lines ending in "\n". "For data tools" is
+RFC 4180 with every value exactly as in the JSONL: no BOM, no guard, CRLF line ends, every
+value quoted and NULL alone left an unquoted empty field, so a reader that tells them apart
+(PostgreSQL's COPY FROM, Python's csv with QUOTE_NOTNULL) gets "" and null back as the JSONL
+has them.
 
 Memory stays flat whatever the row count. On PostgreSQL the CSV is written by the server:
 `COPY (SELECT ...) TO STDOUT WITH (FORMAT csv, HEADER)` over the same filtered query as the
@@ -6,10 +14,11 @@ log (`records.log_records`), with the joins, the formula escaping and the value 
 SQL (`copy_sql`), and its blocks are passed through in pieces of about `COPY_PIECE` bytes.
 Elsewhere (SQLite, the embedded default) and for JSONL and XLSX, rows are read in keyset
 chunks (`records.export_chunks`) and each chunk is encoded and sent before the next is read.
-Both CSV paths give the same bytes: the same cells, quoted only where needed, and "\n" line
-ends (what COPY writes). The streams are async generators that do their database work in
-Django's thread for the connection (`sync_to_async(thread_sensitive=True)`), because
-Django's ASGI handler buffers a synchronous iterator whole before sending it.
+Both CSV paths give the same bytes in each flavour (for data tools the CRLF replaces the "\n"
+that ends each row COPY hands over: it hands over one row at a time). The streams are async
+generators that do their database work in Django's thread for the connection
+(`sync_to_async(thread_sensitive=True)`), because Django's ASGI handler buffers a synchronous
+iterator whole before sending it.
 
 XLSX cannot be written as a byte stream (it is a zip with a directory at the end), so it is
 written with XlsxWriter's `constant_memory` mode (one row in memory at a time) into a
@@ -79,6 +88,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 HEADERS = [header for header, _ in COLUMNS]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 BOM = "\ufeff"
+SPREADSHEET = "spreadsheet"
+DATA = "data"
+CSV_FLAVOURS = (SPREADSHEET, DATA)
 FILE_CHUNK = 64 * 1024
 
 
@@ -117,6 +129,27 @@ def _iso(value: Any) -> Any:
 
 def _boolean(value: Any) -> Any:
     return "" if value is None else ("true" if value else "false")
+
+
+# The data flavour's cells: None stays None (an unquoted empty field), the rest as in the JSONL.
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _data_text(value: Any) -> Any:
+    return None if value is None else str(value)
+
+
+def _data_decimal(value: Any) -> Any:
+    return None if value is None else format(value, "f")
+
+
+def _data_iso(value: Any) -> Any:
+    return None if value is None else _isoformat(value)
+
+
+def _data_boolean(value: Any) -> Any:
+    return None if value is None else ("true" if value else "false")
 
 
 # One kind per column, chosen once (a type test per cell would halve the export's speed). A
@@ -160,14 +193,28 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "date": _iso,
     "boolean": _boolean,
 }
-CSV_CONVERTERS = [_CONVERTERS[kind] for kind in KINDS]
-# The same cells in SQL, `{c}` standing for the column. NULL and "" both come out as NULL,
-# which COPY writes as an empty unquoted field, as Python's csv writes "" (COPY would quote a
-# non-NULL ""). Integers need nothing; numeric's text keeps the column's scale and never has
-# an exponent, like format(Decimal, "f") (cast here so a joined card's is formatted once).
-# Dates and times go through to_char so the server's DateStyle and TimeZone cannot change them.
+_DATA_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "text": _as_is,
+    "uuid": _data_text,
+    "number": _as_is,
+    "decimal": _data_decimal,
+    "timestamp": _data_iso,
+    "date": _data_iso,
+    "boolean": _data_boolean,
+}
+CSV_CONVERTERS = {
+    SPREADSHEET: [_CONVERTERS[kind] for kind in KINDS],
+    DATA: [_DATA_CONVERTERS[kind] for kind in KINDS],
+}
+# The same cells in SQL, `{c}` standing for the column. For spreadsheets NULL and "" both come
+# out as NULL, which COPY writes as an empty unquoted field, as Python's csv writes "" (COPY
+# would quote a non-NULL ""); for data tools text stays as it is and FORCE_QUOTE * quotes every
+# value but NULL, as QUOTE_NOTNULL does. Integers need nothing; numeric's text keeps the
+# column's scale and never has an exponent, like format(Decimal, "f") (cast here so a joined
+# card's is formatted once). Dates and times go through to_char so the server's DateStyle and
+# TimeZone cannot change them.
 _FORMULA_CODES = ", ".join(str(ord(start)) for start in FORMULA_STARTS)
-_SQL_CELLS = {
+_SPREADSHEET_SQL_CELLS = {
     "text": f"CASE WHEN ascii({{c}}) IN ({_FORMULA_CODES}) THEN '''' || {{c}} ELSE NULLIF({{c}}, '') END",
     "uuid": "{c}",  # hex digits and hyphens: never a formula, never empty
     "number": "{c}",
@@ -176,11 +223,14 @@ _SQL_CELLS = {
     "date": "to_char({c}, 'YYYY-MM-DD')",
     "boolean": "CASE WHEN {c} THEN 'true' WHEN NOT {c} THEN 'false' END",
 }
+_SQL_CELLS = {SPREADSHEET: _SPREADSHEET_SQL_CELLS, DATA: {**_SPREADSHEET_SQL_CELLS, "text": "{c}"}}
+_COPY_OPTIONS = {SPREADSHEET: "FORMAT csv, HEADER", DATA: "FORMAT csv, HEADER, FORCE_QUOTE *"}
 COPY_PIECE = 128 * 1024  # bytes per hop out of the database thread: ~400 rows
 
 
-def csv_row(row: dict[str, Any]) -> list[Any]:
-    return [convert(row[field]) for convert, field in zip(CSV_CONVERTERS, FIELDS, strict=True)]
+def csv_row(row: dict[str, Any], *, flavour: str = SPREADSHEET) -> list[Any]:
+    converters = CSV_CONVERTERS[flavour]
+    return [convert(row[field]) for convert, field in zip(converters, FIELDS, strict=True)]
 
 
 def json_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -222,8 +272,8 @@ def _related(model: type[models.Model], relation: str) -> tuple[str, Any]:
     return key.attname, key.related_model._meta
 
 
-def copy_sql(filters: Filters) -> tuple[str, tuple[Any, ...]]:
-    """PostgreSQL's COPY of the filtered log as CSV, newest first, and its parameters.
+def copy_sql(filters: Filters, *, flavour: str = SPREADSHEET) -> tuple[str, tuple[Any, ...]]:
+    """PostgreSQL's COPY of the filtered log as CSV of the flavour, newest first, and its parameters.
 
     The rows are `records.log_records` (the log's one definition of the filters), compiled by
     Django; the cells are formatted around it by `_SQL_CELLS`. A joined column (`user__username`)
@@ -236,16 +286,17 @@ def copy_sql(filters: Filters) -> tuple[str, tuple[Any, ...]]:
     own: dict[str, F] = {"row_id": F("id")}
     joined: dict[str, list[str]] = {}  # relation -> its formatted cells
     cells = []
+    sql_cells = _SQL_CELLS[flavour]
     for i, (field, kind, header) in enumerate(zip(FIELDS, KINDS, HEADERS, strict=True)):
         relation, _, name = field.rpartition("__")
         if relation:
             column = _related(records.model, relation)[1].get_field(name).column
-            cell = _SQL_CELLS[kind].format(c=f"r.{quote(column)}")
+            cell = sql_cells[kind].format(c=f"r.{quote(column)}")
             joined.setdefault(relation, []).append(f"{cell} AS c{i}")
             cells.append(f"j_{relation}.c{i} AS {quote(header)}")
         else:
             own[f"c{i}"] = F(field)
-            cells.append(f"{_SQL_CELLS[kind].format(c=f'e.c{i}')} AS {quote(header)}")
+            cells.append(f"{sql_cells[kind].format(c=f'e.c{i}')} AS {quote(header)}")
     joins = []
     for relation, selected in joined.items():
         key, target = _related(records.model, relation)
@@ -264,28 +315,36 @@ def copy_sql(filters: Filters) -> tuple[str, tuple[Any, ...]]:
         f"SELECT {', '.join(cells)} FROM ({sql}) AS e {' '.join(joins)}"  # noqa: S608
         f" ORDER BY {at} DESC, e.row_id DESC"
     )
-    statement = f"COPY ({select}) TO STDOUT WITH (FORMAT csv, HEADER)"
+    statement = f"COPY ({select}) TO STDOUT WITH ({_COPY_OPTIONS[flavour]})"
     return statement, tuple(params)
 
 
-def csv_copy_pieces(filters: Filters, *, piece: int = COPY_PIECE) -> Iterator[bytes]:
+def csv_copy_pieces(
+    filters: Filters, *, flavour: str = SPREADSHEET, piece: int = COPY_PIECE
+) -> Iterator[bytes]:
     """The CSV as PostgreSQL's COPY writes it, in pieces of about `piece` bytes.
 
-    COPY hands over one row per block, so blocks are joined into pieces: one hop out of the
-    database thread per piece, not per row. Closing the generator before the end (the client
+    COPY hands over one row per block (libpq's PQgetCopyData returns whole rows, one at a
+    time), so blocks are joined into pieces: one hop out of the database thread per piece, not
+    per row; for data tools each row's closing "\n" becomes "\r\n", leaving line breaks inside
+    quoted values as they are. Closing the generator before the end (the client
     went away) leaves the `with` blocks: psycopg cancels the COPY and drains what was in
     flight, and the savepoint of `atomic` leaves an enclosing transaction usable after the
     cancel. The generator must run and be closed in one thread (see `_hops`), and nothing else
     may use that connection until it ends (COPY holds it: one request, one thread).
     """
-    statement, params = copy_sql(filters)
+    statement, params = copy_sql(filters, flavour=flavour)
     alias = log_records(filters).db
+    crlf = flavour == DATA
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         with cursor.cursor.copy(statement, params) as copy:
             blocks: list[Any] = []
             size = 0
             for block in copy:
-                blocks.append(block)
+                if crlf:
+                    blocks += (memoryview(block)[:-1], b"\r\n")
+                else:
+                    blocks.append(block)
                 size += len(block)
                 if size >= piece:
                     yield b"".join(blocks)
@@ -295,13 +354,17 @@ def csv_copy_pieces(filters: Filters, *, piece: int = COPY_PIECE) -> Iterator[by
                 yield b"".join(blocks)
 
 
-def csv_python_pieces(filters: Filters) -> Iterator[bytes]:
+def csv_python_pieces(filters: Filters, *, flavour: str = SPREADSHEET) -> Iterator[bytes]:
     """The CSV formatted here from keyset chunks (SQLite), one piece per chunk."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")  # COPY's line end, so both give the same bytes
-    writer.writerow(HEADERS)
+    if flavour == DATA:
+        buffer.write(",".join(HEADERS) + "\r\n")  # as COPY writes its header: names need no quotes
+        writer = csv.writer(buffer, lineterminator="\r\n", quoting=csv.QUOTE_NOTNULL)
+    else:
+        writer = csv.writer(buffer, lineterminator="\n")  # COPY's line end, so both give the same bytes
+        writer.writerow(HEADERS)
     for rows in export_chunks(filters):
-        writer.writerows(map(csv_row, rows))
+        writer.writerows(csv_row(row, flavour=flavour) for row in rows)
         yield buffer.getvalue().encode()
         buffer.seek(0)
         buffer.truncate()
@@ -309,10 +372,11 @@ def csv_python_pieces(filters: Filters) -> Iterator[bytes]:
         yield buffer.getvalue().encode()
 
 
-async def csv_stream(filters: Filters, *, bom: bool = False) -> AsyncGenerator[bytes]:
-    if bom:
+async def csv_stream(filters: Filters, *, flavour: str = SPREADSHEET) -> AsyncGenerator[bytes]:
+    if flavour == SPREADSHEET:
         yield BOM.encode()
-    pieces = csv_copy_pieces(filters) if copies_csv(filters) else csv_python_pieces(filters)
+    copied = copies_csv(filters)
+    pieces = (csv_copy_pieces if copied else csv_python_pieces)(filters, flavour=flavour)
     async with aclosing(_hops(pieces)) as stream:
         async for piece in stream:
             yield piece

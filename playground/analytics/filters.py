@@ -2,7 +2,10 @@
 
 The team is always one of the acting user's teams (another team's id is a 404, never an
 empty page), and the period always has an end, a start and a bucket size: hours up to seven
-days, days beyond (a 90-day range is 90 points, not 2,160).
+days, days beyond (a 90-day range is 90 points, not 2,160). A preset starts at the start of
+its first bucket (the UTC hour for 24 h and 7 d, the UTC day for 30 d and 90 d), so the
+rollups' whole buckets hold exactly the records the log lists: the log's totals, the
+dashboard's headline figures and its charts count the same requests.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from django.utils import timezone
 from playground.accounts.models import Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.usage.models import RequestPath, UsageStatus
+from playground.usage.rollups import day_start, hour_start
 
 PRESETS = {
     "24h": dt.timedelta(hours=24),
@@ -48,10 +52,7 @@ class Period:
     start: dt.datetime
     end: dt.datetime
     preset: str  # a PRESETS key or "custom"
-
-    @property
-    def hourly(self) -> bool:
-        return self.end - self.start <= HOURLY_UP_TO
+    hourly: bool  # hourly buckets (else daily)
 
 
 @dataclass(frozen=True)
@@ -156,5 +157,9 @@ def _period(data: dict[str, object], now: dt.datetime) -> Period:
         assert isinstance(start_day, dt.date) and isinstance(end_day, dt.date)
         start = dt.datetime.combine(start_day, dt.time.min, tzinfo=dt.UTC)
         end = dt.datetime.combine(end_day + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
-        return Period(start=start, end=end, preset=preset)
-    return Period(start=now - PRESETS[preset], end=now, preset=preset)
+        return Period(start=start, end=end, preset=preset, hourly=end - start <= HOURLY_UP_TO)
+    start = now - PRESETS[preset]
+    hourly = PRESETS[preset] <= HOURLY_UP_TO
+    return Period(
+        start=hour_start(start) if hourly else day_start(start), end=now, preset=preset, hourly=hourly
+    )

@@ -1,4 +1,5 @@
-"""Display helpers for the log and detail pages (no queries, no money arithmetic of their own)."""
+"""Display helpers for the dashboard, log and detail pages (no queries, no money arithmetic of
+their own)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from decimal import Decimal
 
 from django.urls import NoReverseMatch, reverse
 
+from playground.analytics.charts import dollars, milliseconds, money_places
+from playground.analytics.selectors import Headline
 from playground.usage.models import UsageRecord
 
 BATCH_SOURCE = re.compile(r"^batch-item:(?P<item>\d+):(?P<attempt>\d+)$")
@@ -84,3 +87,73 @@ def batch_item_link(source: str) -> SourceLink | None:
     except NoReverseMatch:
         url = ""
     return SourceLink(label, url)
+
+
+@dataclass(frozen=True)
+class Tile:
+    key: str
+    label: str
+    value: str
+    note: str = ""
+    title: str = ""  # how the figure is made, on hover
+
+
+NONE_YET = "\u2013"  # an en dash: no figure (no request reported one)
+
+
+def _share(value: float | None) -> str:
+    return NONE_YET if value is None else f"{value:.1%}"
+
+
+def headline_tiles(headline: Headline) -> list[Tile]:
+    """The dashboard's headline figures as they read: money to two significant digits under a
+    cent (as the charts), counts with thousands grouped, shares and rates in per cent."""
+    totals = headline.totals
+    tokens = totals.prompt_tokens + totals.completion_tokens
+    return [
+        Tile(
+            "spend",
+            "Spend",
+            dollars(totals.cost, places=money_places([totals.cost])),
+            f"{headline.unpriced:,} unpriced request{'s' * (headline.unpriced != 1)} not in it"
+            if headline.unpriced
+            else "",
+            "What the period's requests cost under their price cards.",
+        ),
+        Tile("requests", "Requests", f"{totals.requests:,}"),
+        Tile(
+            "tokens",
+            "Tokens",
+            f"{tokens:,}",
+            f"{totals.prompt_tokens:,} in · {totals.completion_tokens:,} out",
+            "Input tokens (cached ones included) plus output tokens.",
+        ),
+        Tile(
+            "cached",
+            "Cached share",
+            _share(headline.cached_share),
+            f"{totals.cached_tokens:,} cached input tokens",
+            "Cached ÷ input tokens of the requests whose provider reported a cache figure.",
+        ),
+        Tile(
+            "savings",
+            "Savings",
+            dollars(headline.savings, places=money_places([headline.savings])),
+            "from caching",
+            "What the cached tokens would have cost at each card's input price, minus what they cost.",
+        ),
+        Tile(
+            "errors",
+            "Error rate",
+            _share(headline.error_rate),
+            f"{headline.errors:,} of {totals.requests:,} requests",
+            "Upstream errors, timeouts and refusals (429, budget) ÷ requests; a stop by the user is not one.",
+        ),
+        Tile(
+            "ttft",
+            "TTFT p50",
+            NONE_YET if headline.ttft_p50 is None else milliseconds(headline.ttft_p50),
+            "time to first token",
+            "The median time to first token, from the rollups' histograms (exact to a bucket's width).",
+        ),
+    ]

@@ -1,4 +1,5 @@
-"""Dashboard reads: rollup rows in, plain rows out (no raw usage row is scanned here).
+"""Dashboard reads: rollup rows in, plain rows out (no raw usage row is scanned here, except
+by `log_totals` for the two log filters the rollups do not hold).
 
 Every function takes `Filters`, whose team the caller has already checked is the acting
 user's (see `filters.filters_from_query`). Periods of up to seven days read the hourly
@@ -9,15 +10,17 @@ Money leaves here as Decimal USD; re-pricing goes through `usage.pricing.cost_fo
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 
-from playground.analytics.filters import Filters
+from playground.analytics.filters import HOURLY_UP_TO, Filters, Period
 from playground.analytics.histograms import percentile
+from playground.analytics.records import log_records
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
@@ -33,16 +36,21 @@ from playground.usage.models import (
     UsagePeopleDaily,
     UsagePeopleHourly,
     UsageRecord,
+    UsageStatus,
     UsageTeamDaily,
     UsageTeamHourly,
 )
 from playground.usage.pricing import cost_for
+from playground.usage.rollups import as_e10
 
 TOP_CONVERSATIONS = 10
 GROWTH_SESSIONS = 5
 GROWTH_TURNS = 200
 MAX_STRADDLERS = 1000
 NO_CACHE_DISCOUNT = "nocache"
+HOUR = dt.timedelta(hours=1)
+DAY = dt.timedelta(days=1)
+ZOOM_MIN_BUCKETS = 12
 
 
 def usd(e10: int | None) -> Decimal:
@@ -116,6 +124,159 @@ def buckets(filters: Filters) -> list[dt.datetime]:
         out.append(at)
         at += step
     return out
+
+
+# --- the span the time charts draw -----------------------------------------------------------
+
+
+def _active_buckets(filters: Filters) -> tuple[dt.datetime, dt.datetime] | None:
+    """The first and last bucket with a request under the filters (the period's grain)."""
+    span = rollup_rows(filters).aggregate(first=Min("bucket"), last=Max("bucket"))
+    return None if span["first"] is None else (span["first"], span["last"])
+
+
+def chart_period(filters: Filters) -> Period:
+    """The part of the period the time charts draw, so that a short burst is readable.
+
+    From the first to the last bucket with a request, widened to at least
+    `ZOOM_MIN_BUCKETS` buckets inside the period, and hourly when the requests span seven days
+    or less (a 90-day period whose requests fall in two days is drawn as 48 hours, not two
+    bars). When that span is half the period or more, the whole period is drawn as chosen.
+    Every request of the period lies inside the span, so no chart's total changes.
+    """
+    period = filters.period
+    active = _active_buckets(filters)
+    if active is None:
+        return period
+    first, last = active
+    hourly = period.hourly
+    if not hourly and last - first < HOURLY_UP_TO:
+        days = Period(start=first, end=last + DAY, preset=period.preset, hourly=True)
+        first, last = _active_buckets(replace(filters, period=days)) or active
+        hourly = True
+    step = HOUR if hourly else DAY
+    lowest = _floor(period.start, hourly=hourly)
+    highest = _floor(period.end - dt.timedelta(microseconds=1), hourly=hourly)
+    missing = ZOOM_MIN_BUCKETS - ((last - first) // step + 1)
+    if missing > 0:  # widen evenly, then move what falls outside the period to the other side
+        first, last = first - step * (missing // 2), last + step * (missing - missing // 2)
+        if last > highest:
+            first, last = first - (last - highest), highest
+        if first < lowest:
+            first, last = lowest, min(highest, last + (lowest - first))
+    window = Period(start=first, end=last + step, preset=period.preset, hourly=hourly)
+    if (window.end - window.start) * 2 >= period.end - period.start:
+        return period
+    return window
+
+
+# --- totals: the dashboard's headline figures and the log's totals row ----------------------------
+
+ERRORS = Q(status__in=[UsageStatus.UPSTREAM_ERROR, UsageStatus.TIMEOUT, UsageStatus.REJECTED])
+CACHE_STATE_OF_SHARE = {"none": CacheState.MISS, "unknown": CacheState.UNKNOWN}
+
+
+@dataclass(frozen=True)
+class Totals:
+    requests: int
+    prompt_tokens: int  # cached ones included
+    cached_tokens: int
+    completion_tokens: int
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class Headline:
+    totals: Totals
+    unpriced: int  # requests no price card priced (their cost is 0)
+    cached_share: float | None  # cached / prompt tokens of the requests that reported caching
+    savings: Decimal  # as the savings chart: cached tokens at the input price minus their cost
+    errors: int  # upstream errors, timeouts and refusals (a client that went away is none)
+    ttft_p50: float | None  # ms, from the histograms
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.totals.requests if self.totals.requests else None
+
+
+def _totals(sums: dict[str, Any]) -> Totals:
+    return Totals(
+        requests=sums["count"] or 0,
+        prompt_tokens=sums["prompt"] or 0,
+        cached_tokens=sums["cached"] or 0,
+        completion_tokens=sums["completion"] or 0,
+        cost=usd(sums["cost"]),
+    )
+
+
+def _rollup_total_sums() -> dict[str, Any]:
+    return {
+        "count": Sum("requests"),  # not "requests": a later Sum("requests") would read this
+        "prompt": Sum("prompt_tokens"),
+        "cached": Sum("cached_tokens"),
+        "completion": Sum("completion_tokens"),
+        "cost": Sum("total_cost_e10"),
+    }
+
+
+def log_totals(filters: Filters) -> Totals:
+    """The request log's totals row: every request the filters select, on every page.
+
+    From the rollups' whole buckets, which hold exactly the period's records (see `filters`),
+    unless the log filters by conversation or by a cached share between none and all, which
+    the rollups do not hold: then from the records through the log's own filter (an index
+    on the conversation; a scan of the period otherwise).
+    """
+    if filters.conversation_id or filters.cached_share in ("some", "most"):
+        sums = log_records(filters).aggregate(
+            count=Count("id"),
+            prompt=Sum("prompt_tokens"),
+            cached=Sum("cached_tokens"),
+            completion=Sum("completion_tokens"),
+            cost=Coalesce(Sum(as_e10("total_cost")), 0),
+        )
+        return _totals(sums)
+    rows = rollup_rows(filters)
+    if filters.cached_share:
+        rows = rows.filter(cache_state=CACHE_STATE_OF_SHARE[filters.cached_share])
+    return _totals(rows.aggregate(**_rollup_total_sums()))
+
+
+def headline(filters: Filters) -> Headline:
+    """The period's figures above the charts, from one rollup query grouped by price card."""
+    rows = list(
+        rollup_rows(filters)
+        .values("price_card_id")
+        .annotate(
+            **_rollup_total_sums(),
+            cached_cost=Sum("cached_input_cost_e10"),
+            known=Sum("prompt_tokens", filter=KNOWN_CACHE),
+            errors=Sum("requests", filter=ERRORS),
+            **_sums(TTFT_COLUMNS),
+        )
+        .order_by()
+    )
+    total = {key: sum(row[key] or 0 for row in rows) for key in _rollup_total_sums()}
+    cards = PriceCard.objects.in_bulk({row["price_card_id"] for row in rows if row["price_card_id"]})
+    savings = sum(
+        (
+            _at_input_price(cards[row["price_card_id"]], row["cached"]) - usd(row["cached_cost"])
+            for row in rows
+            if row["price_card_id"] in cards
+        ),
+        Decimal(0),
+    )
+    known = sum(row["known"] or 0 for row in rows)
+    errors = sum(row["errors"] or 0 for row in rows)
+    ttft = [sum(row[column] or 0 for row in rows) for column in TTFT_COLUMNS]
+    return Headline(
+        totals=_totals(total),
+        unpriced=sum(row["count"] or 0 for row in rows if not row["price_card_id"]),
+        cached_share=total["cached"] / known if known else None,
+        savings=savings,
+        errors=errors,
+        ttft_p50=percentile(ttft, 50),
+    )
 
 
 # --- cost ----------------------------------------------------------------------------------
@@ -213,9 +374,7 @@ def savings_over_time(filters: Filters) -> list[dict[str, Any]]:
         card = cards.get(row["price_card_id"])
         if card is None:
             continue
-        at_input_price = cost_for(
-            usage=NormalizedUsage(prompt_tokens=row["cached"], completion_tokens=0), card=card
-        ).input
+        at_input_price = _at_input_price(card, row["cached"])
         entry = out.setdefault(
             row["bucket"], {"bucket": row["bucket"], "would_cost": Decimal(0), "cost": Decimal(0)}
         )
@@ -224,6 +383,11 @@ def savings_over_time(filters: Filters) -> list[dict[str, Any]]:
     for entry in out.values():
         entry["savings"] = entry["would_cost"] - entry["cost"]
     return sorted(out.values(), key=lambda entry: entry["bucket"])
+
+
+def _at_input_price(card: PriceCard, cached_tokens: int) -> Decimal:
+    """What cached tokens would have cost at the card's fresh input price."""
+    return cost_for(usage=NormalizedUsage(prompt_tokens=cached_tokens, completion_tokens=0), card=card).input
 
 
 # --- timings -----------------------------------------------------------------------------------

@@ -3,6 +3,11 @@
 Every view resolves the team through `filters_from_query`, which only accepts one of the
 signed-in user's teams: another team's id is a 404 on the dashboard, each chart fragment,
 the log, the detail page and every export.
+
+The dashboard and the log keep every control in their URL: the filter form is a GET form
+that htmx sends on each change (static/js/analytics.js), swapping in the page's `analytics`
+partial and pushing its URL; the cost grouping and the what-if card are chosen in their
+chart's fragment, which then pushes the dashboard's URL with the choice (`CHOICES`).
 """
 
 from __future__ import annotations
@@ -11,22 +16,26 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from django_htmx.http import push_url
+from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports, selectors
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
-from playground.analytics.presenters import batch_item_link, cost_formula, source_link
+from playground.analytics.presenters import batch_item_link, cost_formula, headline_tiles, source_link
 from playground.analytics.records import BadCursor, log_page, usage_record_get
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageTeamDaily
@@ -44,13 +53,17 @@ class FigureEncoder(json.JSONEncoder):
 
 
 class AuthedRequest(HttpRequest):
+    """A request behind `login_required`, through django-htmx's middleware."""
+
     user: User
+    htmx: HtmxDetails
 
 
 @dataclass(frozen=True)
 class ChartSpec:
     title: str
     build: Callable[[Filters, QueryDict], charts.Chart]
+    over_time: bool = True  # drawn over `selectors.chart_period`, not always the whole period
 
 
 def _cost(filters: Filters, query: QueryDict) -> charts.Chart:
@@ -91,26 +104,59 @@ CHARTS: dict[str, ChartSpec] = {
         ),
     ),
     "latency": ChartSpec(
-        "Latency distribution", lambda f, q: charts.latency_distribution(selectors.latency_distribution(f))
+        "Latency distribution",
+        lambda f, q: charts.latency_distribution(selectors.latency_distribution(f)),
+        over_time=False,
     ),
     "status": ChartSpec(
         "Requests by status",
         lambda f, q: charts.requests_by_status(selectors.requests_by_status(f), buckets=selectors.buckets(f)),
     ),
     "top-conversations": ChartSpec(
-        "Top conversations by cost", lambda f, q: charts.top_conversations(selectors.top_conversations(f))
+        "Top conversations by cost",
+        lambda f, q: charts.top_conversations(selectors.top_conversations(f)),
+        over_time=False,
     ),
     "prompt-growth": ChartSpec(
-        "Prompt tokens per turn: top sessions", lambda f, q: charts.prompt_growth(selectors.prompt_growth(f))
+        "Prompt tokens per turn: top sessions",
+        lambda f, q: charts.prompt_growth(selectors.prompt_growth(f)),
+        over_time=False,
     ),
-    "what-if": ChartSpec("What-if re-pricing", _what_if),
+    "what-if": ChartSpec("What-if re-pricing", _what_if, over_time=False),
 }
+# The dashboard's own controls beside the filters: a fragment request made by one of them
+# (htmx names it in HX-Trigger-Name) pushes the dashboard's address with the choice.
+CHOICES = ("group", "card")
+
+
+def _query(query: QueryDict, *, without: tuple[str, ...] = ()) -> str:
+    """The query string less `without` and less empty values (the address stays readable)."""
+    kept = QueryDict(mutable=True)
+    for name, values in query.lists():
+        if name not in without and any(values):
+            kept.setlist(name, [value for value in values if value])
+    return kept.urlencode()
 
 
 def _filters(request: AuthedRequest) -> tuple[Filters | None, FilterForm]:
     """The filters and the bound form; a foreign team raises Http404, bad input FilterError."""
     form = FilterForm(request.GET)
     return filters_from_query(user=request.user, query=request.GET), form
+
+
+def _fragment_filters(request: AuthedRequest) -> Filters | HttpResponse:
+    """The filters of a fragment or an export, or a plain-text 400 naming what is wrong."""
+    try:
+        filters = filters_from_query(user=request.user, query=request.GET)
+    except FilterError as error:
+        return HttpResponse(
+            f"Invalid filters: {'; '.join(str(m) for m in error.form.errors.values())}",
+            status=400,
+            content_type="text/plain",
+        )
+    if filters is None:
+        raise Http404("You are in no team.")
+    return filters
 
 
 def _choices(filters: Filters) -> dict[str, Any]:
@@ -137,7 +183,8 @@ def _page_context(request: AuthedRequest, filters: Filters | None, form: FilterF
         "form": form,
         "filters": filters,
         "teams": team_list_for_user(user=request.user),
-        "query": request.GET.urlencode(),
+        "query": _query(request.GET),
+        "card": request.GET.get("card", ""),
         "now": timezone.now(),
     }
     if filters is not None:
@@ -145,14 +192,24 @@ def _page_context(request: AuthedRequest, filters: Filters | None, form: FilterF
     return context
 
 
-def _invalid(request: AuthedRequest, template: str, error: FilterError) -> HttpResponse:
+def _template(request: AuthedRequest, page: str) -> str:
+    """The page, or only its content for the filter form's htmx request (which swaps it in);
+    a history restore gets the whole page, which htmx puts in the body."""
+    if request.htmx and not request.htmx.history_restore_request:
+        return f"{page}#analytics"
+    return page
+
+
+def _invalid(request: AuthedRequest, page: str, error: FilterError) -> HttpResponse:
     context = {
         "form": error.form,
         "filters": None,
         "teams": team_list_for_user(user=request.user),
+        "card": request.GET.get("card", ""),
         "errors": True,
     }
-    return render(request, template, context, status=400)
+    # To the filter form's own htmx request the errors are the answer, so htmx swaps them in.
+    return render(request, _template(request, page), context, status=200 if request.htmx else 400)
 
 
 @never_cache
@@ -165,8 +222,21 @@ def dashboard_view(request: AuthedRequest) -> HttpResponse:
         return _invalid(request, "analytics/dashboard.html", error)
     context = _page_context(request, filters, form)
     context["charts"] = [{"name": name, "title": spec.title} for name, spec in CHARTS.items()]
-    context["what_if_targets"] = selectors.what_if_targets()
-    return render(request, "analytics/dashboard.html", context)
+    if filters is not None:
+        drawn = selectors.chart_period(filters)
+        context["chart_period"] = drawn if drawn != filters.period else None
+    return render(request, _template(request, "analytics/dashboard.html"), context)
+
+
+@never_cache
+@login_required
+@require_GET
+def headline_view(request: AuthedRequest) -> HttpResponse:
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    tiles = headline_tiles(selectors.headline(filters))
+    return render(request, "analytics/_headline.html", {"tiles": tiles})
 
 
 @never_cache
@@ -176,30 +246,40 @@ def chart_view(request: AuthedRequest, name: str) -> HttpResponse:
     spec = CHARTS.get(name)
     if spec is None:
         raise Http404("No such chart.")
-    try:
-        filters = filters_from_query(user=request.user, query=request.GET)
-    except FilterError as error:
-        return HttpResponse(
-            f"Invalid filters: {'; '.join(str(m) for m in error.form.errors.values())}",
-            status=400,
-            content_type="text/plain",
-        )
-    if filters is None:
-        raise Http404("You are in no team.")
-    chart = spec.build(filters, request.GET)
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    drawn = replace(filters, period=selectors.chart_period(filters)) if spec.over_time else filters
+    chart = spec.build(drawn, request.GET)
+    url = reverse("analytics:chart", args=[name])
     context = {
         "name": name,
         "title": spec.title,
         "chart": chart,
         # In a data attribute, escaped by the template (htmx drops <script> elements it swaps in).
         "figure_json": json.dumps(chart.figure, cls=FigureEncoder),
-        "query": request.GET.urlencode(),
         "filters": filters,
+        # A control's request adds its own name and value to these (a button's too).
         "groups": GROUPS,
+        "group_url": f"{url}?{_query(request.GET, without=('group',))}",
+        "what_if_url": f"{url}?{_query(request.GET, without=('card',))}",
         "what_if_targets": selectors.what_if_targets() if name == "what-if" else [],
         "what_if_selected": request.GET.get("card", ""),
     }
-    return render(request, "analytics/chart.html", context)
+    response = render(request, "analytics/chart.html", context)
+    if request.htmx.trigger_name in CHOICES:
+        push_url(response, _address_with(request, request.htmx.trigger_name))
+    return response
+
+
+def _address_with(request: AuthedRequest, choice: str) -> str:
+    """The dashboard's address with the choice just made: the page's current address (htmx
+    sends it), whose other controls may have changed since this fragment was drawn."""
+    dashboard = reverse("analytics:dashboard")
+    current = urlsplit(request.htmx.current_url or "")
+    query = QueryDict(current.query, mutable=True) if current.path == dashboard else request.GET.copy()
+    query[choice] = request.GET.get(choice, "")
+    return f"{dashboard}?{_query(query)}"
 
 
 @never_cache
@@ -218,18 +298,26 @@ def log_view(request: AuthedRequest) -> HttpResponse:
             return HttpResponse("That page link is not valid: start again from the first page.", status=400)
         next_query = request.GET.copy()
         next_query["after"] = page.next_cursor
-        first_query = request.GET.copy()
-        first_query.pop("after", None)
         context.update(
             {
                 "page": page,
                 "rows": [(record, batch_item_link(record.source)) for record in page.records],
-                "next_query": next_query.urlencode() if page.next_cursor else "",
-                "first_query": first_query.urlencode(),
+                "next_query": _query(next_query) if page.next_cursor else "",
+                "first_query": _query(request.GET, without=("after",)),
                 "is_first_page": not request.GET.get("after"),
             }
         )
-    return render(request, "analytics/log.html", context)
+    return render(request, _template(request, "analytics/log.html"), context)
+
+
+@never_cache
+@login_required
+@require_GET
+def log_totals_view(request: AuthedRequest) -> HttpResponse:
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    return render(request, "analytics/_log_totals.html", {"totals": selectors.log_totals(filters)})
 
 
 @never_cache
@@ -257,6 +345,11 @@ EXPORT_TYPES = {
     "jsonl": ("application/x-ndjson; charset=utf-8", "jsonl"),
     "xlsx": ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "xlsx"),
 }
+# CSV flavour -> (content type, file name suffix); see exports.CSV_FLAVOURS
+CSV_FLAVOURS = {
+    exports.SPREADSHEET: ("text/csv; charset=utf-8", "spreadsheet"),
+    exports.DATA: ("text/csv; charset=utf-8; header=present", "data"),
+}
 
 
 @never_cache
@@ -265,24 +358,26 @@ EXPORT_TYPES = {
 def export_view(request: AuthedRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
     if fmt not in EXPORT_TYPES:
         raise Http404("No such export format.")
-    try:
-        filters = filters_from_query(user=request.user, query=request.GET)
-    except FilterError as error:
-        return HttpResponse(
-            f"Invalid filters: {'; '.join(str(m) for m in error.form.errors.values())}",
-            status=400,
-            content_type="text/plain",
-        )
-    if filters is None:
-        raise Http404("You are in no team.")
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
     content_type, extension = EXPORT_TYPES[fmt]
+    name = f"usage-{filters.team.slug}-{timezone.now().strftime('%Y%m%d-%H%M')}"
     if fmt == "csv":
-        stream = exports.csv_stream(filters, bom=request.GET.get("bom") == "1")
+        flavour = request.GET.get("flavour") or exports.SPREADSHEET
+        if flavour not in CSV_FLAVOURS:
+            return HttpResponse(
+                f"Unknown CSV flavour {flavour!r}: use {' or '.join(CSV_FLAVOURS)}.",
+                status=400,
+                content_type="text/plain",
+            )
+        content_type, suffix = CSV_FLAVOURS[flavour]
+        name = f"{name}-{suffix}"
+        stream = exports.csv_stream(filters, flavour=flavour)
     elif fmt == "jsonl":
         stream = exports.jsonl_stream(filters)
     else:
         stream = exports.xlsx_stream(filters)
     response = StreamingHttpResponse(stream, content_type=content_type)
-    stamp = timezone.now().strftime("%Y%m%d-%H%M")
-    response["Content-Disposition"] = f'attachment; filename="usage-{filters.team.slug}-{stamp}.{extension}"'
+    response["Content-Disposition"] = f'attachment; filename="{name}.{extension}"'
     return response

@@ -259,7 +259,9 @@ def _scoped(model: type[Any], team_id: int | None) -> QuerySet[Any]:
     return rows if team_id is None else rows.filter(team_id=team_id)
 
 
-def _as_e10(name: str) -> Cast:
+def as_e10(name: str) -> Cast:
+    """A record's cost column as an integer of 1e-10 USD, to be summed exactly (SQLite sums
+    decimals as floats)."""
     scaled = ExpressionWrapper(F(name) * Value(Decimal(COST_SCALE)), output_field=DecimalField())
     return Cast(Round(scaled), BigIntegerField())
 
@@ -297,7 +299,7 @@ def _rollup_select(records: QuerySet[UsageRecord], trunc: type[TruncHour] | type
         "r_prompt_tokens": Coalesce(Sum("prompt_tokens"), 0),
         "r_cached_tokens": Coalesce(Sum("cached_tokens"), 0),
         "r_completion_tokens": Coalesce(Sum("completion_tokens"), 0),
-        **{f"r_{name}_e10": Coalesce(Sum(_as_e10(name)), 0) for name in COST_FIELDS},
+        **{f"r_{name}_e10": Coalesce(Sum(as_e10(name)), 0) for name in COST_FIELDS},
         "r_ttft_count": Count("ttft_ms"),
         "r_ttft_sum_ms": Coalesce(Sum("ttft_ms"), 0),
         "r_latency_count": Count("latency_ms"),
@@ -323,7 +325,7 @@ def _conversation_select(records: QuerySet[UsageRecord]) -> QuerySet[Any]:
             r_prompt_tokens=Coalesce(Sum("prompt_tokens"), 0),
             r_cached_tokens=Coalesce(Sum("cached_tokens"), 0),
             r_completion_tokens=Coalesce(Sum("completion_tokens"), 0),
-            r_total_cost_e10=Coalesce(Sum(_as_e10("total_cost")), 0),
+            r_total_cost_e10=Coalesce(Sum(as_e10("total_cost")), 0),
         )
     )
 

@@ -1,11 +1,13 @@
 """The CSV export: on PostgreSQL written by COPY, elsewhere by Python's csv writer, and the two
-must agree cell for cell (and byte for byte) on hostile text, NULLs and every filter."""
+must agree cell for cell (and byte for byte) on hostile text, NULLs and every filter, in both
+flavours; the data tools' flavour holds every value exactly as the JSONL does."""
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
 import io
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -17,7 +19,15 @@ from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 
-from playground.analytics.exports import HEADERS, csv_copy_pieces, csv_python_pieces, csv_stream
+from playground.analytics.exports import (
+    CSV_FLAVOURS,
+    DATA,
+    HEADERS,
+    SPREADSHEET,
+    csv_copy_pieces,
+    csv_python_pieces,
+    csv_stream,
+)
 from playground.analytics.filters import Filters
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID
@@ -124,8 +134,9 @@ def _rows(data: bytes) -> list[list[str]]:
     return list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
 
 
-def _both(filters: Filters) -> tuple[bytes, bytes]:
-    return b"".join(csv_copy_pieces(filters)), b"".join(csv_python_pieces(filters))
+def _both(filters: Filters, flavour: str = SPREADSHEET) -> tuple[bytes, bytes]:
+    copied = b"".join(csv_copy_pieces(filters, flavour=flavour))
+    return copied, b"".join(csv_python_pieces(filters, flavour=flavour))
 
 
 FILTER_CASES = [
@@ -143,18 +154,19 @@ FILTER_CASES = [
 
 
 @postgresql_only
+@pytest.mark.parametrize("flavour", CSV_FLAVOURS)
 @pytest.mark.parametrize(
     "params", FILTER_CASES, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "all"
 )
 def test_copy_writes_what_the_python_writer_writes(
-    actors: Any, hostile: Hostile, params: dict[str, str]
+    actors: Any, hostile: Hostile, params: dict[str, str], flavour: str
 ) -> None:
     filters = filters_for(actors.owner, **params)
 
-    copied, written = _both(filters)
+    copied, written = _both(filters, flavour)
 
     assert _rows(copied) == _rows(written)
-    assert copied == written  # the same quoting and "\n" line ends, too
+    assert copied == written  # the same quoting and line ends, too
     assert len(_rows(copied)) > 1  # every filter case keeps some rows
 
 
@@ -217,7 +229,7 @@ def test_the_csv_view_ends_lines_with_newline_and_times_with_microseconds(
     client = Client()
     client.force_login(actors.owner)
     with clock(NOW):
-        response = client.get(reverse("analytics:export", args=["csv"]), {"range": "24h", "bom": "1"})
+        response = client.get(reverse("analytics:export", args=["csv"]), {"range": "24h"})
 
     data = body(response)
     assert data.startswith("\ufeff".encode())
@@ -249,7 +261,7 @@ def _bulk(actors: Any) -> None:
 
 
 async def _first_piece_then_close(filters: Filters) -> bytes:
-    stream = csv_stream(filters)
+    stream = csv_stream(filters, flavour=DATA)  # the spreadsheets' first piece is only their BOM
     first = await anext(stream)
     await stream.aclose()
     return first
@@ -282,3 +294,32 @@ def test_closing_the_stream_early_in_autocommit_leaves_the_connection_usable(act
     assert connection.get_autocommit()
     with transaction.atomic():
         assert UsageRecord.objects.count() == BULK
+
+
+def _as_in_jsonl(value: Any) -> str | None:
+    """A JSONL value as its CSV cell must read: null is an empty field, true is "true"."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def test_the_data_tools_csv_holds_every_value_exactly_as_the_jsonl(actors: Any, hostile: Hostile) -> None:
+    client = Client()
+    client.force_login(actors.owner)
+    with clock(NOW):
+        response = client.get(reverse("analytics:export", args=["csv"]), {"range": "24h", "flavour": DATA})
+        jsonl = body(client.get(reverse("analytics:export", args=["jsonl"]), {"range": "24h"})).decode()
+
+    assert response["Content-Type"] == "text/csv; charset=utf-8; header=present"
+    assert response["Content-Disposition"].endswith('-data.csv"')
+    data = body(response)
+    assert data.startswith(b"request_id,created_at,team,") and data.endswith(b"\r\n")  # no BOM; CRLF
+    # QUOTE_NOTNULL reads an unquoted empty field as None and a quoted one as "": null and "" apart.
+    rows = list(csv.reader(io.StringIO(data.decode(), newline=""), quoting=csv.QUOTE_NOTNULL))
+    lines = [json.loads(line) for line in jsonl.split("\n") if line]
+    assert rows[0] == HEADERS and len(rows) == len(lines) + 1 == len(HOSTILE) + 4
+    assert rows[1:] == [[_as_in_jsonl(value) for value in line.values()] for line in lines]
+    cells = {row[HEADERS.index("model_id")] for row in rows[1:]}
+    assert {ENGINE_MODEL_ID, '=HYPERLINK("http://x","y")', "@SUM(A1)"} <= cells  # never guarded
+    empty_text = next(row for row in rows[1:] if row[HEADERS.index("affinity_key")] == "")
+    assert empty_text[HEADERS.index("user")] is None  # "" and null stay apart in one row

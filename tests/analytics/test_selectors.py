@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db.models import Sum
+from django.db.models import Count, Sum
+from django.http import QueryDict
 
 from playground.analytics import selectors
+from playground.analytics.filters import Period, filters_from_query
+from playground.analytics.records import log_records
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
@@ -18,7 +22,7 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import Outcome
 from playground.usage.models import UsageConversationDaily, UsageConversationTotal, UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
-from tests.analytics.conftest import Known, clock, filters_for
+from tests.analytics.conftest import NOW, Known, clock, filters_for, record_write
 
 pytestmark = pytest.mark.django_db
 H9 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
@@ -227,3 +231,116 @@ def test_top_conversations_from_totals_equal_ranking_every_conversation_day(acto
             team=actors.team, first_bucket__lt=filters.period.start, last_bucket__gte=filters.period.start
         ).count()
     assert straddled > 20  # the ranges really cut through conversations
+
+
+# --- the span the time charts draw ---------------------------------------------------------------
+
+
+def test_a_preset_starts_at_the_start_of_its_first_bucket(actors: Any) -> None:
+    now = NOW + dt.timedelta(minutes=34, seconds=5)
+
+    def start(preset: str) -> dt.datetime:
+        result = filters_from_query(user=actors.owner, query=QueryDict(f"range={preset}"), now=now)
+        assert result is not None
+        return result.period.start
+
+    assert start("24h") == dt.datetime(2026, 11, 19, 12, tzinfo=dt.UTC)
+    assert start("7d") == dt.datetime(2026, 11, 13, 12, tzinfo=dt.UTC)
+    assert start("30d") == dt.datetime(2026, 10, 21, tzinfo=dt.UTC)
+
+
+def test_a_burst_in_a_week_is_drawn_over_its_own_hours(actors: Any, known: Known) -> None:
+    week = filters_for(actors.owner, range="7d")
+
+    drawn = selectors.chart_period(week)
+
+    # Requests at 09:00 and 10:00, widened to twelve hours and kept inside the period (ends 12:00).
+    assert drawn == Period(start=H9 - dt.timedelta(hours=9), end=NOW, preset="7d", hourly=True)
+    zoomed = replace(week, period=drawn)
+    assert len(selectors.buckets(zoomed)) == 12
+    assert [r["cost"] for r in selectors.cost_by_group(zoomed)] == [
+        r["cost"] for r in selectors.cost_by_group(week)
+    ]
+
+
+def test_two_days_of_a_quarter_are_drawn_hourly(actors: Any, known: Known) -> None:
+    record_write(
+        H9 - dt.timedelta(days=1),
+        RequestContext(team_id=actors.team.pk, user_id=None, connection_id=None, model_id=KIMI_K26),
+        prompt=10,
+        cached=0,
+        out=1,
+        ttft=100,
+        latency=200,
+    )
+
+    drawn = selectors.chart_period(filters_for(actors.owner, range="90d"))
+
+    assert drawn == Period(
+        start=H9 - dt.timedelta(days=1), end=H10 + dt.timedelta(hours=1), preset="90d", hourly=True
+    )
+
+
+def test_a_period_whose_requests_fill_half_of_it_is_drawn_whole(actors: Any, known: Known) -> None:
+    day = filters_for(actors.owner, range="24h")  # the burst widened to 12 hours is half the day
+    assert selectors.chart_period(day) == day.period
+    empty = filters_for(actors.owner, range="7d", model="@cf/none")
+    assert selectors.chart_period(empty) == empty.period
+
+
+# --- totals from the rollups equal the records' ---------------------------------------------------
+
+
+def test_the_log_totals_from_rollups_equal_summing_the_records(actors: Any) -> None:
+    """Presets start on a bucket boundary, so the rollups' whole buckets hold exactly the log's rows."""
+    rng = random.Random(5)
+    now = dt.datetime(2026, 11, 20, 12, 34, 56, tzinfo=dt.UTC)
+    users = [actors.owner, actors.teammate]
+    for _ in range(300):
+        at = now - dt.timedelta(minutes=rng.randint(1, 95 * 24 * 60))
+        context = RequestContext(
+            team_id=actors.team.pk,
+            user_id=rng.choice(users).pk,
+            connection_id=None,
+            model_id=rng.choice([ENGINE_MODEL_ID, KIMI_K26]),
+            affinity_key=rng.choice(["", "session"]),
+        )
+        prompt = rng.randint(1, 5000)
+        cached = rng.choice([None, 0, rng.randint(0, prompt)])
+        status = rng.choice([UsageStatus.OK, UsageStatus.OK, UsageStatus.UPSTREAM_ERROR, UsageStatus.TIMEOUT])
+        record_write(
+            at,
+            context,
+            prompt=prompt,
+            cached=cached,
+            out=rng.randint(0, 900),
+            ttft=1,
+            latency=2,
+            status=status,
+        )
+    cases = [{}, {"status": "ok"}, {"affinity": "on"}, {"user": str(actors.teammate.pk)}, {"model": KIMI_K26},
+             {"cached_share": "none"}, {"cached_share": "unknown"}]  # fmt: skip
+    for preset in ("24h", "7d", "30d", "90d"):
+        for params in cases:
+            query = QueryDict(mutable=True)
+            query.update({"range": preset, **params})
+            filters = filters_from_query(user=actors.owner, query=query, now=now)
+            assert filters is not None
+            records = log_records(filters)
+            raw = records.aggregate(
+                n=Count("id"),
+                prompt=Sum("prompt_tokens"),
+                out=Sum("completion_tokens"),
+                cached=Sum("cached_tokens"),
+            )
+
+            totals = selectors.log_totals(filters)
+
+            assert (
+                totals.requests,
+                totals.prompt_tokens,
+                totals.completion_tokens,
+                totals.cached_tokens,
+            ) == (raw["n"], raw["prompt"] or 0, raw["out"] or 0, raw["cached"] or 0), (preset, params)
+            assert totals.cost == sum((r.total_cost for r in records), Decimal(0)), (preset, params)
+            assert raw["n"] > 0, (preset, params)

@@ -6,18 +6,21 @@ import csv
 import datetime as dt
 import io
 import json
+import re
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from playground.analytics import views
+from playground.analytics import selectors, views
 from playground.analytics.exports import HEADERS, formula_safe
-from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.analytics.records import log_page
+from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.services import RequestContext
-from tests.analytics.conftest import NOW, Known, body, clock, record_write
+from tests.analytics.conftest import NOW, Known, body, clock, filters_for, record_write
 
 pytestmark = pytest.mark.django_db
 
@@ -166,7 +169,9 @@ def test_the_log_groups_thousands_in_tokens_and_times(actors: Any, known: Known)
     with clock(NOW):
         html = client_for(actors.owner).get(reverse("analytics:log"), {"range": "24h"}).content.decode()
 
-    assert '<td class="num">10,000</td>' in html and "8,000 ms" in html and "2,500 ms" in html
+    assert '<td class="num">10,000</td>' in html  # prompt tokens
+    assert '<td class="num">2,500</td>' in html and '<td class="num">8,000</td>' in html  # TTFT, latency
+    assert '<th scope="col" class="num">TTFT ms</th>' in html
     assert '<td class="num">1,500</td>' in html  # cached tokens
 
 
@@ -186,12 +191,13 @@ def test_the_log_links_each_row_to_its_conversation_or_batch_item(actors: Any, k
     assert "batch-item:" not in html
 
 
-def test_csv_export_has_the_documented_columns_and_only_the_teams_rows(actors: Any, known: Known) -> None:
+def test_the_spreadsheet_csv_has_a_bom_the_documented_columns_and_only_the_teams_rows(
+    actors: Any, known: Known
+) -> None:
     with clock(NOW):
-        response = client_for(actors.owner).get(
-            reverse("analytics:export", args=["csv"]), {"range": "24h", "bom": "1"}
-        )
+        response = client_for(actors.owner).get(reverse("analytics:export", args=["csv"]), {"range": "24h"})
 
+    assert response["Content-Disposition"].endswith('-spreadsheet.csv"')
     text = body(response).decode("utf-8")
     assert text.startswith("\ufeff")
     rows = list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff"))))
@@ -242,7 +248,180 @@ def test_an_error_text_that_is_a_formula_is_escaped_in_the_csv(actors: Any, know
             client_for(actors.owner).get(reverse("analytics:export", args=["csv"]), {"range": "24h"})
         ).decode()
 
-    row = next(
-        r for r in csv.DictReader(io.StringIO(text)) if r["request_id"] == str(known.records[2].request_id)
-    )
+    rows = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
+    row = next(r for r in rows if r["request_id"] == str(known.records[2].request_id))
     assert row["error_text"] == '\'=cmd|"/c calc"!A1'
+
+
+def test_an_unknown_csv_flavour_is_refused_plainly(actors: Any, known: Known) -> None:
+    with clock(NOW):
+        response = client_for(actors.owner).get(
+            reverse("analytics:export", args=["csv"]), {"range": "24h", "flavour": "excel"}
+        )
+
+    assert response.status_code == 400
+    assert response.content.decode() == "Unknown CSV flavour 'excel': use spreadsheet or data."
+
+
+# --- headline figures and the log's totals ----------------------------------------------------
+
+
+def tiles_of(html: str) -> dict[str, str]:
+    return dict(re.findall(r'data-stat="(\w+)".*?<span class="stat-value">([^<]*)</span>', html, re.S))
+
+
+def test_the_headline_figures_add_up_the_filtered_period(actors: Any, known: Known) -> None:
+    with clock(NOW):
+        response = client_for(actors.teammate).get(reverse("analytics:headline"), {"range": "24h"})
+
+    html = response.content.decode()
+
+    assert tiles_of(html) == {
+        "spend": "$0.0154",  # 0.00075 + 0.0012 + 0.0135, to four places as the charts
+        "requests": "3",
+        "tokens": "14,300",  # 13,000 in + 1,300 out
+        "cached": "50.0%",  # 1,500 of the 3,000 input tokens whose cache figure is known
+        "savings": "$0.00075",  # 1,500 cached x ($0.60 - $0.10) per M
+        "errors": "33.3%",  # the upstream error
+        "ttft": "875 ms",  # the middle of 420, 900 and 2,500 ms, in its [750, 1000) bucket
+    }
+    assert "13,000 in · 1,300 out" in html and "1 of 3 requests" in html
+
+
+def test_the_headline_follows_the_filters(actors: Any, known: Known) -> None:
+    with clock(NOW):
+        html = (
+            client_for(actors.owner)
+            .get(reverse("analytics:headline"), {"range": "24h", "status": "ok", "user": actors.teammate.pk})
+            .content.decode()
+        )
+
+    tiles = tiles_of(html)
+    shown = (tiles["spend"], tiles["requests"], tiles["errors"], tiles["ttft"])
+    assert shown == ("$0.0012", "1", "0.0%", "875 ms")
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, (3, 13000, 1500, 1300, "0.01545")),
+        ({"status": "ok"}, (2, 3000, 1500, 300, "0.00195")),
+        ({"cached_share": "none"}, (1, 1000, 0, 200, "0.0012")),  # from the rollups' cache state
+        ({"cached_share": "most"}, (1, 2000, 1500, 100, "0.00075")),  # from the records
+        ({"cached_share": "some"}, (0, 0, 0, 0, "0")),
+        ({"conversation": "A"}, (2, 3000, 1500, 300, "0.00195")),  # from the records
+        ({"model": KIMI_K26, "affinity": "off"}, (1, 10000, 0, 1000, "0.0135")),
+    ],
+    ids=lambda value: ",".join(value) if isinstance(value, dict) else None,
+)
+def test_the_log_totals_count_every_page_of_the_filtered_set(
+    actors: Any, known: Known, params: dict[str, str], expected: tuple[Any, ...]
+) -> None:
+    if params.get("conversation"):
+        params = {**params, "conversation": str(known.conversation.pk)}
+    filters = filters_for(actors.owner, **params)
+
+    totals = selectors.log_totals(filters)
+
+    got = (totals.requests, totals.prompt_tokens, totals.cached_tokens, totals.completion_tokens, totals.cost)
+    assert got == (*expected[:4], Decimal(expected[4]))
+    records = log_page(filters, size=1000).records
+    assert totals.requests == len(records) and totals.cost == sum((r.total_cost for r in records), Decimal(0))
+
+
+def test_the_log_shows_its_totals_row_for_every_page(actors: Any, known: Known, monkeypatch: Any) -> None:
+    monkeypatch.setattr("playground.analytics.records.PAGE_SIZE", 1)
+    client = client_for(actors.owner)
+    with clock(NOW):
+        page = client.get(reverse("analytics:log"), {"range": "24h"}).content.decode()
+        totals = client.get(reverse("analytics:log-totals"), {"range": "24h"}).content.decode()
+
+    assert 'id="log-totals" hx-get="/usage/log/totals/?range=24h' in page
+    assert "All 3 requests of these filters" in totals
+    cells = re.findall(r'<td class="num">([^<]*)</td>', totals)
+    assert cells == ["13,000", "1,500", "1,300", "$0.015450"]
+
+
+def test_another_teams_totals_are_a_404(actors: Any, known: Known) -> None:
+    for name in ("analytics:headline", "analytics:log-totals"):
+        response = client_for(actors.outsider).get(reverse(name), {"team": actors.team.pk, "range": "24h"})
+        assert response.status_code == 404
+
+
+# --- every control in the URL -------------------------------------------------------------------
+
+
+def test_the_filter_form_gets_only_the_pages_content_and_a_history_restore_the_page(
+    actors: Any, known: Known
+) -> None:
+    client = client_for(actors.owner)
+    with clock(NOW):
+        swapped = client.get(reverse("analytics:dashboard"), {"range": "24h"}, headers={"HX-Request": "true"})
+        restored = client.get(
+            reverse("analytics:dashboard"),
+            {"range": "24h"},
+            headers={"HX-Request": "true", "HX-History-Restore-Request": "true"},
+        )
+        log = client.get(reverse("analytics:log"), {"range": "24h"}, headers={"HX-Request": "true"})
+
+    for part in (swapped, log):
+        html = part.content.decode()
+        assert html.lstrip().startswith('<div class="analytics-layout" id="analytics"')
+        assert "<html" not in html
+    assert "<html" in restored.content.decode()
+    assert 'hx-get="/usage/headline/?range=24h"' in swapped.content.decode()
+
+
+def test_invalid_filters_are_shown_in_place_to_the_filter_form(actors: Any, known: Known) -> None:
+    query = {"range": "custom", "start": "2026-11-20"}
+    client = client_for(actors.owner)
+
+    swapped = client.get(reverse("analytics:dashboard"), query, headers={"HX-Request": "true"})
+    plain = client.get(reverse("analytics:dashboard"), query)
+
+    assert swapped.status_code == 200 and plain.status_code == 400  # htmx swaps only a 2xx
+    assert "A custom range needs a start and an end date." in swapped.content.decode()
+
+
+def test_choosing_a_grouping_or_a_card_pushes_the_dashboards_url_with_it(actors: Any, known: Known) -> None:
+    client = client_for(actors.owner)
+    url = reverse("analytics:chart", args=["cost"])
+    with clock(NOW):
+        loaded = client.get(url, {"range": "24h", "group": "model"}, headers={"HX-Request": "true"})
+        chosen = client.get(
+            url, {"range": "24h", "group": "user"}, headers={"HX-Request": "true", "HX-Trigger-Name": "group"}
+        )
+        repriced = client.get(
+            reverse("analytics:chart", args=["what-if"]),
+            {"range": "24h", "card": "nocache"},  # drawn before the grouping changed
+            headers={
+                "HX-Request": "true",
+                "HX-Trigger-Name": "card",
+                "HX-Current-URL": "http://testserver/usage/?range=24h&group=user&card=7",
+            },
+        )
+
+    assert "HX-Push-Url" not in loaded  # a chart loading with the page leaves the address alone
+    assert chosen["HX-Push-Url"] == "/usage/?range=24h&group=user"
+    assert repriced["HX-Push-Url"] == "/usage/?range=24h&group=user&card=nocache"
+    html = chosen.content.decode()  # each button adds its own value to the query
+    assert 'value="user" class="is-current" aria-pressed="true" hx-get="/usage/charts/cost/?range=24h"' in (
+        html
+    )
+
+
+def test_the_page_keeps_the_chart_choices_in_its_form_and_links(actors: Any, known: Known) -> None:
+    with clock(NOW):
+        html = (
+            client_for(actors.owner)
+            .get(
+                reverse("analytics:dashboard"),
+                {"range": "24h", "group": "user", "card": "nocache", "model": ""},
+            )
+            .content.decode()
+        )
+
+    assert '<input type="hidden" name="group" id="filter-group" value="user">' in html
+    assert '<input type="hidden" name="card" id="filter-card" value="nocache">' in html
+    assert 'href="/usage/log/?range=24h&amp;group=user&amp;card=nocache" data-keep-query' in html
+    assert 'id="range-24h" value="24h" checked' in html
