@@ -61,9 +61,9 @@ from playground.chat.tools import (
 from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer import AnswerCollector
+from playground.providers.connection_check import connection_model_check
 from playground.providers.events import StreamEvent
 from playground.providers.issues import Issue
-from playground.providers.models_list import connection_model_check
 from playground.providers.request_rules import Capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 from playground.usage.metered_call import MeteredCall
