@@ -60,7 +60,7 @@ from playground.chat.tools import (
 )
 from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
-from playground.providers.answer import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector
 from playground.providers.connection_check import connection_model_check
 from playground.providers.events import StreamEvent
 from playground.providers.issues import Issue

@@ -21,7 +21,7 @@ from django.db import transaction
 
 from playground.lib.asyncutil import finish_even_if_cancelled
 from playground.providers.adapters import ChatAdapter, ChatRequest
-from playground.providers.answer import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import StreamEvent, UpstreamError
 from playground.usage.budgets import (
     BudgetExceeded,
