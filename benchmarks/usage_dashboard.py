@@ -429,30 +429,9 @@ def _analyze(database: str) -> None:
 
 
 def _rollup_counts() -> str:
-    from playground.usage.models import (
-        UsageConversationDaily,
-        UsageConversationTotal,
-        UsageDaily,
-        UsageHourly,
-        UsagePeopleDaily,
-        UsagePeopleHourly,
-        UsageTeamDaily,
-        UsageTeamHourly,
-    )
+    from playground.usage.rollups import ROLLUP_MODELS
 
-    return ", ".join(
-        f"{model.__name__} {model.objects.count():,}"
-        for model in (
-            UsageHourly,
-            UsageDaily,
-            UsageTeamHourly,
-            UsageTeamDaily,
-            UsagePeopleHourly,
-            UsagePeopleDaily,
-            UsageConversationDaily,
-            UsageConversationTotal,
-        )
-    )
+    return ", ".join(f"{model.__name__} {model.objects.count():,}" for model in ROLLUP_MODELS)
 
 
 # --- timing -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from playground.chat.routing import websocket_urlpatterns  # noqa: E402
-from playground.websocket_origin import SameOriginValidator  # noqa: E402
+from playground.lib.websocket_origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.utils.csp import CSP
 
-from playground.env import (
+from playground.lib.env import (
     env_bool,
     env_float,
     env_int,

@@ -46,7 +46,7 @@ from django.db.models import F
 
 from playground.analytics.filters import Filters
 from playground.analytics.records import export_chunks, log_records
-from playground.asyncutil import finish_even_if_cancelled
+from playground.lib.asyncutil import finish_even_if_cancelled
 
 # (header, field of records.EXPORT_FIELDS)
 COLUMNS: tuple[tuple[str, str], ...] = (

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatRequest
 from playground.providers.request_rules import Capabilities, request_fields_problem
-from playground.storable import is_storable
 
 MAX_ITEMS = 50_000
 LINE_MAX_BYTES = 1_000_000  # one item must fit a queue submission with room to spare

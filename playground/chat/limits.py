@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from playground.asyncutil import finish_even_if_cancelled
+from playground.lib.asyncutil import finish_even_if_cancelled
 
 WINDOW_SECONDS = 60
 SLOT_GRACE_SECONDS = 60

@@ -58,14 +58,14 @@ from playground.chat.tools import (
     tool_result_content,
     tools_parse,
 )
+from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
-from playground.providers.answer import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector
+from playground.providers.connection_check import connection_model_check
 from playground.providers.events import StreamEvent
 from playground.providers.issues import Issue
-from playground.providers.models_list import connection_model_check
 from playground.providers.request_rules import Capabilities, tools_support
 from playground.providers.selectors import connection_for_run
-from playground.storable import is_storable
 from playground.usage.metered_call import MeteredCall
 from playground.usage.metering import Outcome, estimate_tokens
 from playground.usage.models import UsageRecord

@@ -25,10 +25,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaViolation
 
 from playground.chat.models import Conversation
-from playground.providers.answer import ToolCall
+from playground.lib.storable import is_storable
+from playground.providers.answer_collector import ToolCall
 from playground.providers.issues import Issue
 from playground.providers.request_rules import MAX_TOOLS, TOOL_CHOICES, tool_shape_problems, tools_support
-from playground.storable import is_storable
 from playground.usage.metering import estimate_tokens
 
 MAX_TOOLS_CHARS = 200_000

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from playground.engine.routing import BALANCES
-from playground.env import env_int, env_secret, env_str
+from playground.lib.env import env_int, env_secret, env_str
 
 DEFAULT_MODEL_ID = "@local/gemma-3-270m"
 DEFAULT_REPLICAS = 5  # odd: round-robin does not fall into step with 2 or 4 conversations in flight

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import llama_cpp
 import numpy as np
 
-from playground.engine.answer import AnswerWriter
+from playground.engine.answer_writer import AnswerWriter
 from playground.engine.errors import INTERNAL, EngineError, invalid_input
 from playground.engine.prefix_cache import CachedState, PrefixCache, Tokens, common_prefix_length
 from playground.engine.protocol import Event, Failed, Finished, GenerationSpec, Started

@@ -21,7 +21,7 @@ class ProviderConnection(models.Model):
     token_last4 = models.CharField(max_length=4, blank=True, editable=False)
     is_default = models.BooleanField(default=False)
     # The model ids the provider listed at its last successful "Test connection" (None: never
-    # listed): a new conversation must name one of them (`models_list.connection_model_check`).
+    # listed): a new conversation must name one of them (`connection_check.connection_model_check`).
     listed_models = models.JSONField(null=True, blank=True, editable=False)
     models_listed_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

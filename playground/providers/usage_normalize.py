@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.storable import storable_json
+from playground.lib.storable import storable_json
 
 # The largest count a usage column holds (PostgreSQL `integer`); no real request comes near it.
 MAX_TOKENS = 2**31 - 1

@@ -34,9 +34,9 @@ from playground.accounts.lockout import lockout_response
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Membership, Role
 from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import price_cards_visible
+from playground.providers.connection_check import connection_test_error, models_list, models_list_target
 from playground.providers.kinds import ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
-from playground.providers.models_list import connection_test_error, models_list, models_list_target
 from playground.providers.services import connection_models_store
 from playground.teams import selectors, services
 from playground.teams.forms import (

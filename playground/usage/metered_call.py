@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 
-from playground.asyncutil import finish_even_if_cancelled
+from playground.lib.asyncutil import finish_even_if_cancelled
 from playground.providers.adapters import ChatAdapter, ChatRequest
-from playground.providers.answer import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import StreamEvent, UpstreamError
 from playground.usage.budgets import (
     BudgetExceeded,

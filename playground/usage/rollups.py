@@ -55,6 +55,11 @@ from playground.usage.models import (
 
 UTC = dt.UTC
 COST_FIELDS = ("input_cost", "cached_input_cost", "output_cost", "total_cost")
+# The full-key tables, one per bucket size, each built from the raw records.
+FULL_KEY: tuple[tuple[type[Any], type[TruncHour] | type[TruncDay]], ...] = (
+    (UsageHourly, TruncHour),
+    (UsageDaily, TruncDay),
+)
 # Coarser tables, each its full-key source summed over the dimensions it leaves out: the
 # team-level ones over users and connections, the people ones over everything else.
 SUMMED: tuple[tuple[type[Any], type[UsageRollupMeasures]], ...] = (
@@ -73,8 +78,17 @@ def _rollup_measures(model: type[Any]) -> tuple[str, ...]:
     )
 
 
-ROLLUP_TABLES: tuple[type[Any], ...] = (UsageHourly, UsageDaily, *(summed for summed, _ in SUMMED))
-MEASURES_OF = {model: _rollup_measures(model) for model in ROLLUP_TABLES}
+# The tables keyed by model, status and the like, which hold every measure.
+MEASURED_ROLLUPS: tuple[type[Any], ...] = (
+    *(model for model, _ in FULL_KEY),
+    *(summed for summed, _ in SUMMED),
+)
+CONVERSATION_ROLLUPS: tuple[type[Any], ...] = (UsageConversationDaily, UsageConversationTotal)
+# Every rollup table, the one list the tests compare and the dashboard benchmark counts:
+# `rollup_add` and `rollups_rebuild` write the tables of the lists above, so a new rollup
+# table goes into one of them.
+ROLLUP_MODELS: tuple[type[Any], ...] = (*MEASURED_ROLLUPS, *CONVERSATION_ROLLUPS)
+MEASURES_OF = {model: _rollup_measures(model) for model in MEASURED_ROLLUPS}
 CONVERSATION_MEASURES = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "total_cost_e10")
 
 
@@ -124,10 +138,9 @@ def rollup_add(record: UsageRecord) -> None:
         "cache_state": cache_state(record.cached_tokens),
     }
     hour, day = hour_start(record.created_at), day_start(record.created_at)
-    buckets: dict[type[Any], dt.datetime] = {UsageHourly: hour, UsageDaily: day}
+    buckets: dict[type[Any], dt.datetime] = {UsageHourly: hour, UsageDaily: day}  # FULL_KEY's buckets
     tables: list[tuple[type[Any], dt.datetime]] = [
-        (UsageHourly, hour),
-        (UsageDaily, day),
+        *buckets.items(),
         *((summed, buckets[source]) for summed, source in SUMMED),
     ]
     for model, bucket in tables:
@@ -225,7 +238,7 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
         records = UsageRecord.objects.all()
         if team_id is not None:
             records = records.filter(team_id=team_id)
-        for model, trunc in ((UsageHourly, TruncHour), (UsageDaily, TruncDay)):
+        for model, trunc in FULL_KEY:
             _scoped(model, team_id).delete()
             _insert_select(model, _rollup_select(records, trunc))
         # The team-level tables and the conversation totals are sums of the rows just rebuilt:

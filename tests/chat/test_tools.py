@@ -28,7 +28,7 @@ from playground.chat.tools import (
     tools_token_estimate,
     tools_upstream,
 )
-from playground.providers.answer import ToolCall
+from playground.providers.answer_collector import ToolCall
 from playground.providers.models import ProviderConnection
 from playground.usage.metering import estimate_tokens
 from tests.chat.conftest import FINISHED, Socket

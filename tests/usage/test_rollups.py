@@ -20,30 +20,14 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import Outcome
 from playground.usage.models import (
     HISTOGRAM_EDGES_MS,
-    UsageConversationDaily,
-    UsageConversationTotal,
     UsageDaily,
     UsageHourly,
-    UsagePeopleDaily,
-    UsagePeopleHourly,
     UsageSource,
     UsageStatus,
-    UsageTeamDaily,
-    UsageTeamHourly,
 )
-from playground.usage.rollups import histogram_bucket, rollups_rebuild
+from playground.usage.rollups import ROLLUP_MODELS, histogram_bucket, rollups_rebuild
 from playground.usage.services import RequestContext, usage_record_create
 
-ROLLUPS = (
-    UsageHourly,
-    UsageDaily,
-    UsageTeamHourly,
-    UsageTeamDaily,
-    UsagePeopleHourly,
-    UsagePeopleDaily,
-    UsageConversationDaily,
-    UsageConversationTotal,
-)
 START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30
 
 
@@ -55,7 +39,7 @@ def clock(at: dt.datetime) -> Iterator[None]:
 
 def snapshot() -> dict[str, list[tuple[Any, ...]]]:
     tables = {}
-    for model in ROLLUPS:
+    for model in ROLLUP_MODELS:
         names = [f.attname for f in model._meta.concrete_fields if f.attname != "id"]
         tables[model.__name__] = sorted(model.objects.values_list(*names))
     return tables

@@ -19,7 +19,7 @@ from django.utils import timezone
 from playground.batches.models import Batch, BatchItem, ItemState
 from playground.catalog.selectors import catalog_model_serving
 from playground.providers.adapters import ChatAdapter, ChatRequest
-from playground.providers.answer import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import request_at_fault
 from playground.usage.metered_call import MeteredCall
 from playground.usage.metering import Outcome

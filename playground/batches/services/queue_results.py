@@ -18,7 +18,7 @@ from playground.batches.models import Batch, BatchItem, BatchSubmission, Submiss
 from playground.batches.services.chain import OPEN_STATES, fail_open_items, lease_renew
 from playground.batches.services.metered_item import ItemTerms, item_send, item_terms
 from playground.providers.adapters import ChatAdapter
-from playground.providers.adapters.finished import FinishedReply
+from playground.providers.adapters.queued_result import QueuedResultReply
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.queue import QueueClient, QueuePending, QueueResponse
 from playground.usage.budgets import Reservation, budget_reconcile
@@ -243,7 +243,7 @@ async def _replay_results(
     """Record results taken from `results` until a transaction's worth; False once none are left."""
     started = time.monotonic()
     for count, (item, response) in enumerate(results, start=1):
-        reply = FinishedReply(
+        reply = QueuedResultReply(
             result=response.result,
             success=response.success,
             sent_by=sent_by,

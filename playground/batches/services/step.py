@@ -6,7 +6,6 @@ import logging
 
 from django.conf import settings
 
-from playground.asyncutil import run_on_one_loop
 from playground.batches.models import Batch, BatchPath
 from playground.batches.services.chain import (
     fail_open_items,
@@ -16,6 +15,7 @@ from playground.batches.services.chain import (
 )
 from playground.batches.services.concurrent_path import concurrent_step
 from playground.batches.services.queue_path import queue_step
+from playground.lib.asyncutil import run_on_one_loop
 
 logger = logging.getLogger(__name__)
 

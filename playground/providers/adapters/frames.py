@@ -13,8 +13,8 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, NoReturn
 
+from playground.lib.storable import storable_json
 from playground.providers.http import UpstreamHTTPError
-from playground.storable import storable_json
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def raise_for_error(body: Mapping[str, Any]) -> NoReturn:
 
 
 def json_or_none(raw: str | bytes) -> Any:
-    """Decoded upstream JSON, made storable (see `playground.storable`); None if not JSON."""
+    """Decoded upstream JSON, made storable (see `playground.lib.storable`); None if not JSON."""
     try:
         return storable_json(json.loads(raw))
     except ValueError:

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
 
-from playground.env import env_secret, env_str
+from playground.lib.env import env_secret, env_str
 from playground.teams.creation import team_create
 
 DEMO_TEAM = "Demo team"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from playground.providers.adapters.assembly import EventAssembler
-from playground.providers.answer import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import Finish, StreamEvent, ToolCallDelta
 from tests.fakes.upstream import openai_chunk, usage, usage_chunk
 

@@ -4,7 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from playground.env import ImproperlyConfiguredEnv, env_bool, env_int, env_list, env_secret, persistent_secret
+from playground.lib.env import (
+    ImproperlyConfiguredEnv,
+    env_bool,
+    env_int,
+    env_list,
+    env_secret,
+    persistent_secret,
+)
 
 
 def test_env_bool_reads_common_spellings(monkeypatch: pytest.MonkeyPatch) -> None:

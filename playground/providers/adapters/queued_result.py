@@ -1,7 +1,7 @@
 """A reply that already arrived (a queued item's result), replayed as the normalized event stream.
 
-Workers AI's queue hands back each item's whole output in a poll. `FinishedReply` feeds it
-through the same `EventAssembler` as a live JSON reply, so a batch item's text, tool calls,
+Workers AI's queue hands back each item's whole output in a poll. `QueuedResultReply` feeds
+it through the same `EventAssembler` as a live JSON reply, so a batch item's text, tool calls,
 usage (and its normalization) and errors are read exactly as chat reads them, and the same
 meter and record writer see them. `body_as_sent` is the body of the adapter that queued it.
 """
@@ -21,7 +21,7 @@ from playground.providers.http import UpstreamHTTPError
 from playground.providers.secrets import redact
 
 
-class FinishedReply:
+class QueuedResultReply:
     def __init__(
         self,
         *,
