@@ -48,7 +48,8 @@ COLUMNS = (
     "request_id", "team_id", "user_id", "connection_id", "model_id", "conversation_id", "path",
     "affinity_key",
     "streamed", "status", "prompt_tokens", "cached_tokens", "completion_tokens", "usage_source",
-    "usage_implausible", "price_card_id", "input_cost", "cached_input_cost", "output_cost", "total_cost",
+    "usage_implausible", "price_card_id", "price_label", "input_cost", "cached_input_cost", "output_cost",
+    "total_cost",
     "ttft_ms", "latency_ms", "upstream_request_id", "error_code", "error_text", "source", "created_at",
 )  # fmt: skip
 
@@ -205,7 +206,13 @@ def make_world(rows: int) -> dict[str, Any]:
         "users": users,
         "connections": connections,
         "cards": {
-            model_id: (card.pk, card.input_per_m, card.effective_cached_input_per_m, card.output_per_m)
+            model_id: (
+                card.pk,
+                card.input_per_m,
+                card.effective_cached_input_per_m,
+                card.output_per_m,
+                card.label,
+            )
             for model_id, card in cards.items()
         },
         "models": models,
@@ -283,14 +290,14 @@ def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Itera
             ttft = int(rng.lognormvariate(5.6 if hit else 6.5, 0.45))
             latency = ttft + int(completion * rng.uniform(8, 25))
             if card is not None:
-                _, input_pm, cached_pm, output_pm = card
+                _, input_pm, cached_pm, output_pm, price_label = card
                 input_cost = _cost(prompt - (cached or 0), input_pm)
                 cached_cost = _cost(cached or 0, cached_pm)
                 output_cost = _cost(completion, output_pm)
                 card_id: int | None = card[0]
             else:
                 input_cost = cached_cost = output_cost = Decimal(0)
-                card_id = None
+                card_id, price_label = None, ""
             yield (
                 uuid.UUID(int=rng.getrandbits(128), version=4),
                 team_id,
@@ -308,6 +315,7 @@ def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Itera
                 "provider",
                 False,
                 card_id,
+                price_label,
                 input_cost,
                 cached_cost,
                 output_cost,

@@ -65,5 +65,6 @@ def test_the_worker_finds_the_app_and_the_batch_tasks_by_the_name_in_the_procfil
             "playground.batches.tasks.batch_step",
             "playground.batches.tasks.batch_watch",
             "playground.batches.tasks.batches_resume",
+            "playground.usage.tasks.budget_alert_email",
         ],
     ]
