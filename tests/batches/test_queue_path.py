@@ -626,3 +626,22 @@ def test_retry_leaves_items_refused_for_their_own_input_and_sends_the_others(
         2: ItemState.FAILED,
     }
     assert batch.items.get(index=2).attempt == 1  # not sent again: it would be refused again
+
+
+def test_a_chain_started_while_a_replaced_step_holds_the_lease_comes_back_when_it_lapses(
+    workers_connection: ProviderConnection, fake_upstream: FakeUpstream, running_batch: Callable[..., Batch]
+) -> None:
+    # Retry pressed while a step ran: the new chain owns the batch, the old step's lease is live.
+    batch = running_batch(workers_connection, prompts(2))
+    held_until = timezone.now() + dt.timedelta(seconds=30)
+    Batch.objects.filter(pk=batch.pk).update(chain_token="new-chain", lease_until=held_until)
+
+    wait = batch_step_run(batch_id=batch.pk, token="new-chain")
+
+    assert wait is not None and 29 < wait <= 31  # it comes back once the lease has lapsed
+    assert batch_step_run(batch_id=batch.pk, token="replaced-chain") is None  # not the owner: it ends
+    assert fake_upstream.requests == []  # nothing was sent while the lease was held
+    Batch.objects.filter(pk=batch.pk).update(lease_until=timezone.now() - dt.timedelta(seconds=1))
+    fake_upstream.script(_queued())
+    assert batch_step_run(batch_id=batch.pk, token="new-chain") is not None
+    assert len(fake_upstream.requests) == 1  # the owner's step ran once the lease had lapsed

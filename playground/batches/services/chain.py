@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 OPEN_STATES = (ItemState.PENDING, ItemState.SUBMITTED)
+# How long after a held lease lapses the chain's owner tries again.
+LEASE_WAIT_MARGIN_SECONDS = 0.5
 
 
 def start_chain(batch: Batch) -> str:
@@ -58,6 +60,25 @@ def lease_acquire(batch_id: int, token: str) -> bool:
         .update(lease_until=now + _lease(), heartbeat_at=now)
         == 1
     )
+
+
+def lease_wait_seconds(batch_id: int, token: str) -> float | None:
+    """When `token` owns the unfinished batch but a replaced chain's step still holds the lease
+    (a retry pressed while a step ran): the seconds until that lease lapses, else None.
+
+    The owner's step comes back then instead of ending, so the batch never waits for a watcher.
+    """
+    held_until = (
+        Batch.objects.filter(
+            pk=batch_id, chain_token=token, finished_at__isnull=True, lease_until__isnull=False
+        )
+        .exclude(status=BatchStatus.DRAFT)
+        .values_list("lease_until", flat=True)
+        .first()
+    )
+    if held_until is None:
+        return None
+    return max((held_until - timezone.now()).total_seconds(), 0.0) + LEASE_WAIT_MARGIN_SECONDS
 
 
 def lease_renew(batch_id: int, token: str) -> bool:

@@ -12,6 +12,7 @@ from playground.batches.services.chain import (
     finish_if_complete,
     lease_acquire,
     lease_release,
+    lease_wait_seconds,
 )
 from playground.batches.services.concurrent_path import concurrent_step
 from playground.batches.services.queue_path import queue_step
@@ -23,7 +24,7 @@ logger = logging.getLogger(__name__)
 def batch_step_run(*, batch_id: int, token: str) -> float | None:
     """Run one step if this chain owns the batch; the seconds until the next step, or None (no more)."""
     if not lease_acquire(batch_id, token):
-        return None
+        return lease_wait_seconds(batch_id, token)
     countdown: float | None
     try:
         batch = Batch.objects.select_related("connection").get(pk=batch_id)
