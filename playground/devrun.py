@@ -31,7 +31,8 @@ def _engine_ready(engine_url: str, token: str) -> bool:
     request = urllib.request.Request(engine_url + "/healthz", headers=headers)  # noqa: S310 (our own URL)
     try:
         with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
-            return json.load(response).get("status") == "ok"
+            health: dict[str, object] = json.load(response)
+            return health.get("status") == "ok"
     except (OSError, ValueError):
         return False
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from django.utils.csp import CSP
 
 from playground.lib.env import (
@@ -23,6 +24,9 @@ from playground.lib.env import (
     persistent_secret,
     secrets_required,
 )
+
+# `ModelAdmin[UsageRecord]`, `ModelForm[ProviderConnection]`: generic at run time too, for mypy --strict.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("PLAYGROUND_DATA_DIR", str(BASE_DIR / "var")))

@@ -470,7 +470,7 @@ def top_conversations(filters: Filters, *, limit: int = TOP_CONVERSATIONS) -> li
 
 
 def _conversation_sums(rows: QuerySet[Any]) -> QuerySet[Any]:
-    return (
+    sums: QuerySet[Any] = (
         rows.order_by()
         .values("conversation_id")
         .annotate(
@@ -480,6 +480,7 @@ def _conversation_sums(rows: QuerySet[Any]) -> QuerySet[Any]:
             cached_tokens=Sum("cached_tokens"),
         )
     )
+    return sums
 
 
 def _top_by_totals(filters: Filters, days: QuerySet[Any], *, limit: int) -> list[dict[str, Any]] | None:

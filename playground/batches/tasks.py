@@ -10,6 +10,7 @@ per unfinished batch when it comes up.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from celery import shared_task
@@ -20,7 +21,8 @@ from playground.batches.services import chain, step
 
 logger = logging.getLogger(__name__)
 
-STEP_TIME_LIMIT = settings.BATCH_STEP_SECONDS + settings.UPSTREAM_TOTAL_TIMEOUT + 120
+# Whole seconds, as Celery's typed options take them: rounded up, a step is never cut shorter.
+STEP_TIME_LIMIT = math.ceil(settings.BATCH_STEP_SECONDS + settings.UPSTREAM_TOTAL_TIMEOUT + 120)
 
 
 @shared_task(

@@ -30,10 +30,11 @@ def resolve_model_path(model_path: Path | None, cache_dir: Path) -> Path:
 
 
 def assemble_packaged_model(cache_dir: Path) -> Path:
-    target = cache_dir / packaged.MODEL_NAME
+    target: Path = cache_dir / packaged.MODEL_NAME
     if target.exists():
         try:
-            return packaged.assemble(target)  # verifies the checksum of the existing file
+            verified: Path = packaged.assemble(target)  # verifies the checksum of the existing file
+            return verified
         except FileExistsError:
             logger.warning("%s does not match its published SHA-256; assembling it again", target)
     cache_dir.mkdir(parents=True, exist_ok=True)

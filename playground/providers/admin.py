@@ -14,7 +14,7 @@ from playground.providers.models import ProviderConnection
 
 
 @admin.register(ProviderConnection)
-class ProviderConnectionAdmin(admin.ModelAdmin):
+class ProviderConnectionAdmin(admin.ModelAdmin[ProviderConnection]):
     list_display = ["name", "team", "kind", "base_url", "token_hint", "is_default"]
     list_filter = ["kind"]
     fields = readonly_fields = ("team", "name", "kind", "base_url", "account_id", "is_default", "token_hint")

@@ -111,7 +111,8 @@ class UpstreamResponse:
 
     @property
     def is_event_stream(self) -> bool:
-        return self.headers.get("content-type", "").lower().startswith("text/event-stream")
+        content_type: str = self.headers.get("content-type", "")
+        return content_type.lower().startswith("text/event-stream")
 
     @property
     def request_id(self) -> str:
@@ -288,7 +289,8 @@ def checked_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
 
 def request_id_from(response: httpx.Response) -> str:
     for name in REQUEST_ID_HEADERS:
-        if value := response.headers.get(name):
+        value: str = response.headers.get(name, "")
+        if value:
             return value
     return ""
 

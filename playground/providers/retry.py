@@ -66,7 +66,7 @@ def retry_delay(exc: UpstreamHTTPError, *, attempt_number: int) -> float:
     exponential backoff up to the cap."""
     if exc.retry_after is not None:
         return exc.retry_after
-    backoff = min(settings.UPSTREAM_MAX_RETRY_AFTER, BACKOFF_BASE_SECONDS * 2**attempt_number)
+    backoff: float = min(settings.UPSTREAM_MAX_RETRY_AFTER, BACKOFF_BASE_SECONDS * 2**attempt_number)
     return backoff * random.uniform(0.5, 1.0)
 
 

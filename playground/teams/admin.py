@@ -16,13 +16,13 @@ from playground.accounts.models import Membership, Team
 from playground.providers.services import connection_engine_ensure
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(admin.TabularInline[Membership, Team]):
     model = Membership
     extra = 1
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(admin.ModelAdmin[Team]):
     list_display = ["name", "slug", "created_at"]
     fields = ["name", "slug"]  # the time zone is set with the budget, on the team's budgets page
     prepopulated_fields = {"slug": ["name"]}

@@ -44,7 +44,7 @@ class InvitationForm(forms.Form):
             self.fields["role"].choices = Role.choices  # type: ignore[attr-defined]
 
 
-class SignupForm(UserCreationForm):
+class SignupForm(UserCreationForm[User]):
     """A new account from an invitation link: Django's username rules and password validators."""
 
     class Meta(UserCreationForm.Meta):
@@ -69,7 +69,7 @@ class KindForm(forms.Form):
     kind = forms.ChoiceField(choices=CREATABLE_KINDS, label="Kind")
 
 
-class ConnectionForm(forms.ModelForm):
+class ConnectionForm(forms.ModelForm[ProviderConnection]):
     """The fields the connection's kind needs (`KindSpec`); the token is write-only."""
 
     token = forms.CharField(

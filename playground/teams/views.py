@@ -61,7 +61,9 @@ class TeamRequest(HttpRequest):
     user: User
 
 
-def team_view(*, read: frozenset[str] = ALL_ROLES, write: frozenset[str] = ROLES_THAT_CAN_MANAGE) -> Any:
+def team_view(
+    *, read: frozenset[str] = ALL_ROLES, write: frozenset[str] = ROLES_THAT_CAN_MANAGE
+) -> Callable[[TeamView], TeamView]:
     """Resolve `team_id` to the user's membership (404 when none); GET needs `read`, POST `write`."""
 
     def decorate(view: TeamView) -> TeamView:

@@ -7,7 +7,7 @@ from playground.usage.models import UsageRecord
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin):
+class UsageRecordAdmin(admin.ModelAdmin[UsageRecord]):
     """Read-only: records are facts about requests that happened."""
 
     list_display = [

@@ -259,16 +259,17 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
 
 def _summed(rows: QuerySet[Any], dimensions: Iterable[str], measures: Iterable[str]) -> QuerySet[Any]:
     """SELECT the dimensions as `r_<name>` and the SUM of each measure, grouped by the dimensions."""
-    return (
+    summed: QuerySet[Any] = (
         rows.order_by()
         .annotate(**{f"r_{name}": F(name) for name in dimensions})
         .values(*(f"r_{name}" for name in dimensions))
         .annotate(**{f"r_{name}": Sum(name) for name in measures})
     )
+    return summed
 
 
 def _scoped(model: type[Any], team_id: int | None) -> QuerySet[Any]:
-    rows = model.objects.all()
+    rows: QuerySet[Any] = model.objects.all()
     return rows if team_id is None else rows.filter(team_id=team_id)
 
 
@@ -320,7 +321,8 @@ def _rollup_select(records: QuerySet[UsageRecord], trunc: type[TruncHour] | type
         **_histogram("ttft_ms", TTFT_COLUMNS),
         **_histogram("latency_ms", LATENCY_COLUMNS),
     }
-    return records.order_by().annotate(**dimensions).values(*dimensions).annotate(**measures)
+    rows: QuerySet[Any] = records.order_by().annotate(**dimensions).values(*dimensions).annotate(**measures)
+    return rows
 
 
 def _conversation_select(records: QuerySet[UsageRecord]) -> QuerySet[Any]:
