@@ -51,6 +51,7 @@ from playground.chat.models import Attachment, Conversation, Message, MessageRol
 from playground.chat.selectors import attachment_get, conversation_get, message_list
 from playground.chat.tools import (
     MAX_AUTO_MOCK_STEPS,
+    ToolCallRecord,
     ToolsInvalid,
     tool_by_name,
     tool_call_record,
@@ -60,7 +61,7 @@ from playground.chat.tools import (
 )
 from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
-from playground.providers.answer_collector import AnswerCollector
+from playground.providers.answer_collector import AnswerCollector, FunctionCallPart, ToolCallPart
 from playground.providers.connection_check import connection_model_check
 from playground.providers.events import StreamEvent
 from playground.providers.issues import Issue
@@ -219,7 +220,7 @@ class ChatTurn:
                 self.answer.observe(event)
                 yield event
 
-    def _tool_calls(self) -> list[dict[str, Any]]:
+    def _tool_calls(self) -> list[ToolCallRecord]:
         return [tool_call_record(call, self.conversation.tools) for call in self.answer.tool_calls]
 
     def _save_answer(self, record: UsageRecord | None, outcome: Outcome) -> None:
@@ -528,9 +529,9 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
     return doomed
 
 
-def _tool_call_part(call: Mapping[str, Any]) -> dict[str, Any]:
+def _tool_call_part(call: ToolCallRecord) -> ToolCallPart:
     """A stored call as the `tool_calls[]` item of an assistant message, with its original id."""
-    function = {"name": call["name"], "arguments": call["arguments"]}
+    function: FunctionCallPart = {"name": call["name"], "arguments": call["arguments"]}
     return {"id": call["id"], "type": "function", "function": function}
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
@@ -156,13 +156,29 @@ def tools_request_fields(conversation: Conversation) -> dict[str, Any]:
 # --- calls and results -----------------------------------------------------------------------
 
 
-def tool_call_record(call: ToolCall, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+class ToolCallProblem(TypedDict):
+    path: str  # JSON path into the arguments ("$" for the call as a whole)
+    message: str
+
+
+class ToolCallRecord(TypedDict):
+    """One call as stored in `Message.tool_calls`."""
+
+    index: int
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it ("{}" when it wrote none)
+    valid: bool
+    errors: list[ToolCallProblem]
+
+
+def tool_call_record(call: ToolCall, tools: Sequence[Mapping[str, Any]]) -> ToolCallRecord:
     """What is stored on the assistant message for one call, with its validation.
 
     A call without an id (some native replies) gets one made from its index, since a tool
     result must name the call it answers.
     """
-    errors: list[dict[str, str]] = []
+    errors: list[ToolCallProblem] = []
     tool = tool_by_name(tools, call.name)
     arguments, why_not = call.parsed_arguments()
     if tool is None:

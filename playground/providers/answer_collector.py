@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, TypedDict
 
+from playground.lib.json_types import JSONValue
 from playground.providers.events import (
     Finish,
     ReasoningDelta,
@@ -25,6 +26,19 @@ from playground.providers.events import (
 from playground.providers.usage_normalize import NormalizedUsage
 
 
+class FunctionCallPart(TypedDict):
+    name: str
+    arguments: str  # JSON text
+
+
+class ToolCallPart(TypedDict):
+    """An OpenAI `tool_calls[]` item of an assistant message, as sent back upstream."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCallPart
+
+
 @dataclass
 class ToolCall:
     index: int
@@ -32,14 +46,14 @@ class ToolCall:
     name: str = ""
     arguments: str = ""  # the JSON text as the model wrote it
 
-    def parsed_arguments(self) -> tuple[Any, str]:
+    def parsed_arguments(self) -> tuple[JSONValue, str]:
         """(value, "") when the arguments are JSON, else (None, why not)."""
         try:
             return json.loads(self.arguments or "{}"), ""
         except ValueError as exc:
             return None, f"The arguments are not valid JSON: {exc}."
 
-    def as_message_part(self) -> dict[str, Any]:
+    def as_message_part(self) -> ToolCallPart:
         """The OpenAI `tool_calls[]` item sent back in the assistant message."""
         return {
             "id": self.id,

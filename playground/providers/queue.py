@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from playground.lib.json_types import JSONObject, JSONValue
 from playground.providers.adapters.frames import decode_body, error_details, unwrap_envelope
 from playground.providers.events import request_at_fault
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
@@ -44,7 +45,7 @@ class QueueResponse:
     id: int | None
     external_reference: str | None
     success: bool
-    result: Any
+    result: JSONValue  # the model's output as the queue returned it
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class QueueClient:
         account = quote(self.account_id, safe="")
         return f"{self.base_url}/accounts/{account}/ai/run/{model_id_path(model)}?queueRequest=true"
 
-    async def submit(self, *, model: str, requests: list[dict[str, Any]]) -> str:
+    async def submit(self, *, model: str, requests: list[JSONObject]) -> str:
         """Queue `requests` (each a model input, optionally with `external_reference`); the request_id."""
         body = await self._post(model, {"requests": requests})
         request_id = body.get("request_id")
@@ -110,7 +111,7 @@ class QueueClient:
             code="malformed_reply",
         )
 
-    async def _post(self, model: str, payload: dict[str, Any]) -> Mapping[str, Any]:
+    async def _post(self, model: str, payload: JSONObject) -> Mapping[str, Any]:
         policy = TimeoutPolicy.from_settings()
         deadline = policy.deadline()
         try:
@@ -124,7 +125,7 @@ class QueueClient:
         raise UpstreamHTTPError("The upstream sent no reply.")
 
     async def _attempt(
-        self, model: str, payload: dict[str, Any], policy: TimeoutPolicy, deadline: float
+        self, model: str, payload: JSONObject, policy: TimeoutPolicy, deadline: float
     ) -> AsyncGenerator[Mapping[str, Any]]:
         headers = {"accept": "application/json"}
         if self.token:
@@ -166,8 +167,9 @@ def _response(item: Mapping[str, Any]) -> QueueResponse:
     )
 
 
-def _json_or_none(raw: str) -> Any:
+def _json_or_none(raw: str) -> JSONValue:
     try:
-        return json.loads(raw)
+        value: JSONValue = json.loads(raw)
     except ValueError:
         return None
+    return value

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import IO, Any
+from typing import IO, TypedDict
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -31,6 +31,32 @@ from playground.usage.services import RequestContext, request_price_card
 MAX_REPORTED_ERRORS = 50
 PREVIEW_ROWS = 5
 INSERT_CHUNK = 1_000
+
+
+class PreviewRow(TypedDict):
+    """One of the first items, as the draft's page shows it (stored in `Batch.preview`)."""
+
+    line: int
+    external_reference: str
+    messages: int  # how many
+    prompt: str  # the last message's text, cut at 300 characters
+    options: str  # "temperature=0.2, max_tokens=50"
+    tools: int  # how many
+    response_format: str  # its type, "" without one
+
+
+class BatchEstimate(TypedDict):
+    """The pre-flight estimate (stored in `Batch.estimate`). Money as strings, to keep JSON exact."""
+
+    prompt_tokens: int
+    output_tokens: int
+    cache_share: str
+    cost: str | None  # None when no price card prices the model
+    cost_with_cache: str | None
+    price_card: str
+    price_card_override: bool
+    priced_on: str  # ISO date
+    output_assumption: int  # output tokens counted for an item without max_tokens
 
 
 class BatchInputInvalid(Exception):
@@ -59,7 +85,7 @@ class _Tally:
 
     def __post_init__(self) -> None:
         self.errors: list[LineError] = []
-        self.preview: list[dict[str, Any]] = []
+        self.preview: list[PreviewRow] = []
 
 
 def batch_draft_create(
@@ -83,7 +109,10 @@ def batch_draft_create(
     shared = _with_preset(source.shared, preset, connection)
     today = timezone.now().date()
     caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
-    rules = lambda: InputRules(parameters=connection.spec.parameters, caps=caps, shared=shared)  # noqa: E731
+
+    def rules() -> InputRules:
+        return InputRules(parameters=connection.spec.parameters, caps=caps, shared=shared)
+
     tally = _check(_read(source, rules()))
     if tally.error_count or not tally.count:
         errors = tally.errors or [LineError(0, "The input has no items.")]
@@ -157,7 +186,7 @@ def _check(results: Iterable[ItemInput | LineError]) -> _Tally:
     return tally
 
 
-def _preview_row(item: ItemInput) -> dict[str, Any]:
+def _preview_row(item: ItemInput) -> PreviewRow:
     messages = item.body["messages"]
     last = messages[-1].get("content") if messages else ""
     text = last if isinstance(last, str) else "(content parts)"
@@ -216,7 +245,7 @@ def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.dat
     return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
 
 
-def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> BatchEstimate:
     """Estimated tokens x the card that will price the items (the team's override when it has
     one, else the global card, in force on `context.priced_on`), with and without the assumed
     share of cached prompt tokens. Strings, to keep JSON exact."""
@@ -239,11 +268,11 @@ def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens
     }
 
 
-def batch_estimate_today(*, batch: Batch) -> dict[str, Any]:
+def batch_estimate_today(*, batch: Batch) -> BatchEstimate:
     """A draft's estimate as it would be priced if confirmed now: its tokens priced by the card
     in force today (a draft may wait past a price change, or past midnight). A confirmed
     batch's estimate is the one it was confirmed with."""
-    estimate = batch.estimate or {}
+    estimate: BatchEstimate = batch.estimate  # as stored (NOT NULL); `{}` on a batch made without one
     if batch.status != BatchStatus.DRAFT or "prompt_tokens" not in estimate:
         return estimate
     today = timezone.now().date()

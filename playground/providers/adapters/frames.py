@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, NoReturn
 
+from playground.lib.json_types import JSONValue
 from playground.lib.storable import storable_json
 from playground.providers.http import UpstreamHTTPError
 
@@ -43,14 +44,14 @@ def decode_frame(payload: str) -> Mapping[str, Any] | None:
     return chunk
 
 
-def decode_body(raw: bytes) -> Any:
+def decode_body(raw: bytes) -> JSONValue:
     body = json_or_none(raw)
     if body is None:
         raise UpstreamHTTPError("The upstream sent a reply that is neither an event stream nor JSON.")
     return body
 
 
-def unwrap_envelope(body: Any) -> Mapping[str, Any]:
+def unwrap_envelope(body: JSONValue) -> Mapping[str, Any]:
     """The model output of a Cloudflare v4 envelope (`{"result", "success", "errors"}`), or the body."""
     if isinstance(body, Mapping) and "result" in body and ("success" in body or "errors" in body):
         if body.get("success") is False or body.get("errors"):
@@ -61,7 +62,7 @@ def unwrap_envelope(body: Any) -> Mapping[str, Any]:
     return body
 
 
-def error_details(body: Any) -> tuple[str, str]:
+def error_details(body: JSONValue) -> tuple[str, str]:
     """(code, message) from a v4 envelope (`errors[0]`) or an OpenAI error (`error`)."""
     if not isinstance(body, Mapping):
         return "", ""
@@ -82,12 +83,13 @@ def raise_for_error(body: Mapping[str, Any]) -> NoReturn:
     raise UpstreamHTTPError("The upstream reported an error.", body=json.dumps(body))
 
 
-def json_or_none(raw: str | bytes) -> Any:
+def json_or_none(raw: str | bytes) -> JSONValue:
     """Decoded upstream JSON, made storable (see `playground.lib.storable`); None if not JSON."""
     try:
-        return storable_json(json.loads(raw))
+        value: JSONValue = storable_json(json.loads(raw))
     except ValueError:
         return None
+    return value
 
 
 def _text(value: Any) -> str:
