@@ -336,22 +336,25 @@ def csv_copy_pieces(
     statement, params = copy_sql(filters, flavour=flavour)
     alias = log_records(filters).db
     crlf = flavour == DATA
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        with cursor.cursor.copy(statement, params) as copy:
-            blocks: list[Any] = []
-            size = 0
-            for block in copy:
-                if crlf:
-                    blocks += (memoryview(block)[:-1], b"\r\n")
-                else:
-                    blocks.append(block)
-                size += len(block)
-                if size >= piece:
-                    yield b"".join(blocks)
-                    blocks.clear()
-                    size = 0
-            if blocks:
+    with (
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+        cursor.cursor.copy(statement, params) as copy,
+    ):
+        blocks: list[Any] = []
+        size = 0
+        for block in copy:
+            if crlf:
+                blocks += (memoryview(block)[:-1], b"\r\n")
+            else:
+                blocks.append(block)
+            size += len(block)
+            if size >= piece:
                 yield b"".join(blocks)
+                blocks.clear()
+                size = 0
+        if blocks:
+            yield b"".join(blocks)
 
 
 def csv_python_pieces(filters: Filters, *, flavour: str = SPREADSHEET) -> Iterator[bytes]:

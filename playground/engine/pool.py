@@ -15,6 +15,7 @@ went wrong and how to fix it, and the engine exits instead of serving nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import signal
@@ -192,10 +193,8 @@ class ReplicaPool:
             replica.pending.remove(job)
             job.deliver(Finished("cancelled", 0, 0, 0))
         elif replica.current is job and replica.conn is not None:
-            try:
+            with contextlib.suppress(OSError):  # the replica is dying; its exit fails the job
                 replica.conn.send(CancelJob(job.id))
-            except OSError:
-                pass  # the replica is dying; its exit fails the job
 
     # --- driving a replica ---
 
@@ -286,10 +285,8 @@ class ReplicaPool:
         except (EOFError, OSError):
             pass
         process.join()
-        try:
+        with contextlib.suppress(RuntimeError):  # the event loop is closed: the engine is shutting down
             self._loop.call_soon_threadsafe(self._on_exit, replica, process)
-        except RuntimeError:
-            pass  # the event loop is already closed: the engine is shutting down
 
     def _on_message(self, replica: Replica, process: BaseProcess, message: object) -> None:
         if process is not replica.process:

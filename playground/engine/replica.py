@@ -7,6 +7,7 @@ away the pipe closes and the replica exits.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -44,10 +45,9 @@ def replica_main(conn: Connection, settings: ReplicaSettings) -> None:
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s replica %(name)s: %(message)s"
     )
-    try:
+    # The front end may be gone (stopped while we started, or killed): then no one is left to answer.
+    with contextlib.suppress(BrokenPipeError, EOFError):
         _serve(conn, settings)
-    except (BrokenPipeError, EOFError):
-        pass  # the front end is gone (stopped while we started, or killed): no one to answer
 
 
 def _serve(conn: Connection, settings: ReplicaSettings) -> None:

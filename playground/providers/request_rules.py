@@ -424,6 +424,6 @@ def _response_format_problem(response_format: Any, caps: Capabilities) -> str:
     if "name" in spec and not (isinstance(spec["name"], str) and SCHEMA_NAME.fullmatch(spec["name"])):
         return "`response_format.json_schema.name` must be 1 to 64 letters, digits, _ or -."
     # OpenAI nests the schema under `schema`; Workers AI's legacy models take it bare.
-    schema = spec["schema"] if "schema" in spec else spec
+    schema = spec.get("schema", spec)
     problems = schema_problems(schema, "response_format.json_schema.schema")
     return f"`{problems[0].path}`: {problems[0].message}" if problems else ""

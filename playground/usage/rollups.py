@@ -351,7 +351,7 @@ def _insert_select(model: type[Any], select: QuerySet[Any]) -> None:
     names = [
         name.removeprefix("r_") for name in (*select.query.values_select, *select.query.annotation_select)
     ]
-    names = [name for name in dict.fromkeys(names)]
+    names = list(dict.fromkeys(names))
     sql, params = select.query.sql_with_params()
     columns = ", ".join(quote(name) for name in names)
     aliases = ", ".join(quote(f"r_{name}") for name in names)

@@ -74,7 +74,12 @@ def _fresh_postgres_database() -> tuple[str, Any]:
 
     db = settings.DATABASES["default"]
     name = f"batches_worker_{uuid.uuid4().hex[:10]}"
-    conninfo = dict(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], password=db["PASSWORD"])
+    conninfo = {
+        "host": db["HOST"],
+        "port": db["PORT"] or 5432,
+        "user": db["USER"],
+        "password": db["PASSWORD"],
+    }
     with psycopg.connect(dbname="postgres", autocommit=True, **conninfo) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
 

@@ -11,6 +11,7 @@ yields an `EngineProcess` with `.url`, `.token` and `.model_id`. Use it from a c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -75,14 +76,11 @@ class EngineProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
             else:
                 self.process.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
-        try:  # the replicas share the engine's process group; none may outlive it
+        # The replicas share the engine's process group: none may outlive it.
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.wait()
 
 

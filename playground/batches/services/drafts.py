@@ -206,8 +206,7 @@ def _preview_row(item: ItemInput) -> PreviewRow:
 
 def _items_store(batch: Batch, results: Iterable[ItemInput | LineError]) -> None:
     chunk: list[BatchItem] = []
-    index = 0
-    for result in results:
+    for index, result in enumerate(results):
         if isinstance(result, LineError):  # the input changed between the two reads
             raise BatchInputInvalid([result], 1)
         chunk.append(
@@ -219,7 +218,6 @@ def _items_store(batch: Batch, results: Iterable[ItemInput | LineError]) -> None
                 request=result.body,
             )
         )
-        index += 1
         if len(chunk) >= INSERT_CHUNK:
             BatchItem.objects.bulk_create(chunk)
             chunk = []
