@@ -14,7 +14,8 @@ In one run, on one fresh engine (default replicas):
 The app runs on a SQLite file in a temporary data folder. The last line is
 `batch throughput: <items/s> items/s, <ratio>x of direct capacity`.
 
-    .venv/bin/python benchmarks/batch_throughput.py [--items 1000] [--big 50000]
+    .venv/bin/python benchmarks/batch_throughput.py [--items 1000] [--big 50000] [--replicas 5]
+    .venv/bin/python benchmarks/batch_throughput.py --smoke   # seconds: the test suite runs this
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 MAX_TOKENS = 8
+SMOKE = {"items": 6, "big": 200, "replicas": 2}  # every path, no figure to trust
 
 
 def item(i: int, run: str) -> dict[str, Any]:
@@ -204,9 +206,13 @@ def main() -> None:
     )
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--big", type=int, default=50_000)
+    parser.add_argument("--replicas", type=int, default=0, help="engine replicas (default: the engine's)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run of every path (seconds)")
     parser.add_argument("--big-only", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     if args.big_only:
         big_submission(args.big_only, Path(args.workdir))
         return
@@ -225,12 +231,13 @@ def main() -> None:
             )
 
         (workdir / "engine").mkdir()
-        engine = start_engine(workdir / "engine", replicas=DEFAULT_REPLICAS)
+        replicas = args.replicas or DEFAULT_REPLICAS
+        engine = start_engine(workdir / "engine", replicas=replicas)
         try:
             # Warms every replica.
-            asyncio.run(direct_rate(engine, 2 * DEFAULT_REPLICAS, DEFAULT_REPLICAS, "warm-up"))
+            asyncio.run(direct_rate(engine, 2 * replicas, replicas, "warm-up"))
             rates = {}
-            for concurrency in (DEFAULT_REPLICAS, 2 * DEFAULT_REPLICAS):
+            for concurrency in (replicas, 2 * replicas):
                 rates[concurrency] = asyncio.run(
                     direct_rate(engine, args.items, concurrency, f"direct-{concurrency}")
                 )

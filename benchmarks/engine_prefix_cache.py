@@ -21,6 +21,7 @@ Targets (agent workload): >= 90 % cached with affinity, <= 60 % without, TTFT p5
 lower with affinity.
 
     .venv/bin/python benchmarks/engine_prefix_cache.py [--workload agent|support|both] [--reference]
+    .venv/bin/python benchmarks/engine_prefix_cache.py --smoke   # seconds: the test suite runs this
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ from tests.support.engine import EngineProcess, start_engine  # noqa: E402
 
 PRODUCTS = ["kettle", "toaster", "blender", "lamp", "heater", "fan", "scale", "clock", "radio", "mixer"]
 REGIONS = ["north", "south", "east", "west"]
+# 2 conversations x 2 turns on 2 replicas, 4 tokens per answer: every path, no figure to trust.
+SMOKE = {
+    "conversations": 2,
+    "turns": 2,
+    "document_lines": 3,
+    "max_tokens": 4,
+    "replicas": 2,
+    "context_size": 2048,
+}
 SYSTEMS = ["billing", "search", "checkout", "login", "reports", "uploads", "email", "inventory"]
 CAUSES = ["a full disk", "an expired certificate", "a bad deploy", "a slow query", "a DNS change"]
 SUPPORT_QUESTIONS = [
@@ -71,10 +81,10 @@ AGENT_QUESTIONS = [
 ]
 
 
-def support_handbook() -> str:
-    """A fixed support handbook of about 1,000 tokens; identical for every conversation."""
+def support_handbook(rules: int) -> str:
+    """A fixed support handbook (36 rules: about 1,000 tokens); identical for every conversation."""
     lines = ["You are the support assistant of Acme Home Appliances. Follow this handbook exactly."]
-    for number in range(36):
+    for number in range(rules):
         product = PRODUCTS[number % len(PRODUCTS)]
         region = REGIONS[number % len(REGIONS)]
         lines.append(
@@ -84,12 +94,13 @@ def support_handbook() -> str:
     return "\n".join(lines)
 
 
-def incident_report(conversation: int) -> str:
-    """About 1,000 tokens of a report of this conversation's own, different from its first line."""
+def incident_report(conversation: int, entries: int) -> str:
+    """A report of this conversation's own, different from its first line (30 entries: about
+    1,000 tokens)."""
     system = SYSTEMS[conversation % len(SYSTEMS)]
     cause = CAUSES[conversation % len(CAUSES)]
     lines = [f"Incident report INC-{4100 + 17 * conversation}: {system} outage caused by {cause}.", ""]
-    for minute in range(30):
+    for minute in range(entries):
         clock = f"{9 + (minute * 7 + conversation) // 60:02d}:{(minute * 7 + conversation) % 60:02d}"
         lines.append(
             f"{clock} on-call engineer {chr(65 + (minute + conversation) % 26)} saw {system} error rate at "
@@ -104,11 +115,14 @@ def incident_report(conversation: int) -> str:
 class Workload:
     name: str
     turns: int
-    opening: Callable[[int], list[dict[str, str]]]  # the messages a conversation starts with
-    question: Callable[[int, int], str]  # (conversation, turn number) -> the user's question
+    document_lines: int  # of the handbook or the report
+    # (conversation, document lines) -> the messages a conversation starts with
+    opening: Callable[[int, int], list[dict[str, str]]]
+    # (conversation, turn number, document lines) -> the user's question
+    question: Callable[[int, int, int], str]
 
 
-def _support_question(conversation: int, number: int) -> str:
+def _support_question(conversation: int, number: int, document_lines: int) -> str:
     details = {
         "product": PRODUCTS[conversation % len(PRODUCTS)],
         "region": REGIONS[conversation % len(REGIONS)],
@@ -126,9 +140,10 @@ WORKLOADS = {
     "agent": Workload(
         "agent: a ~1,000-token document of its own in each conversation's first message",
         turns=6,
-        opening=lambda conversation: [],
-        question=lambda conversation, number: (
-            f"{incident_report(conversation)}\n\n{_agent_question(conversation, number)}"
+        document_lines=30,
+        opening=lambda conversation, lines: [],
+        question=lambda conversation, number, lines: (
+            f"{incident_report(conversation, lines)}\n\n{_agent_question(conversation, number)}"
             if number == 1
             else _agent_question(conversation, number)
         ),
@@ -136,7 +151,8 @@ WORKLOADS = {
     "support": Workload(
         "support: one ~1,000-token system prompt shared by every conversation",
         turns=8,
-        opening=lambda conversation: [{"role": "system", "content": support_handbook()}],
+        document_lines=36,
+        opening=lambda conversation, lines: [{"role": "system", "content": support_handbook(lines)}],
         question=_support_question,
     ),
 }
@@ -210,16 +226,19 @@ async def run_conversation(
     workload: Workload,
     mode: Mode,
     conversation: int,
-    max_tokens: int,
+    args: argparse.Namespace,
 ) -> None:
-    messages = workload.opening(conversation)
+    lines = args.document_lines or workload.document_lines
+    messages = workload.opening(conversation, lines)
     headers = dict(engine.headers)
     if mode.affinity:
         headers["x-session-affinity"] = f"bench-conversation-{conversation}"
-    for number in range(1, workload.turns + 1):
-        messages.append({"role": "user", "content": workload.question(conversation, number)})
+    for number in range(1, (args.turns or workload.turns) + 1):
+        messages.append({"role": "user", "content": workload.question(conversation, number, lines)})
         sent = with_unique_start(messages) if mode.unique_prefix else messages
-        answer, ttft, decode, usage, replica = await ask(client, engine, sent, headers, max_tokens=max_tokens)
+        answer, ttft, decode, usage, replica = await ask(
+            client, engine, sent, headers, max_tokens=args.max_tokens
+        )
         messages.append({"role": "assistant", "content": answer})
         mode.turns.append(
             Turn(
@@ -243,7 +262,7 @@ async def run_mode(engine: EngineProcess, workload: Workload, mode: Mode, args: 
     async def worker(client: httpx.AsyncClient) -> None:
         while not pending.empty():
             conversation = pending.get_nowait()
-            await run_conversation(client, engine, workload, mode, conversation, args.max_tokens)
+            await run_conversation(client, engine, workload, mode, conversation, args)
 
     started = time.perf_counter()
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
@@ -321,7 +340,8 @@ def print_table(mode: Mode, figures: dict[str, float]) -> None:
 
 def run_workload(workload: Workload, args: argparse.Namespace) -> None:
     print(f"\n##### workload {workload.name}")
-    print(f"##### {args.conversations} conversations x {workload.turns} turns, {args.concurrency} in flight, "
+    turns = args.turns or workload.turns
+    print(f"##### {args.conversations} conversations x {turns} turns, {args.concurrency} in flight, "
           f"{args.replicas} replicas, {os.cpu_count()} CPU cores")  # fmt: skip
     modes = [
         Mode("with affinity (x-session-affinity per conversation)", True),
@@ -352,7 +372,7 @@ def run_workload(workload: Workload, args: argparse.Namespace) -> None:
         print(
             f"  TTFT with affinity vs nothing reusable: p50 lower by {cold['ttft_p50'] / on['ttft_p50']:.1f}x"
         )
-    print("\n== targets ==")
+    print("\n== targets ==" + (" (a smoke run: too small to judge them)" if args.smoke else ""))
     print(f"  >= 90 % cached with affinity: {'met' if on['cached_share'] >= 0.9 else 'MISSED'}")
     print(f"  <= 60 % cached without: {'met' if off['cached_share'] <= 0.6 else 'MISSED'}")
     print(f"  TTFT p50 >= 3x lower with affinity: {'met' if p50 >= 3 else 'MISSED'}")
@@ -367,7 +387,12 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=DEFAULT_REPLICAS)
     parser.add_argument("--context-size", type=int, default=4096)
     parser.add_argument("--reference", action="store_true", help="add a mode with nothing to reuse")
+    parser.add_argument("--turns", type=int, default=0, help="per conversation (default: the workload's)")
+    parser.add_argument("--document-lines", type=int, default=0, help="of the shared or own document")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run of every path (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     for name in WORKLOADS if args.workload == "both" else [args.workload]:
         run_workload(WORKLOADS[name], args)
 

@@ -5,11 +5,18 @@ pace, each stamped with its send time. The same kind of client then reads them t
 side by side in one run:
 - direct: straight from the upstream over HTTP (the floor: network + parsing);
 - relayed: through the full app — uvicorn, Channels, the chat consumer, the chat service,
-  the provider adapter, template rendering — as WebSocket frames.
-Added latency is the relayed figure minus the direct one, at p50 and p95, for 1 and for
-20 concurrent streams. Target: p95 added <= 10 ms.
+  the provider adapter, the frame relay — as WebSocket frames.
+Added latency is the relayed figure minus the direct one, at p50 and p95, for each
+concurrency level. Targets (issue 22): p95 added <= 2 ms up to 20 streams, <= 10 ms at 200,
+at 50 chunks/s per stream. It also prints the app's CPU time per relayed chunk, a figure
+that a busy machine disturbs less than the latencies.
 
-    .venv/bin/python benchmarks/stream_relay.py [--chunks 500] [--every-ms 10]
+The benchmark's user gets the app's per-user chat limits raised for its own run
+(`CHAT_MAX_CONCURRENT_TURNS`, `CHAT_TURNS_PER_MINUTE`): it opens one turn per stream,
+far beyond a person's 3 at once.
+
+    .venv/bin/python benchmarks/stream_relay.py [--concurrency 1 20 100 200] [--every-ms 20] [--chunks 500]
+    .venv/bin/python benchmarks/stream_relay.py --smoke    # seconds: the test suite runs this
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ from tests.fakes.upstream import FakeUpstream, paced  # noqa: E402  (needs the r
 
 STAMP = re.compile(r"t=(\d+);")
 FINISHED_MARKER = 'hx-swap-oob="outerHTML:#answer-'  # the stored answer replaces the streamed one
+NOTICE = re.compile(r'class="chat-notice notice notice-error"[^>]*>([^<]*)<')  # a refused turn
+WARM_UP_CHUNKS = 10
+SMOKE = {"chunks": 20, "every_ms": 10.0, "concurrency": [1, 4]}
+TARGETS_MS = ((20, 2.0), (200, 10.0))  # (up to this many streams, p95 added at most)
 
 
 def free_port() -> int:
@@ -105,9 +116,11 @@ async def read_relayed(app_url: str, session: str, conversation_id: int, chunks:
     async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as socket_:
         await socket_.send('{"action": "send", "message": "go"}')
         while len(latencies) < chunks:
-            frame = await asyncio.wait_for(socket_.recv(), timeout=60)
+            frame = str(await asyncio.wait_for(socket_.recv(), timeout=60))
             now = time.time_ns()
-            latencies += [(now - int(sent)) / 1e6 for sent in STAMP.findall(str(frame))]
+            if refused := NOTICE.search(frame):
+                raise SystemExit(f"the app refused the benchmark's turn: {refused.group(1)}")
+            latencies += [(now - int(sent)) / 1e6 for sent in STAMP.findall(frame)]
         while FINISHED_MARKER not in str(await asyncio.wait_for(socket_.recv(), timeout=60)):
             pass  # let the turn end (record written) before the socket closes
     return latencies
@@ -145,14 +158,30 @@ def wait_for_app(url: str, process: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the app server did not start")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def target_ms(concurrency: int) -> float:
+    return next((limit for streams, limit in TARGETS_MS if concurrency <= streams), TARGETS_MS[-1][1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--chunks", type=int, default=500)
-    parser.add_argument("--every-ms", type=float, default=10.0)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20])
+    parser.add_argument("--every-ms", type=float, default=20.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20, 100, 200])
+    parser.add_argument("--smoke", action="store_true", help="a few chunks on 1 and 4 streams (seconds)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
 
     data_dir = tempfile.mkdtemp(prefix="stream-relay-")
     Path(data_dir, "staticfiles").mkdir()  # ServeStatic warns about a missing static root
@@ -162,6 +191,10 @@ def main() -> None:
             "PLAYGROUND_DATA_DIR": data_dir,
             "PROVIDER_HOST_ALLOWLIST": "127.0.0.1",
             "LOG_LEVEL": "WARNING",
+            # The benchmark's own user streams one answer per stream, every level (and a warm-up
+            # turn) within a minute.
+            "CHAT_MAX_CONCURRENT_TURNS": str(max(args.concurrency)),
+            "CHAT_TURNS_PER_MINUTE": str(sum(args.concurrency) + 1),
         }
     )
     os.environ.pop("DATABASE_URL", None)
@@ -188,12 +221,20 @@ def main() -> None:
     )
     try:
         wait_for_app(app_url, server)
+        # The app's first turn loads code and templates: one turn that is not measured does it.
+        upstream.script(paced(WARM_UP_CHUNKS, args.every_ms))
+        asyncio.run(read_relayed(app_url, session, ids[0], WARM_UP_CHUNKS))
         print(f"{args.chunks} chunks every {args.every_ms:g} ms; upstream send -> client receive, in ms")
-        print(f"{'streams':>7} {'path':>8} {'p50':>8} {'p95':>8} {'max':>8}   added p50 / p95")
+        print(
+            f"{'streams':>7} {'path':>8} {'p50':>8} {'p95':>8} {'max':>8}   added p50 / p95   "
+            "app CPU per chunk"
+        )
         for concurrency in args.concurrency:
+            cpu_before = cpu_seconds(server.pid)
             direct, relayed = asyncio.run(
                 run_mode(upstream, concurrency, args.chunks, args.every_ms, app_url, session, ids)
             )
+            cpu_per_chunk_us = (cpu_seconds(server.pid) - cpu_before) / len(relayed) * 1e6
             for name, values in (("direct", direct), ("relayed", relayed)):
                 print(
                     f"{concurrency:>7} {name:>8} {statistics.median(values):>8.2f} "
@@ -203,8 +244,13 @@ def main() -> None:
                 if name == "relayed":
                     added_p50 = statistics.median(relayed) - statistics.median(direct)
                     added_p95 = percentile(relayed, 95) - percentile(direct, 95)
-                    verdict = "meets" if added_p95 <= 10 else "MISSES"
-                    print(f"   {added_p50:+.2f} / {added_p95:+.2f}  ({verdict} the 10 ms p95 target)", end="")
+                    target = target_ms(concurrency)
+                    verdict = "meets" if added_p95 <= target else "MISSES"
+                    print(
+                        f"   {added_p50:+.2f} / {added_p95:+.2f}   {cpu_per_chunk_us:>6.0f} us"
+                        f"   ({verdict} the {target:g} ms p95 target)",
+                        end="",
+                    )
                 print()
     finally:
         server.terminate()

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/usage_dashboard.py                      # PostgreSQL, 10 M + 1 M rows
     .venv/bin/python benchmarks/usage_dashboard.py --rows 1000000 --database sqlite
+    .venv/bin/python benchmarks/usage_dashboard.py --smoke   # seconds, SQLite: the test suite runs this
 
 Generates `--rows` usage records for one team plus a tenth as many over nine other teams
 (realistic shapes: a daily cycle over 90 days, conversations whose prompts grow turn by
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "bench_usage"
+SMOKE = {"rows": 3000, "database": "sqlite", "runs": 2, "export_rows": 1000}  # every path, no figure to trust
 RANGES = ("7d", "30d", "90d")
 COLUMNS = (
     "request_id", "team_id", "user_id", "connection_id", "model_id", "conversation_id", "path",
@@ -76,8 +78,11 @@ def main() -> None:
         action="store_true",
         help="time a database kept by an earlier --keep run of the same --rows (PostgreSQL): skip loading",
     )
+    parser.add_argument("--smoke", action="store_true", help="a few thousand rows on SQLite (seconds)")
     parser.add_argument("--export-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     if args.export_child:
         export_child(json.loads(args.export_child))
         return

@@ -11,7 +11,9 @@ client_disconnected; after Stop, error code stopped_by_user) before the task end
 for it, so the record exists once the socket is gone.
 
 Every frame sent is a rendered template from `templates/chat/ws/` whose top-level elements
-carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings.
+carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings. The streamed
+text goes through `chat.relay`: each delta template is rendered once per turn, and text that
+arrives within one frame interval (`CHAT_STREAM_FRAME_MS`) is sent as one frame.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.template.loader import render_to_string
 
@@ -31,6 +34,7 @@ from playground.accounts.selectors import asession_user_id
 from playground.chat.forms import BadCommand, ContinueCommand, SendCommand, StopCommand, chat_command_parse
 from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
+from playground.chat.relay import DeltaFrames, FrameRelay
 from playground.chat.selectors import aconversation_get
 from playground.chat.services import (
     ChatTurn,
@@ -41,7 +45,6 @@ from playground.chat.services import (
     chat_continue_start,
     chat_turn_start,
 )
-from playground.providers.events import ReasoningDelta, StreamEvent, TextDelta
 
 logger = logging.getLogger(__name__)
 
@@ -212,9 +215,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             current: ChatTurn | None = turn
             while current is not None:
                 turn = current
-                async with aclosing(turn.events()) as events:
-                    async for event in events:
-                        await self._send_event(turn, event)
+                await self._stream(turn)
                 await self._send_finished(turn)
                 current = None
                 if steps < turn.conversation.auto_mock_steps:
@@ -247,14 +248,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # --- frames ----------------------------------------------------------------------------
 
-    async def _send_event(self, turn: ChatTurn, event: StreamEvent) -> None:
-        match event:
-            case TextDelta(text=text):
-                await self._send_template("chat/ws/text_delta.html", {"key": _key(turn), "text": text})
-            case ReasoningDelta(text=text):
-                await self._send_template("chat/ws/reasoning_delta.html", {"key": _key(turn), "text": text})
-            case _:
-                pass  # usage, finish and errors are shown from the stored record at the end
+    async def _stream(self, turn: ChatTurn) -> None:
+        """Relay the answer's text as it streams; usage, finish and errors show from the stored
+        record at the end. The events are read here, in the turn's task, so that a Stop or a
+        disconnect cancels the read and the record is written (see the module docstring)."""
+        frames = DeltaFrames({"key": _key(turn)})
+        interval = settings.CHAT_STREAM_FRAME_MS / 1000
+        async with (
+            FrameRelay(frames, self.send, interval=interval) as relay,
+            aclosing(turn.events()) as events,
+        ):
+            async for event in events:
+                relay.add(event)
 
     async def _send_finished(self, turn: ChatTurn) -> None:
         """Replace the streamed text with the stored answer (once per turn)."""

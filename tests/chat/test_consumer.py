@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable
 
 import pytest
@@ -102,6 +104,45 @@ async def test_reasoning_streams_into_a_collapsed_section(
     assert '<details class="reasoning">' in frames[-1]
     assert "Two plus two." in frames[-1]
     assert "— cached" in frames[-1]  # the provider did not say: not "0 cached"
+
+
+def streamed(frames: list[str], target: str) -> list[str]:
+    """The text each frame appended to the element `target`, unescaped."""
+    pattern = re.compile(f'<div id="{target}" hx-swap-oob="beforeend">(.*?)</div>', re.DOTALL)
+    return [html.unescape(text) for frame in frames for text in pattern.findall(frame)]
+
+
+async def test_text_arriving_within_one_frame_interval_is_sent_as_one_frame_and_reads_the_same(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream, settings: LazySettings
+) -> None:
+    settings.CHAT_STREAM_FRAME_MS = 300  # far longer than the whole stream after its first chunk
+    thinking = ["Two ", "<and> ", "two."]
+    words = ["It ", "is ", "**4** ", "& ", "<b>not</b> ", "5."]
+    fake_upstream.script(
+        sse(
+            [
+                *(openai_chunk(reasoning=part) for part in thinking),
+                *(openai_chunk(word) for word in words),
+                openai_chunk(finish_reason="stop"),
+                native_frame("", usage=usage(20, 9)),
+            ],
+            delay=0.01,
+        )
+    )
+    frames = await open_socket("owner", conversation.pk).exchange("2+2?")
+
+    key = (await last_user_message(conversation)).pk
+    _, *streaming, finished = frames
+    assert len(streaming) <= 2  # the first chunk goes at once; the other eight within the interval
+    assert "".join(streamed(streaming, f"answer-{key}-reasoning-text")) == "Two <and> two."
+    assert streamed(streaming, f"answer-{key}-text") == ["It is **4** & <b>not</b> 5."]
+    last = streaming[-1]
+    assert last.index(f'"answer-{key}-reasoning-text"') < last.index(f'"answer-{key}-text"')
+    assert "&lt;b&gt;not&lt;/b&gt;" in last  # escaped in the frame, as the template does
+    answer = await Message.objects.aget(conversation=conversation, role=MessageRole.ASSISTANT)
+    assert answer.content == "".join(words)
+    assert answer.reasoning == "".join(thinking)
+    assert "<strong>4</strong> &amp; &lt;b&gt;not&lt;/b&gt; 5." in finished
 
 
 async def test_hostile_model_output_is_escaped_while_streaming_and_sanitized_at_the_end(

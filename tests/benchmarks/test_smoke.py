@@ -1,0 +1,73 @@
+"""Every benchmark runs, at its `--smoke` size, so that a change that breaks one fails here.
+
+The figures of a smoke run are too small to judge a target; what counts is that each script
+gets through every path it measures and prints its figures. The four run side by side (most
+of their time is start-up: migrations, the app server, the engine's replicas), which keeps
+the whole module within a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 150  # seconds per script; a smoke run takes 5-25 s alone on two busy cores
+# What each script prints once it has measured everything (its last figures).
+FIGURES = {
+    "stream_relay.py": r"(?m)^\s+4\s+relayed\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[+-][\d.]+ / [+-][\d.]+\s+\d+ us",
+    "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
+    "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
+    "usage_dashboard.py": r"csv export: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
+}
+
+
+@pytest.fixture(scope="module")
+def smoke_runs() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Start every benchmark at its smoke size at once; each test waits for its own."""
+    # The benchmarks choose their own settings and databases: not the suite's.
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL"}
+    }
+    runs = {
+        script: subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / script), "--smoke"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for script in FIGURES
+    }
+    try:
+        yield runs
+    finally:
+        for process in runs.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("script", list(FIGURES))
+def test_the_benchmark_runs_at_its_smoke_size_and_prints_its_figures(
+    smoke_runs: dict[str, subprocess.Popen[str]], script: str
+) -> None:
+    process = smoke_runs[script]
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        pytest.fail(f"{script} --smoke took over {TIMEOUT} s:\n{output[-3000:]}")
+
+    assert process.returncode == 0, f"{script} --smoke exited with {process.returncode}:\n{output[-3000:]}"
+    assert re.search(FIGURES[script], output), f"{script} --smoke printed no figures:\n{output[-3000:]}"
