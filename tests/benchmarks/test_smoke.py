@@ -24,7 +24,7 @@ FIGURES = {
     "stream_relay.py": r"(?m)^\s+4\s+relayed\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[+-][\d.]+ / [+-][\d.]+\s+\d+ us",
     "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
     "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
-    "usage_dashboard.py": r"csv export: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
+    "usage_dashboard.py": r"csv export for data: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
 }
 
 
