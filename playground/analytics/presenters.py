@@ -3,17 +3,12 @@ their own)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
-
-from django.urls import NoReverseMatch, reverse
 
 from playground.analytics.charts import dollars, milliseconds, money_places
 from playground.analytics.selectors import Headline
 from playground.usage.models import UsageRecord
-
-BATCH_SOURCE = re.compile(r"^batch-item:(?P<item>\d+):(?P<attempt>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -54,39 +49,6 @@ def cost_formula(record: UsageRecord) -> list[FormulaLine]:
             record.output_cost,
         ),
     ]
-
-
-@dataclass(frozen=True)
-class SourceLink:
-    label: str
-    url: str
-
-
-def source_link(record: UsageRecord) -> SourceLink | None:
-    """Where the request came from: its conversation, or its batch item."""
-    if record.conversation_id is not None:
-        title = (
-            str(record.conversation)
-            if record.conversation is not None
-            else f"Conversation {record.conversation_id}"
-        )
-        return SourceLink(title, reverse("chat:conversation-detail", args=[record.conversation_id]))
-    return batch_item_link(record.source)
-
-
-def batch_item_link(source: str) -> SourceLink | None:
-    """A batch record's item (source "batch-item:<id>:<attempt>"), read from the source alone so
-    the log links each row to its item without a query."""
-    match = BATCH_SOURCE.match(source)
-    if not match:
-        return None
-    attempt = int(match["attempt"])
-    label = f"Batch item {match['item']}" + (f", attempt {attempt}" if attempt > 1 else "")
-    try:
-        url = reverse("batches:item-detail", args=[int(match["item"])])
-    except NoReverseMatch:
-        url = ""
-    return SourceLink(label, url)
 
 
 @dataclass(frozen=True)

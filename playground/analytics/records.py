@@ -162,7 +162,7 @@ def usage_record_get(*, user: AnyUser, request_id: str) -> UsageRecord | None:
         return None
     return (
         UsageRecord.objects.filter(request_id=request_id, team__memberships__user_id=user.pk)
-        .select_related("team", "user", "connection", "price_card", "price_card__model", "conversation")
+        .select_related("team", "user", "connection", "price_card", "price_card__model")
         .first()
     )
 

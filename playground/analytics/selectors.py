@@ -42,6 +42,7 @@ from playground.usage.models import (
 )
 from playground.usage.pricing import cost_for
 from playground.usage.rollups import as_e10
+from playground.usage.sources import CONVERSATION, SourceKey, source_links
 
 TOP_CONVERSATIONS = 10
 GROWTH_SESSIONS = 5
@@ -458,12 +459,12 @@ def top_conversations(filters: Filters, *, limit: int = TOP_CONVERSATIONS) -> li
     rows = _top_by_totals(filters, days, limit=limit)
     if rows is None:  # fewer than `limit` conversations lie wholly inside: rank the period's days
         rows = list(_conversation_sums(days).order_by("-cost", "conversation_id")[:limit])
-    titles = _conversation_titles([row["conversation_id"] for row in rows])
+    titles = _conversation_titles(filters.team.pk, [row["conversation_id"] for row in rows])
     return [
         {
             **row,
             "cost": usd(row["cost"]),
-            "title": titles.get(row["conversation_id"], "(deleted conversation)"),
+            "title": titles.get(row["conversation_id"], ""),
         }
         for row in rows
     ]
@@ -517,14 +518,11 @@ def _top_by_totals(filters: Filters, days: QuerySet[Any], *, limit: int) -> list
     return ranked[:limit]
 
 
-def _conversation_titles(ids: list[int]) -> dict[int, str]:
-    # Through the record's own relation: usage never imports the chat app.
-    conversation_model = UsageRecord._meta.get_field("conversation").related_model
-    assert conversation_model is not None and not isinstance(conversation_model, str)
-    return {
-        conversation.pk: str(conversation)
-        for conversation in conversation_model._default_manager.filter(pk__in=ids)
-    }
+def _conversation_titles(team_id: int, ids: list[int]) -> dict[int, str]:
+    """Each conversation's title (or "Conversation #12"), "(deleted)" once it is gone: through
+    the usage sources that chat registers, since analytics does not import chat."""
+    links = source_links(team_id=team_id, keys=[SourceKey(CONVERSATION, pk) for pk in ids])
+    return {key.id: link.name for key, link in links.items()}
 
 
 def prompt_growth(filters: Filters, *, sessions: int = GROWTH_SESSIONS) -> list[dict[str, Any]]:

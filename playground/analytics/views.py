@@ -35,10 +35,11 @@ from django_htmx.middleware import HtmxDetails
 from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports, selectors
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
-from playground.analytics.presenters import batch_item_link, cost_formula, headline_tiles, source_link
+from playground.analytics.presenters import cost_formula, headline_tiles
 from playground.analytics.records import BadCursor, log_page, usage_record_get
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageTeamDaily
+from playground.usage.sources import record_source_links
 
 
 class FigureEncoder(json.JSONEncoder):
@@ -298,10 +299,11 @@ def log_view(request: AuthedRequest) -> HttpResponse:
             return HttpResponse("That page link is not valid: start again from the first page.", status=400)
         next_query = request.GET.copy()
         next_query["after"] = page.next_cursor
+        sources = record_source_links(team_id=filters.team.pk, records=page.records)
         context.update(
             {
                 "page": page,
-                "rows": [(record, batch_item_link(record.source)) for record in page.records],
+                "rows": list(zip(page.records, sources, strict=True)),
                 "next_query": _query(next_query) if page.next_cursor else "",
                 "first_query": _query(request.GET, without=("after",)),
                 "is_first_page": not request.GET.get("after"),
@@ -330,7 +332,7 @@ def record_detail_view(request: AuthedRequest, request_id: uuid.UUID) -> HttpRes
     context = {
         "record": record,
         "formula": cost_formula(record),
-        "source": source_link(record),
+        "source": record_source_links(team_id=record.team_id, records=[record])[0],
         "raw_usage": json.dumps(record.raw_usage, indent=2, ensure_ascii=False) if record.raw_usage else "",
         "request_body": json.dumps(record.request_body, indent=2, ensure_ascii=False)
         if record.request_body

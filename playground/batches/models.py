@@ -14,6 +14,7 @@ from django.db import models
 
 from playground.accounts.models import Team
 from playground.providers.models import ProviderConnection
+from playground.usage.sources import BATCH_ITEM, source_string
 
 
 class BatchStatus(models.TextChoices):
@@ -152,4 +153,4 @@ class BatchItem(models.Model):
     @property
     def source(self) -> str:
         """The usage record's `source`: one record per item and attempt, whatever redelivers it."""
-        return f"batch-item:{self.pk}:{self.attempt}"
+        return source_string(BATCH_ITEM, self.pk, self.attempt)

@@ -56,6 +56,7 @@ from playground.batches.services.drafts import (
 from playground.providers.models import ProviderConnection
 from playground.providers.presets import preset_choices
 from playground.providers.selectors import connection_list_runnable
+from playground.usage.sources import CONVERSATION
 
 EXPORT_PAGE = 500
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -71,7 +72,7 @@ class AuthedRequest(HttpRequest):
 @require_http_methods(["GET", "POST"])
 def batch_list_view(request: AuthedRequest) -> HttpResponse:
     connections = _runnable_connections(request.user)
-    conversations = preset_choices(user=request.user)
+    conversations = preset_choices(kind=CONVERSATION, user=request.user)
     if request.method == "GET":
         form = BatchCreateForm(connections=connections, conversations=conversations)
         return _list_page(request, form, connections)

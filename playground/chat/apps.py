@@ -7,7 +7,11 @@ class ChatConfig(AppConfig):
     name = "playground.chat"
 
     def ready(self) -> None:
+        # Below chat, usage and providers name conversations only through these registries.
         from playground.chat.presets import ConversationPresets
-        from playground.providers.presets import preset_source_register
+        from playground.chat.sources import ConversationSources
+        from playground.providers import presets
+        from playground.usage import sources
 
-        preset_source_register(ConversationPresets())
+        sources.resolvers.register(sources.CONVERSATION, ConversationSources())
+        presets.sources.register(sources.CONVERSATION, ConversationPresets())

@@ -1,7 +1,8 @@
 """A conversation's settings offered as a request preset (a batch can start from them).
 
-Registered with `playground.providers.presets` in `ChatConfig.ready`, so the batch pages use
-them without importing chat. Tools go as they are sent (no mocks, no returns_json).
+Registered with `playground.providers.presets` for the kind "conversation" in
+`ChatConfig.ready`, so the batch pages use them without importing chat. Tools go as they are
+sent (no mocks, no returns_json).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Request presets: saved request settings that one feature offers to another.
 
 A conversation's composer settings can seed a batch, but features never import each other
-(see the design's floors). So the chat app registers a `PresetSource` here when Django starts
-(`ChatConfig.ready`) and the batch pages read presets through this module. The settings are
-`ChatRequest` fields, which is this floor's vocabulary. Without a source there are no presets.
+(see the design's floors). So the chat app registers a `PresetSource` here for its kind
+("conversation") when Django starts (`ChatConfig.ready`), as features register what caused
+usage records (`playground.usage.sources`), and the batch pages read presets through this
+module. The settings are `ChatRequest` fields, which is this floor's vocabulary. A kind that
+no app registered offers no presets.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from playground.accounts.selectors import AnyUser
+from playground.lib.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -34,17 +37,14 @@ class PresetSource(Protocol):
         ...
 
 
-_source: PresetSource | None = None
+sources: Registry[PresetSource] = Registry("request preset")
 
 
-def preset_source_register(source: PresetSource) -> None:
-    global _source
-    _source = source
+def preset_choices(*, kind: str, user: AnyUser, limit: int = 100) -> list[tuple[int, str]]:
+    source = sources.get(kind)
+    return source.choices(user=user, limit=limit) if source is not None else []
 
 
-def preset_choices(*, user: AnyUser, limit: int = 100) -> list[tuple[int, str]]:
-    return _source.choices(user=user, limit=limit) if _source is not None else []
-
-
-def preset_get(*, user: AnyUser, preset_id: int) -> RequestPreset | None:
-    return _source.get(user=user, preset_id=preset_id) if _source is not None else None
+def preset_get(*, kind: str, user: AnyUser, preset_id: int) -> RequestPreset | None:
+    source = sources.get(kind)
+    return source.get(user=user, preset_id=preset_id) if source is not None else None

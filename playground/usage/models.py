@@ -63,9 +63,9 @@ class UsageRecord(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     connection = models.ForeignKey(ProviderConnection, null=True, on_delete=models.SET_NULL, related_name="+")
     model_id = models.CharField(max_length=200)
-    conversation = models.ForeignKey(
-        "chat.Conversation", null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_records"
-    )
+    # The conversation of a chat turn, by id and not by foreign key: usage stands below chat and
+    # a record outlives its conversation. Labels and links: `playground.usage.sources`.
+    conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     path = models.CharField(max_length=10, choices=RequestPath.choices, default=RequestPath.CHAT)
     affinity_key = models.CharField(max_length=120, blank=True)
     streamed = models.BooleanField(default=True)

@@ -142,6 +142,28 @@ def test_top_conversations_and_their_prompt_growth(actors: Any, known: Known) ->
     ]
 
 
+def test_top_conversations_name_a_deleted_one_and_never_another_teams(actors: Any, known: Known) -> None:
+    bravos = known.other_conversation
+    context = RequestContext(
+        team_id=actors.team.pk,
+        user_id=actors.owner.pk,
+        connection_id=None,
+        model_id=ENGINE_MODEL_ID,
+        conversation_id=bravos.pk,  # an Alpha record naming Bravo's conversation: its title stays Bravo's
+    )
+    record_write(H10, context, prompt=10, cached=0, out=5, ttft=1, latency=2)
+    alphas = known.conversation.pk
+    known.conversation.delete()
+
+    with clock(NOW):
+        top = selectors.top_conversations(filters_for(actors.owner))
+
+    assert {row["conversation_id"]: row["title"] for row in top} == {
+        alphas: f"Conversation #{alphas} (deleted)",
+        bravos.pk: f"Conversation #{bravos.pk} (deleted)",
+    }
+
+
 def test_what_if_reprices_the_periods_tokens_under_another_card(actors: Any, known: Known) -> None:
     k26 = PriceCard.objects.get(model__model_id=KIMI_K26)
     target = selectors.what_if_target(str(k26.pk))

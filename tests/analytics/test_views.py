@@ -17,7 +17,9 @@ from django.urls import reverse
 from playground.analytics import selectors, views
 from playground.analytics.exports import HEADERS, formula_safe
 from playground.analytics.records import log_page
+from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
+from playground.chat.models import Conversation
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.services import RequestContext
 from tests.analytics.conftest import NOW, Known, body, clock, filters_for, record_write
@@ -175,20 +177,53 @@ def test_the_log_groups_thousands_in_tokens_and_times(actors: Any, known: Known)
     assert '<td class="num">1,500</td>' in html  # cached tokens
 
 
-def test_the_log_links_each_row_to_its_conversation_or_batch_item(actors: Any, known: Known) -> None:
-    batch_context = RequestContext(
-        team_id=actors.team.pk, user_id=actors.owner.pk, connection_id=None, model_id=ENGINE_MODEL_ID,
-        path=RequestPath.BATCH, source="batch-item:42:2",
-    )  # fmt: skip
-    record_write(NOW - dt.timedelta(hours=1), batch_context, prompt=10, cached=0, out=5, ttft=1, latency=2)
+def test_the_log_and_the_record_page_name_each_source_through_the_registry(actors: Any, known: Known) -> None:
+    batch = Batch.objects.create(
+        team=actors.team,
+        model_id=ENGINE_MODEL_ID,
+        input_kind="jsonl",
+        path=BatchPath.CONCURRENT,
+        path_reason="-",
+    )
+    item = BatchItem.objects.create(batch=batch, index=0, line=1, request={"messages": []}, attempt=2)
+    gone = Conversation.objects.create(
+        team=actors.team, user=actors.owner, model_id=ENGINE_MODEL_ID, title="Gone"
+    )
+
+    def write(**more: Any) -> UsageRecord:
+        context = RequestContext(
+            team_id=actors.team.pk,
+            user_id=actors.owner.pk,
+            connection_id=None,
+            model_id=ENGINE_MODEL_ID,
+            **more,
+        )
+        return record_write(
+            NOW - dt.timedelta(hours=1), context, prompt=10, cached=0, out=5, ttft=1, latency=2
+        )
+
+    write(path=RequestPath.BATCH, source=item.source)
+    gone_record = write(conversation_id=gone.pk)
+    write(conversation_id=known.other_conversation.pk)  # another team's id: never named here
+    gone_id = gone.pk
+    gone.delete()
     with clock(NOW):
         html = client_for(actors.owner).get(reverse("analytics:log"), {"range": "24h"}).content.decode()
+        detail = client_for(actors.owner).get(
+            reverse("analytics:record-detail", args=[gone_record.request_id])
+        )
 
-    item_url = reverse("batches:item-detail", args=[42])
-    assert f'<a href="{item_url}">Batch item 42, attempt 2</a>' in html
+    item_url = reverse("batches:item-detail", args=[item.pk])
+    assert f'<a href="{item_url}">Batch item {item.pk}, attempt 2</a>' in html
     conversation_url = reverse("chat:conversation-detail", args=[known.conversation.pk])
     assert f'<a href="{conversation_url}">Conversation #{known.conversation.pk}</a>' in html
+    # Unlinked: the conversation is gone, and Bravo's is not Alpha's to see.
+    assert f'<td class="log-wrap">Conversation #{gone_id} (deleted)</td>' in html
+    assert f'<td class="log-wrap">Conversation #{known.other_conversation.pk} (deleted)</td>' in html
+    assert "Bravo secret" not in html
+    assert reverse("chat:conversation-detail", args=[known.other_conversation.pk]) not in html
     assert "batch-item:" not in html
+    assert f"<dd>Conversation #{gone_id} (deleted)</dd>" in detail.content.decode()
 
 
 def test_the_spreadsheet_csv_has_a_bom_the_documented_columns_and_only_the_teams_rows(

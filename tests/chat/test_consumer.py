@@ -32,7 +32,7 @@ async def last_user_message(conversation: Conversation) -> Message:
 
 
 async def the_record(conversation: Conversation) -> UsageRecord:
-    return await UsageRecord.objects.select_related("price_card").aget(conversation=conversation)
+    return await UsageRecord.objects.select_related("price_card").aget(conversation_id=conversation.pk)
 
 
 # --- streaming ----------------------------------------------------------------------------

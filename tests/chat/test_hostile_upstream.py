@@ -37,7 +37,7 @@ async def stored(conversation: Conversation) -> tuple[Message, UsageRecord]:
     answer = await Message.objects.select_related("usage_record").aget(
         conversation=conversation, role=MessageRole.ASSISTANT
     )
-    record = await UsageRecord.objects.aget(conversation=conversation)
+    record = await UsageRecord.objects.aget(conversation_id=conversation.pk)
     assert answer.usage_record_id == record.pk
     return answer, record
 

@@ -338,7 +338,7 @@ def test_stored_answers_show_their_usage_line_and_price_card(
     record = UsageRecord.objects.create(
         team=actors.team,
         model_id=KIMI_K26,
-        conversation=conversation,
+        conversation_id=conversation.pk,
         status=UsageStatus.OK,
         prompt_tokens=1234,
         cached_tokens=None,
@@ -377,7 +377,7 @@ def test_a_stored_upstream_error_is_shown_in_the_answer(actors: Actors, conversa
     record = UsageRecord.objects.create(
         team=actors.team,
         model_id=KIMI_K26,
-        conversation=conversation,
+        conversation_id=conversation.pk,
         status=UsageStatus.UPSTREAM_ERROR,
         http_status=503,
         error_text="The upstream answered 503 Service Unavailable.",

@@ -27,6 +27,7 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import estimate_tokens
 from playground.usage.pricing import cost_for
 from playground.usage.services import RequestContext, request_price_card
+from playground.usage.sources import CONVERSATION
 
 MAX_REPORTED_ERRORS = 50
 PREVIEW_ROWS = 5
@@ -146,7 +147,7 @@ def batch_draft_create(
 def _preset_for(user: User, preset_id: int | None) -> RequestPreset | None:
     if preset_id is None:
         return None
-    preset = preset_get(user=user, preset_id=preset_id)
+    preset = preset_get(kind=CONVERSATION, user=user, preset_id=preset_id)
     if preset is None:
         raise ValidationError({"conversation": "Choose one of your team's conversations."})
     return preset
