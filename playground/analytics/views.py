@@ -23,20 +23,20 @@ from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
+from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
-from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports, selectors
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
 from playground.analytics.presenters import batch_item_link, cost_formula, headline_tiles, source_link
 from playground.analytics.records import BadCursor, log_page, usage_record_get
+from playground.lib.web import HtmxHttpRequest
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageTeamDaily
 
@@ -50,13 +50,6 @@ class FigureEncoder(json.JSONEncoder):
         if isinstance(o, dt.datetime | dt.date):
             return o.isoformat()
         return super().default(o)
-
-
-class AuthedRequest(HttpRequest):
-    """A request behind `login_required`, through django-htmx's middleware."""
-
-    user: User
-    htmx: HtmxDetails
 
 
 @dataclass(frozen=True)
@@ -138,13 +131,13 @@ def _query(query: QueryDict, *, without: tuple[str, ...] = ()) -> str:
     return kept.urlencode()
 
 
-def _filters(request: AuthedRequest) -> tuple[Filters | None, FilterForm]:
+def _filters(request: HtmxHttpRequest) -> tuple[Filters | None, FilterForm]:
     """The filters and the bound form; a foreign team raises Http404, bad input FilterError."""
     form = FilterForm(request.GET)
     return filters_from_query(user=request.user, query=request.GET), form
 
 
-def _fragment_filters(request: AuthedRequest) -> Filters | HttpResponse:
+def _fragment_filters(request: HtmxHttpRequest) -> Filters | HttpResponse:
     """The filters of a fragment or an export, or a plain-text 400 naming what is wrong."""
     try:
         filters = filters_from_query(user=request.user, query=request.GET)
@@ -178,7 +171,7 @@ def _choices(filters: Filters) -> dict[str, Any]:
     }
 
 
-def _page_context(request: AuthedRequest, filters: Filters | None, form: FilterForm) -> dict[str, Any]:
+def _page_context(request: HtmxHttpRequest, filters: Filters | None, form: FilterForm) -> dict[str, Any]:
     context: dict[str, Any] = {
         "form": form,
         "filters": filters,
@@ -192,7 +185,7 @@ def _page_context(request: AuthedRequest, filters: Filters | None, form: FilterF
     return context
 
 
-def _template(request: AuthedRequest, page: str) -> str:
+def _template(request: HtmxHttpRequest, page: str) -> str:
     """The page, or only its content for the filter form's htmx request (which swaps it in);
     a history restore gets the whole page, which htmx puts in the body."""
     if request.htmx and not request.htmx.history_restore_request:
@@ -200,7 +193,7 @@ def _template(request: AuthedRequest, page: str) -> str:
     return page
 
 
-def _invalid(request: AuthedRequest, page: str, error: FilterError) -> HttpResponse:
+def _invalid(request: HtmxHttpRequest, page: str, error: FilterError) -> HttpResponse:
     context = {
         "form": error.form,
         "filters": None,
@@ -215,7 +208,7 @@ def _invalid(request: AuthedRequest, page: str, error: FilterError) -> HttpRespo
 @never_cache
 @login_required
 @require_GET
-def dashboard_view(request: AuthedRequest) -> HttpResponse:
+def dashboard_view(request: HtmxHttpRequest) -> HttpResponse:
     try:
         filters, form = _filters(request)
     except FilterError as error:
@@ -231,7 +224,7 @@ def dashboard_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def headline_view(request: AuthedRequest) -> HttpResponse:
+def headline_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
@@ -242,7 +235,7 @@ def headline_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def chart_view(request: AuthedRequest, name: str) -> HttpResponse:
+def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     spec = CHARTS.get(name)
     if spec is None:
         raise Http404("No such chart.")
@@ -272,7 +265,7 @@ def chart_view(request: AuthedRequest, name: str) -> HttpResponse:
     return response
 
 
-def _address_with(request: AuthedRequest, choice: str) -> str:
+def _address_with(request: HtmxHttpRequest, choice: str) -> str:
     """The dashboard's address with the choice just made: the page's current address (htmx
     sends it), whose other controls may have changed since this fragment was drawn."""
     dashboard = reverse("analytics:dashboard")
@@ -285,7 +278,7 @@ def _address_with(request: AuthedRequest, choice: str) -> str:
 @never_cache
 @login_required
 @require_GET
-def log_view(request: AuthedRequest) -> HttpResponse:
+def log_view(request: HtmxHttpRequest) -> HttpResponse:
     try:
         filters, form = _filters(request)
     except FilterError as error:
@@ -313,7 +306,7 @@ def log_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def log_totals_view(request: AuthedRequest) -> HttpResponse:
+def log_totals_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
@@ -323,7 +316,7 @@ def log_totals_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def record_detail_view(request: AuthedRequest, request_id: uuid.UUID) -> HttpResponse:
+def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpResponse:
     record = usage_record_get(user=request.user, request_id=str(request_id))
     if record is None:
         raise Http404("No such usage record.")
@@ -355,7 +348,7 @@ CSV_FLAVOURS = {
 @never_cache
 @login_required
 @require_GET
-def export_view(request: AuthedRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
+def export_view(request: HtmxHttpRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
     if fmt not in EXPORT_TYPES:
         raise Http404("No such export format.")
     filters = _fragment_filters(request)

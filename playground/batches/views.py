@@ -17,13 +17,12 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
-from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.permissions import user_can_run
 from playground.accounts.selectors import team_list_for_user
@@ -53,6 +52,7 @@ from playground.batches.services.drafts import (
     batch_draft_create,
     batch_estimate_today,
 )
+from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.models import ProviderConnection
 from playground.providers.presets import preset_choices
 from playground.providers.selectors import connection_list_runnable
@@ -61,15 +61,10 @@ EXPORT_PAGE = 500
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-class AuthedRequest(HttpRequest):
-    user: User
-    htmx: HtmxDetails
-
-
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
-def batch_list_view(request: AuthedRequest) -> HttpResponse:
+def batch_list_view(request: HtmxHttpRequest) -> HttpResponse:
     connections = _runnable_connections(request.user)
     conversations = preset_choices(user=request.user)
     if request.method == "GET":
@@ -97,10 +92,7 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
         except BatchInputInvalid as exc:
             errors, error_count = [str(error) for error in exc.errors], exc.error_count
         except ValidationError as exc:
-            for field, messages in (
-                exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
-            ):
-                form.add_error(field if field in form.fields else None, messages)
+            form_errors_add(form, exc)
         except PermissionDenied as exc:
             form.add_error(None, str(exc))
         else:
@@ -111,7 +103,7 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
+def batch_detail_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
     state = request.GET.get("state", "")
     context = {
@@ -130,7 +122,7 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
 @never_cache
 @login_required
 @require_POST
-def batch_progress_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
+def batch_progress_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     """The detail page's progress poll: a POST, because a chain that has visibly stalled is taken
     over here (someone is waiting on it), and a GET must not start one."""
     batch = _batch_or_404(request, batch_id)
@@ -144,7 +136,7 @@ def batch_progress_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def batch_action_view(request: AuthedRequest, batch_id: int, action: str) -> HttpResponse:
+def batch_action_view(request: HtmxHttpRequest, batch_id: int, action: str) -> HttpResponse:
     actions = {
         "confirm": batch_confirm,
         "cancel": batch_cancel,
@@ -165,7 +157,7 @@ def batch_action_view(request: AuthedRequest, batch_id: int, action: str) -> Htt
 @never_cache
 @login_required
 @require_GET
-def batch_item_view(request: AuthedRequest, batch_id: int, index: int) -> HttpResponse:
+def batch_item_view(request: HtmxHttpRequest, batch_id: int, index: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
     item = batch_item_get(batch=batch, index=index)
     if item is None:
@@ -183,7 +175,7 @@ def batch_item_view(request: AuthedRequest, batch_id: int, index: int) -> HttpRe
 
 @login_required
 @require_GET
-def batch_item_by_id_view(request: AuthedRequest, item_id: int) -> HttpResponse:
+def batch_item_by_id_view(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     item = batch_item_find(user=request.user, item_id=item_id)
     if item is None:
         raise Http404("No such item.")
@@ -192,7 +184,7 @@ def batch_item_by_id_view(request: AuthedRequest, item_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def batch_results_view(request: AuthedRequest, batch_id: int, fmt: str) -> StreamingHttpResponse:
+def batch_results_view(request: HtmxHttpRequest, batch_id: int, fmt: str) -> StreamingHttpResponse:
     batch = _batch_or_404(request, batch_id)
     if fmt not in ("jsonl", "csv"):
         raise Http404("Results come as .jsonl or .csv.")
@@ -279,7 +271,7 @@ def csv_safe(cell: Any) -> Any:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _batch_or_404(request: AuthedRequest, batch_id: int) -> Batch:
+def _batch_or_404(request: HtmxHttpRequest, batch_id: int) -> Batch:
     batch = batch_get(user=request.user, batch_id=batch_id)
     if batch is None:
         raise Http404("No such batch.")
@@ -290,12 +282,12 @@ def _runnable_connections(user: User) -> list[ProviderConnection]:
     return list(connection_list_runnable(user=user))
 
 
-def _chrome(request: AuthedRequest) -> dict[str, Any]:
+def _chrome(request: HtmxHttpRequest) -> dict[str, Any]:
     return {"teams": team_list_for_user(user=request.user)}
 
 
 def _list_page(
-    request: AuthedRequest,
+    request: HtmxHttpRequest,
     form: BatchCreateForm,
     connections: list[ProviderConnection],
     *,

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
@@ -17,7 +16,6 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
-from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.permissions import user_can_run
 from playground.accounts.selectors import team_list_for_user
@@ -62,6 +60,7 @@ from playground.chat.services import (
 )
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolsInvalid
+from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.issues import Issue
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import tools_support
@@ -69,13 +68,6 @@ from playground.providers.selectors import connection_get, connection_list_runna
 
 SIDEBAR_CONVERSATIONS = CONVERSATION_PAGE_SIZE  # the sidebar shows the list's first page
 BAD_CURSOR = "That page link is not valid: start again from the newest conversations at /chat/."
-
-
-class HtmxHttpRequest(HttpRequest):
-    """A request behind `login_required`, through django-htmx's middleware."""
-
-    user: User
-    htmx: HtmxDetails
 
 
 @never_cache  # live data: going back must not show a stale copy
@@ -106,7 +98,7 @@ def conversation_create_view(request: HtmxHttpRequest) -> HttpResponse:
                 use_affinity=form.cleaned_data["use_affinity"],
             )
         except ValidationError as exc:
-            _add_service_errors(form, exc)
+            form_errors_add(form, exc)
         except PermissionDenied as exc:
             form.add_error(None, str(exc) or "You may not start conversations in this team.")
         else:
@@ -214,8 +206,7 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
                 schema_text=form.cleaned_data["schema"],
             )
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            form_errors_add(form, exc)
         except PermissionDenied as exc:
             form.add_error(None, str(exc))
         else:
@@ -385,14 +376,3 @@ def _model_field_context(
         "model_errors": form.errors.get("model_id", []) if form is not None else [],
         "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],
     }
-
-
-def _add_service_errors(form: ConversationCreateForm, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.message_dict.items():
-            target = field if field in form.fields else None
-            if field == "model_id":
-                target = "model_id"
-            form.add_error(target, errors)
-    else:
-        form.add_error(None, exc.messages)

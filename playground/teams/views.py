@@ -20,7 +20,6 @@ from django.contrib import messages
 from django.contrib.auth import login, user_login_failed
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
-from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -34,6 +33,7 @@ from playground.accounts.lockout import lockout_response
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Membership, Role
 from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import price_cards_visible
+from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.kinds import ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
 from playground.providers.models_list import connection_test_error, models_list, models_list_target
@@ -57,10 +57,6 @@ ALL_ROLES = frozenset(Role.values)
 TeamView = Callable[..., HttpResponse]
 
 
-class TeamRequest(HttpRequest):
-    user: User
-
-
 def team_view(*, read: frozenset[str] = ALL_ROLES, write: frozenset[str] = ROLES_THAT_CAN_MANAGE) -> Any:
     """Resolve `team_id` to the user's membership (404 when none); GET needs `read`, POST `write`."""
 
@@ -68,7 +64,7 @@ def team_view(*, read: frozenset[str] = ALL_ROLES, write: frozenset[str] = ROLES
         @wraps(view)
         @never_cache
         @login_required
-        def wrapper(request: TeamRequest, team_id: int, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HtmxHttpRequest, team_id: int, **kwargs: Any) -> HttpResponse:
             membership = selectors.membership_for(user=request.user, team_id=team_id)
             if membership is None:
                 raise Http404("No such team.")
@@ -110,7 +106,7 @@ def _failed(
 
 @login_required
 @require_GET
-def team_home_view(request: TeamRequest) -> HttpResponse:
+def team_home_view(request: HtmxHttpRequest) -> HttpResponse:
     team = team_list_for_user(user=request.user).first()
     if team is None:
         return render(request, "teams/no_team.html", {"teams": []})
@@ -122,12 +118,12 @@ def team_home_view(request: TeamRequest) -> HttpResponse:
 
 @require_GET
 @team_view()
-def members_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def members_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _members_page(request, membership)
 
 
 def _members_page(
-    request: TeamRequest,
+    request: HtmxHttpRequest,
     membership: Membership,
     *,
     invite_form: InvitationForm | None = None,
@@ -158,7 +154,7 @@ def _invitation_link_pop(request: HttpRequest, team_id: int) -> str:
 
 @require_POST
 @team_view()
-def invitation_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def invitation_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     form = InvitationForm(request.POST, can_invite_owner=membership.role == Role.OWNER)
     if not form.is_valid():
         return _members_page(request, membership, invite_form=form, status=400)
@@ -173,7 +169,9 @@ def invitation_create_view(request: TeamRequest, membership: Membership) -> Http
 
 @require_POST
 @team_view()
-def invitation_revoke_view(request: TeamRequest, membership: Membership, invitation_id: int) -> HttpResponse:
+def invitation_revoke_view(
+    request: HtmxHttpRequest, membership: Membership, invitation_id: int
+) -> HttpResponse:
     try:
         services.invitation_revoke(actor=membership, invitation_id=invitation_id)
     except ValidationError as exc:
@@ -183,7 +181,7 @@ def invitation_revoke_view(request: TeamRequest, membership: Membership, invitat
 
 @require_POST
 @team_view()
-def member_role_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def member_role_view(request: HtmxHttpRequest, membership: Membership, membership_id: int) -> HttpResponse:
     form = RoleForm(request.POST)
     if not form.is_valid():
         return _failed(request, ValidationError("Choose a role."), "teams:members", membership.team_id)
@@ -203,7 +201,7 @@ def member_role_view(request: TeamRequest, membership: Membership, membership_id
 
 @require_POST
 @team_view()
-def member_remove_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def member_remove_view(request: HtmxHttpRequest, membership: Membership, membership_id: int) -> HttpResponse:
     try:
         services.member_remove(actor=membership, membership_id=membership_id)
     except (ValidationError, PermissionDenied) as exc:
@@ -213,7 +211,9 @@ def member_remove_view(request: TeamRequest, membership: Membership, membership_
 
 @require_POST
 @team_view(write=frozenset({Role.OWNER}))
-def ownership_transfer_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def ownership_transfer_view(
+    request: HtmxHttpRequest, membership: Membership, membership_id: int
+) -> HttpResponse:
     try:
         target = services.ownership_transfer(actor=membership, membership_id=membership_id)
     except (ValidationError, PermissionDenied) as exc:
@@ -228,7 +228,7 @@ def ownership_transfer_view(request: TeamRequest, membership: Membership, member
 
 @require_POST
 @team_view(write=ALL_ROLES)
-def team_leave_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def team_leave_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     try:
         services.member_leave(membership=membership)
     except ValidationError as exc:
@@ -292,7 +292,7 @@ def join_signup_view(request: HttpRequest, token: str) -> HttpResponse:
         except ValidationError as exc:
             if not hasattr(exc, "error_dict"):
                 return _join_page(request, token, invitation, problem=" ".join(exc.messages))
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             login(request, joined.user, backend="django.contrib.auth.backends.ModelBackend")
             return _welcome(request, joined)
@@ -356,11 +356,11 @@ def _connection(membership: Membership, connection_id: int) -> ProviderConnectio
 
 @require_GET
 @team_view()
-def connections_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def connections_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _connections_page(request, membership)
 
 
-def _connections_page(request: TeamRequest, membership: Membership, **extra: Any) -> HttpResponse:
+def _connections_page(request: HtmxHttpRequest, membership: Membership, **extra: Any) -> HttpResponse:
     context = {
         "connections": ProviderConnection.objects.filter(team_id=membership.team_id).order_by(
             "-is_default", "name"
@@ -373,7 +373,7 @@ def _connections_page(request: TeamRequest, membership: Membership, **extra: Any
 
 @require_http_methods(["GET", "POST"])
 @team_view(read=ROLES_THAT_CAN_MANAGE)
-def connection_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def connection_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     kind = request.POST.get("kind") or request.GET.get("kind") or ""
     if kind not in dict(KindForm.base_fields["kind"].choices):  # type: ignore[attr-defined]
         messages.error(request, "Choose the kind of connection to add.")
@@ -394,7 +394,9 @@ def connection_create_view(request: TeamRequest, membership: Membership) -> Http
 
 @require_http_methods(["GET", "POST"])
 @team_view(read=ROLES_THAT_CAN_MANAGE)
-def connection_edit_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+def connection_edit_view(
+    request: HtmxHttpRequest, membership: Membership, connection_id: int
+) -> HttpResponse:
     connection = _connection(membership, connection_id)
     previous_base_url = connection.base_url
     if request.method == "POST":
@@ -408,7 +410,7 @@ def connection_edit_view(request: TeamRequest, membership: Membership, connectio
 
 
 def _connection_save(
-    request: TeamRequest, membership: Membership, form: ConnectionForm, *, previous_base_url: str | None
+    request: HtmxHttpRequest, membership: Membership, form: ConnectionForm, *, previous_base_url: str | None
 ) -> HttpResponse:
     connection = form.save(commit=False)
     try:
@@ -419,13 +421,13 @@ def _connection_save(
             previous_base_url=previous_base_url,
         )
     except ValidationError as exc:
-        _form_errors(form, exc)
+        form_errors_add(form, exc)
         return _connection_form_page(request, membership, form, kind=connection.kind, status=400)
     return _done(request, f"Saved {connection.name}.", "teams:connections", membership.team_id)
 
 
 def _connection_form_page(
-    request: TeamRequest, membership: Membership, form: ConnectionForm, *, kind: str, status: int
+    request: HtmxHttpRequest, membership: Membership, form: ConnectionForm, *, kind: str, status: int
 ) -> HttpResponse:
     context = {"form": form, "kind": kind, "spec": kind_spec(kind), "connection": form.instance}
     return _page(request, membership, "teams/connection_form.html", context, status=status)
@@ -433,7 +435,9 @@ def _connection_form_page(
 
 @require_POST
 @team_view()
-def connection_delete_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+def connection_delete_view(
+    request: HtmxHttpRequest, membership: Membership, connection_id: int
+) -> HttpResponse:
     connection = _connection(membership, connection_id)
     if connection.kind == ConnectionKind.ENGINE:
         messages.error(request, "The embedded engine connection is the team's own and cannot be deleted.")
@@ -444,7 +448,9 @@ def connection_delete_view(request: TeamRequest, membership: Membership, connect
 
 @require_POST
 @team_view()
-def connection_test_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+def connection_test_view(
+    request: HtmxHttpRequest, membership: Membership, connection_id: int
+) -> HttpResponse:
     """List the provider's models through the HTTP seam: latency, or the redacted error."""
     connection = _connection(membership, connection_id)
     try:
@@ -463,12 +469,12 @@ def connection_test_view(request: TeamRequest, membership: Membership, connectio
 
 @require_GET
 @team_view()
-def catalogue_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def catalogue_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _catalogue_page(request, membership)
 
 
 def _catalogue_page(
-    request: TeamRequest,
+    request: HtmxHttpRequest,
     membership: Membership,
     *,
     override_form: OverrideForm | None = None,
@@ -487,13 +493,13 @@ def _catalogue_page(
 
 @require_POST
 @team_view()
-def override_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def override_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     form = OverrideForm(request.POST)
     if form.is_valid():
         try:
             services.price_override_create(actor=membership, **form.cleaned_data)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             return _done(request, "Price override added.", "teams:catalogue", membership.team_id)
     return _catalogue_page(request, membership, override_form=form, status=400)
@@ -501,7 +507,7 @@ def override_create_view(request: TeamRequest, membership: Membership) -> HttpRe
 
 @require_POST
 @team_view()
-def override_delete_view(request: TeamRequest, membership: Membership, card_id: int) -> HttpResponse:
+def override_delete_view(request: HtmxHttpRequest, membership: Membership, card_id: int) -> HttpResponse:
     try:
         services.price_override_delete(actor=membership, card_id=card_id)
     except ValidationError as exc:
@@ -511,7 +517,7 @@ def override_delete_view(request: TeamRequest, membership: Membership, card_id: 
 
 @require_POST
 @team_view(write=ALL_ROLES)  # superusers only: the service refuses everyone else
-def global_card_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def global_card_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     if not request.user.is_superuser:
         raise PermissionDenied("Only a superuser can add a global price card.")
     form = GlobalCardForm(request.POST)
@@ -519,7 +525,7 @@ def global_card_create_view(request: TeamRequest, membership: Membership) -> Htt
         try:
             services.price_card_global_create(user=request.user, team=membership.team, **form.cleaned_data)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             return _done(request, "Global price card added.", "teams:catalogue", membership.team_id)
     return _catalogue_page(request, membership, card_form=form, status=400)
@@ -530,7 +536,7 @@ def global_card_create_view(request: TeamRequest, membership: Membership) -> Htt
 
 @require_http_methods(["GET", "POST"])
 @team_view()
-def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def budgets_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     team = membership.team
     if request.method == "POST":
         form = TeamBudgetForm(request.POST)
@@ -538,7 +544,7 @@ def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
             try:
                 services.team_budget_update(actor=membership, **form.cleaned_data)
             except ValidationError as exc:
-                _form_errors(form, exc)
+                form_errors_add(form, exc)
             else:
                 return _done(request, "Budget saved.", "teams:budgets", team.pk)
         status = 400
@@ -566,7 +572,7 @@ def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
 
 @require_POST
 @team_view(write=frozenset({Role.OWNER}))
-def budget_unpriced_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def budget_unpriced_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     form = UnpricedForm(request.POST)
     form.is_valid()  # an unticked box is just "off"
     allow = form.cleaned_data.get("allow_unpriced", False)
@@ -577,7 +583,7 @@ def budget_unpriced_view(request: TeamRequest, membership: Membership) -> HttpRe
 
 @require_POST
 @team_view()
-def member_budget_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def member_budget_view(request: HtmxHttpRequest, membership: Membership, membership_id: int) -> HttpResponse:
     form = MemberBudgetForm(request.POST)
     if not form.is_valid():
         return _failed(
@@ -602,15 +608,7 @@ def member_budget_view(request: TeamRequest, membership: Membership, membership_
 
 @require_GET
 @team_view()
-def audit_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def audit_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _page(
         request, membership, "teams/audit.html", {"events": selectors.audit_rows(team=membership.team)}
     )
-
-
-def _form_errors(form: Any, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.message_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
-    else:
-        form.add_error(None, exc.messages)

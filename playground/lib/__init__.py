@@ -1,0 +1,1 @@
+"""Helpers on no floor: every app may import them, they import no app."""
