@@ -175,7 +175,7 @@ def _page_context(request: HtmxHttpRequest, filters: Filters | None, form: Filte
     context: dict[str, Any] = {
         "form": form,
         "filters": filters,
-        "teams": team_list_for_user(user=request.user),
+        "team_options": team_list_for_user(user=request.user),
         "query": _query(request.GET),
         "card": request.GET.get("card", ""),
         "now": timezone.now(),
@@ -197,7 +197,7 @@ def _invalid(request: HtmxHttpRequest, page: str, error: FilterError) -> HttpRes
     context = {
         "form": error.form,
         "filters": None,
-        "teams": team_list_for_user(user=request.user),
+        "team_options": team_list_for_user(user=request.user),
         "card": request.GET.get("card", ""),
         "errors": True,
     }
@@ -328,7 +328,6 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
         "request_body": json.dumps(record.request_body, indent=2, ensure_ascii=False)
         if record.request_body
         else "",
-        "teams": team_list_for_user(user=request.user),
     }
     return render(request, "analytics/detail.html", context)
 

@@ -25,7 +25,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRefresh
 
 from playground.accounts.permissions import user_can_run
-from playground.accounts.selectors import team_list_for_user
 from playground.batches.forms import BatchCreateForm, upload_limit_text
 from playground.batches.inputs import Shared, utf8_lines
 from playground.batches.models import Batch, BatchStatus, ItemState
@@ -114,7 +113,6 @@ def batch_detail_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
         "items": batch_items_page(batch=batch, state=state if state in ItemState.values else ""),
         "state_filter": state,
         "states": ItemState.choices,
-        **_chrome(request),
     }
     return render(request, "batches/batch_detail.html", context)
 
@@ -168,7 +166,6 @@ def batch_item_view(request: HtmxHttpRequest, batch_id: int, index: int) -> Http
         "request_json": json.dumps(item.request, indent=2, ensure_ascii=False),
         "response_json": json.dumps(item.response, indent=2, ensure_ascii=False) if item.response else "",
         "record": item.usage_record,
-        **_chrome(request),
     }
     return render(request, "batches/batch_item.html", context)
 
@@ -282,10 +279,6 @@ def _runnable_connections(user: User) -> list[ProviderConnection]:
     return list(connection_list_runnable(user=user))
 
 
-def _chrome(request: HtmxHttpRequest) -> dict[str, Any]:
-    return {"teams": team_list_for_user(user=request.user)}
-
-
 def _list_page(
     request: HtmxHttpRequest,
     form: BatchCreateForm,
@@ -303,6 +296,5 @@ def _list_page(
         "line_errors": line_errors or [],
         "error_count": error_count,
         "upload_limit": upload_limit_text(),
-        **_chrome(request),
     }
     return render(request, "batches/batch_list.html", context, status=status)

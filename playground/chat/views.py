@@ -18,7 +18,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRefresh
 
 from playground.accounts.permissions import user_can_run
-from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.attachment_views import attachments_context
 from playground.chat.forms import (
@@ -149,7 +148,6 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
         **attachments_context(conversation, can_send=not composer_note),
-        **_chrome(request),
     }
     return render(request, "chat/conversation_detail.html", context)
 
@@ -184,7 +182,7 @@ def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> H
     context = {"conversation": conversation, "tools_panel": panel, "can_configure": True}
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         return render(request, "chat/tools_panel.html", context)
-    return render(request, "chat/tools_page.html", {**context, **_chrome(request)}, status=400)
+    return render(request, "chat/tools_page.html", context, status=400)
 
 
 @login_required
@@ -219,7 +217,7 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     }
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         return render(request, "chat/conversation_detail.html#composer_settings", context)
-    return render(request, "chat/composer_settings_page.html", {**context, **_chrome(request)}, status=400)
+    return render(request, "chat/composer_settings_page.html", context, status=400)
 
 
 @login_required
@@ -247,7 +245,7 @@ def message_request_view(request: HtmxHttpRequest, conversation_id: int, message
     context = {"request_info": request_view(record), "conversation_id": conversation_id}
     if request.htmx:
         return render(request, "chat/conversation_detail.html#request_info", context)
-    return render(request, "chat/message_request_page.html", {**context, **_chrome(request)})
+    return render(request, "chat/message_request_page.html", context)
 
 
 @login_required
@@ -313,11 +311,6 @@ def _conversation_or_404(request: HttpRequest, conversation_id: int) -> Conversa
     return conversation
 
 
-def _chrome(request: HttpRequest) -> dict[str, Any]:
-    """What the top bar shows on every page."""
-    return {"teams": team_list_for_user(user=request.user)}
-
-
 def _runnable_connections(request: HttpRequest) -> list[ProviderConnection]:
     """Connections of the teams where the user may send requests (viewers may not)."""
     return list(connection_list_runnable(user=request.user))
@@ -354,7 +347,6 @@ def _list_page(
         "is_first_page": not request.GET.get("after"),
         "has_connections": bool(connections),
         **(_model_field_context(selected, form=form) if selected else {}),
-        **_chrome(request),
     }
     return render(request, "chat/conversation_list.html", context, status=status)
 

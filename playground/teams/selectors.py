@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from playground.accounts.models import AuditEvent, Invitation, Membership, Team
-from playground.accounts.selectors import AnyUser
+from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.catalog.models import CatalogModel
 from playground.catalog.selectors import price_card_for, price_card_label
 from playground.usage.budgets import BudgetStatus, member_spend, usd_text
+from playground.usage.models import BudgetAlert, BudgetLedger
 
 AUDIT_ROWS = 500
 
@@ -23,6 +24,27 @@ def membership_for(*, user: AnyUser, team_id: int) -> Membership | None:
     if not user.is_authenticated:
         return None
     return Membership.objects.select_related("team", "user").filter(user_id=user.pk, team_id=team_id).first()
+
+
+def topbar_teams(*, user: AnyUser) -> list[Team]:
+    """The user's teams for the top bar, in one query, each with what its budget banner needs:
+    `limit_usd`, the month and threshold of its latest alert (`alert_month`, `alert_top`) and
+    the team's spend in that month (`alert_month_spent`, from the ledger the alert was raised on).
+
+    The latest alert's month, not the current one: the current month depends on each team's
+    time zone, which the caller compares in Python (`budget_month`)."""
+    alerts = BudgetAlert.objects.filter(team=OuterRef("pk")).order_by("-month", "-threshold")
+    ledgers = BudgetLedger.objects.filter(
+        team=OuterRef("pk"), user__isnull=True, month=OuterRef("alert_month")
+    )
+    return list(
+        team_list_for_user(user=user).annotate(
+            limit_usd=F("budget__monthly_limit_usd"),
+            alert_month=Subquery(alerts.values("month")[:1]),
+            alert_top=Subquery(alerts.values("threshold")[:1]),
+            alert_month_spent=Subquery(ledgers.values("spent_usd")[:1]),
+        )
+    )
 
 
 def member_rows(*, team: Team) -> QuerySet[Membership]:

@@ -86,7 +86,6 @@ def _page(
         "membership": membership,
         "can_manage": membership.role in ROLES_THAT_CAN_MANAGE,
         "is_owner": membership.role == Role.OWNER,
-        "teams": team_list_for_user(user=request.user),
     }
     return render(request, template, {**base, **context}, status=status)
 
@@ -109,7 +108,7 @@ def _failed(
 def team_home_view(request: HtmxHttpRequest) -> HttpResponse:
     team = team_list_for_user(user=request.user).first()
     if team is None:
-        return render(request, "teams/no_team.html", {"teams": []})
+        return render(request, "teams/no_team.html")
     return redirect("teams:members", team_id=team.pk)
 
 
@@ -318,7 +317,6 @@ def _join_page(
         "problem": problem,
         "form": form,
         "token": token,
-        "teams": team_list_for_user(user=request.user),
     }
     return render(request, "teams/join.html", context, status=status or (400 if problem else 200))
 
