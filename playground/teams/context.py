@@ -19,7 +19,8 @@ from django.utils.functional import SimpleLazyObject
 from playground.accounts.models import Team
 from playground.accounts.selectors import AnyUser
 from playground.teams.selectors import topbar_teams
-from playground.usage.budgets import budget_month, usd_text
+from playground.usage.budgets import budget_month
+from playground.usage.money import money
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def _banner(team: Any) -> BudgetBanner | None:
     return BudgetBanner(
         team_id=team.pk,
         text=(
-            f"{team.name} has spent {usd_text(spent)} of its {usd_text(limit)} budget for "
+            f"{team.name} has spent {money(spent)} of its {money(limit)} budget for "
             f"{month:%B} ({percent}%; the {team.alert_top}% alert was reached)."
         ),
         exhausted=team.alert_top >= 100,

@@ -14,8 +14,9 @@ from playground.accounts.models import AuditEvent, Invitation, Membership, Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.catalog.models import CatalogModel
 from playground.catalog.selectors import price_card_for, price_card_label
-from playground.usage.budgets import BudgetStatus, member_spend, usd_text
+from playground.usage.budgets import BudgetStatus, member_spend
 from playground.usage.models import BudgetAlert, BudgetLedger
+from playground.usage.money import money
 
 AUDIT_ROWS = 500
 
@@ -108,11 +109,11 @@ def budget_view(status: BudgetStatus) -> BudgetView:
     remaining = status.remaining
     return BudgetView(
         month=status.month.strftime("%B %Y"),
-        limit=usd_text(status.limit) if status.limit is not None else "No limit",
-        spent=usd_text(status.spent),
-        reserved=usd_text(status.reserved),
-        remaining=usd_text(remaining) if remaining is not None else "—",
-        forecast=usd_text(status.forecast),
+        limit=money(status.limit) if status.limit is not None else "No limit",
+        spent=money(status.spent),
+        reserved=money(status.reserved),
+        remaining=money(remaining) if remaining is not None else "—",
+        forecast=money(status.forecast),
         percent=min(status.percent_used, 100) if status.percent_used is not None else None,
         over_forecast=status.limit is not None and status.forecast > status.limit,
         thresholds=", ".join(f"{value}%" for value in status.thresholds) or "none",
@@ -131,7 +132,7 @@ def member_budget_rows(*, team: Team, month: dt.date) -> list[MemberBudgetRow]:
     spend = member_spend(team=team, month=month)
     return [
         MemberBudgetRow(
-            membership, usd_text(spend.get(membership.user_id, Decimal(0))), membership.monthly_budget_usd
+            membership, money(spend.get(membership.user_id, Decimal(0))), membership.monthly_budget_usd
         )
         for membership in member_rows(team=team)
     ]
