@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -37,8 +36,6 @@ from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filter
 from playground.analytics.presenters import batch_item_link, cost_formula, headline_tiles, source_link
 from playground.analytics.records import BadCursor, log_page, usage_record_get
 from playground.lib.web import HtmxHttpRequest
-from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageTeamDaily
 
 
 class FigureEncoder(json.JSONEncoder):
@@ -152,25 +149,6 @@ def _fragment_filters(request: HtmxHttpRequest) -> Filters | HttpResponse:
     return filters
 
 
-def _choices(filters: Filters) -> dict[str, Any]:
-    """What the filter pickers offer: the team's models, members and connections."""
-    team = filters.team
-    return {
-        "model_options": list(
-            UsageTeamDaily.objects.filter(team=team)
-            .values_list("model_id", flat=True)
-            .distinct()
-            .order_by("model_id")
-        ),
-        "user_options": list(
-            User.objects.filter(memberships__team=team).order_by("username").values_list("pk", "username")
-        ),
-        "connection_options": list(
-            ProviderConnection.objects.filter(team=team).order_by("name").values_list("pk", "name")
-        ),
-    }
-
-
 def _page_context(request: HtmxHttpRequest, filters: Filters | None, form: FilterForm) -> dict[str, Any]:
     context: dict[str, Any] = {
         "form": form,
@@ -181,7 +159,7 @@ def _page_context(request: HtmxHttpRequest, filters: Filters | None, form: Filte
         "now": timezone.now(),
     }
     if filters is not None:
-        context.update(_choices(filters))
+        context.update(selectors.filter_choices(filters))
     return context
 
 

@@ -147,7 +147,8 @@ def batch_action_view(request: HtmxHttpRequest, batch_id: int, action: str) -> H
         actions[action](user=request.user, batch_id=batch_id)
     except BatchNotFound:
         raise Http404("No such batch.") from None
-    if action == "discard" or (action == "cancel" and not Batch.objects.filter(pk=batch_id).exists()):
+    cancelled_draft = action == "cancel" and batch_get(user=request.user, batch_id=batch_id) is None
+    if action == "discard" or cancelled_draft:
         return redirect("batches:batch-list")
     return redirect("batches:batch-detail", batch_id=batch_id)
 

@@ -330,6 +330,18 @@ def _tokens_out(completion: int, reasoning: int | None) -> str:
     return text
 
 
+def composer_note(conversation: Conversation, *, can_run: bool) -> str:
+    """Why the composer is closed on this conversation; empty when the user can send."""
+    if not can_run:
+        return (
+            f"You are a viewer in {conversation.team.name}: you can read this conversation but not send "
+            "messages (sending costs money). Ask a team owner for the member role."
+        )
+    if conversation.connection_id is None:
+        return "This conversation's connection was deleted; start a new conversation to continue."
+    return ""
+
+
 FORMAT_LABELS = {"json_object": "JSON object", "json_schema": "JSON schema"}
 
 

@@ -30,6 +30,7 @@ from playground.chat.forms import (
 )
 from playground.chat.models import Conversation
 from playground.chat.presenters import (
+    composer_note,
     composer_summary,
     conversation_rows,
     message_views,
@@ -126,28 +127,20 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     conversation = _conversation_or_404(request, conversation_id)
     can_run = user_can_run(user=request.user, team_id=conversation.team_id)
     connection = conversation.connection
-    if not can_run:
-        composer_note = (
-            f"You are a viewer in {conversation.team.name}: you can read this conversation but not send "
-            "messages (sending costs money). Ask a team owner for the member role."
-        )
-    elif connection is None:
-        composer_note = "This conversation's connection was deleted; start a new conversation to continue."
-    else:
-        composer_note = ""
+    note = composer_note(conversation, can_run=can_run)
     context = {
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
         "messages_list": message_views(message_list(conversation=conversation), tools=conversation.tools),
-        "can_send": not composer_note,
+        "can_send": not note,
         "can_run": can_run,
-        "composer_note": composer_note,
+        "composer_note": note,
         "socket_path": chat_socket_path(conversation.pk),
         "sidebar": conversation_page(user=request.user, size=SIDEBAR_CONVERSATIONS).conversations,
         "affinity_help": AFFINITY_HELP,
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
-        **attachments_context(conversation, can_send=not composer_note),
+        **attachments_context(conversation, can_send=not note),
     }
     return render(request, "chat/conversation_detail.html", context)
 

@@ -14,8 +14,9 @@ from playground.accounts.models import AuditEvent, Invitation, Membership, Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.catalog.models import CatalogModel
 from playground.catalog.selectors import price_card_for, price_card_label
+from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BudgetStatus, member_spend
-from playground.usage.models import BudgetAlert, BudgetLedger
+from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, BudgetLedger
 from playground.usage.money import money
 
 AUDIT_ROWS = 500
@@ -46,6 +47,25 @@ def topbar_teams(*, user: AnyUser) -> list[Team]:
             alert_month_spent=Subquery(ledgers.values("spent_usd")[:1]),
         )
     )
+
+
+def connection_list(*, team_id: int) -> QuerySet[ProviderConnection]:
+    return ProviderConnection.objects.filter(team_id=team_id).order_by("-is_default", "name")
+
+
+def connection_for(*, team_id: int, connection_id: int) -> ProviderConnection | None:
+    return ProviderConnection.objects.filter(team_id=team_id, pk=connection_id).first()
+
+
+def team_budget_settings(*, team: Team) -> dict[str, Any]:
+    """The budget form's values: the team's budget, or no limit and the default thresholds."""
+    budget = getattr(team, "budget", None)
+    thresholds = budget.alert_thresholds if budget else DEFAULT_ALERT_THRESHOLDS
+    return {
+        "monthly_limit_usd": budget.monthly_limit_usd if budget else None,
+        "alert_thresholds": ", ".join(str(value) for value in thresholds),
+        "time_zone": team.time_zone,
+    }
 
 
 def member_rows(*, team: Team) -> QuerySet[Membership]:

@@ -14,7 +14,6 @@ from functools import wraps
 from typing import Any
 from urllib.parse import urlsplit
 
-from asgiref.sync import async_to_sync
 from axes.handlers.proxy import AxesProxyHandler
 from django.contrib import messages
 from django.contrib.auth import login, user_login_failed
@@ -34,10 +33,8 @@ from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Member
 from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import price_cards_visible
 from playground.lib.web import HtmxHttpRequest, form_errors_add
-from playground.providers.kinds import ConnectionKind, kind_spec
+from playground.providers.kinds import kind_spec
 from playground.providers.models import ProviderConnection
-from playground.providers.models_list import connection_test_error, models_list, models_list_target
-from playground.providers.services import connection_models_store
 from playground.teams import selectors, services
 from playground.teams.forms import (
     ConnectionForm,
@@ -346,7 +343,7 @@ def _invitation_of(next_url: str) -> Invitation | None:
 
 
 def _connection(membership: Membership, connection_id: int) -> ProviderConnection:
-    connection = ProviderConnection.objects.filter(team_id=membership.team_id, pk=connection_id).first()
+    connection = selectors.connection_for(team_id=membership.team_id, connection_id=connection_id)
     if connection is None:
         raise Http404("No such connection.")
     return connection
@@ -360,9 +357,7 @@ def connections_view(request: HtmxHttpRequest, membership: Membership) -> HttpRe
 
 def _connections_page(request: HtmxHttpRequest, membership: Membership, **extra: Any) -> HttpResponse:
     context = {
-        "connections": ProviderConnection.objects.filter(team_id=membership.team_id).order_by(
-            "-is_default", "name"
-        ),
+        "connections": selectors.connection_list(team_id=membership.team_id),
         "kind_form": KindForm(),
         **extra,
     }
@@ -437,10 +432,10 @@ def connection_delete_view(
     request: HtmxHttpRequest, membership: Membership, connection_id: int
 ) -> HttpResponse:
     connection = _connection(membership, connection_id)
-    if connection.kind == ConnectionKind.ENGINE:
-        messages.error(request, "The embedded engine connection is the team's own and cannot be deleted.")
-        return redirect("teams:connections", team_id=membership.team_id)
-    services.connection_delete(actor=membership, connection=connection)
+    try:
+        services.connection_delete(actor=membership, connection=connection)
+    except ValidationError as exc:
+        return _failed(request, exc, "teams:connections", membership.team_id)
     return _done(request, f"Deleted {connection.name}.", "teams:connections", membership.team_id)
 
 
@@ -451,14 +446,7 @@ def connection_test_view(
 ) -> HttpResponse:
     """List the provider's models through the HTTP seam: latency, or the redacted error."""
     connection = _connection(membership, connection_id)
-    try:
-        target = models_list_target(connection)
-    except ValidationError as exc:
-        result = connection_test_error(exc)
-    else:
-        result = async_to_sync(models_list)(target)
-        if result.ok:
-            connection_models_store(connection=connection, models=result.models)
+    result = services.connection_test(actor=membership, connection=connection)
     return _connections_page(request, membership, tested=connection.pk, result=result)
 
 
@@ -547,16 +535,7 @@ def budgets_view(request: HtmxHttpRequest, membership: Membership) -> HttpRespon
                 return _done(request, "Budget saved.", "teams:budgets", team.pk)
         status = 400
     else:
-        budget = getattr(team, "budget", None)
-        form = TeamBudgetForm(
-            initial={
-                "monthly_limit_usd": budget.monthly_limit_usd if budget else None,
-                "alert_thresholds": ", ".join(str(v) for v in budget.alert_thresholds)
-                if budget
-                else "50, 80, 100",
-                "time_zone": team.time_zone,
-            }
-        )
+        form = TeamBudgetForm(initial=selectors.team_budget_settings(team=team))
         status = 200
     figures = budget_status(team=team)
     context = {

@@ -7,10 +7,13 @@ from decimal import Decimal
 
 import pytest
 
+from playground.accounts.models import Team
 from playground.catalog.models import CatalogModel, PriceCard
+from playground.chat.models import Conversation
 from playground.chat.presenters import (
     ago_text,
     cached_text,
+    composer_note,
     duration_text,
     model_choices,
     usage_line,
@@ -132,3 +135,12 @@ def test_list_times_read_naturally() -> None:
     now = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
     assert ago_text(now - dt.timedelta(seconds=20), now=now) == "just now"
     assert ago_text(now - dt.timedelta(hours=3, minutes=5), now=now) == "3\xa0hours ago"
+
+
+def test_the_composer_note_says_why_the_composer_is_closed() -> None:
+    team = Team(name="Alpha")
+    connected = Conversation(team=team, connection_id=7)
+
+    assert composer_note(connected, can_run=True) == ""
+    assert composer_note(connected, can_run=False).startswith("You are a viewer in Alpha: you can read")
+    assert "connection was deleted" in composer_note(Conversation(team=team), can_run=True)
