@@ -101,7 +101,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "playground.teams.context.budget_banners",
+                "playground.teams.context.topbar",
             ],
         },
     }

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from playground.analytics.histograms import bucket_labels
+from playground.usage.money import money
 
 PALETTE = ["#3b5bdb", "#f08c00", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#e64980", "#5c940d", "#868e96"]
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -51,14 +52,6 @@ def money_places(amounts: Iterable[Decimal | float | int | None], *, smallest: b
         return 4
     scale = min(sizes) if smallest else max(sizes)
     return 4 if scale >= Decimal("0.01") else min(8, -scale.adjusted() + 1)
-
-
-def dollars(amount: Decimal, *, signed: bool = False, places: int = 4) -> str:
-    """Money in a chart's note: $27,456.9380, and with `signed` +$0.5000 or -$1.2000."""
-    text = f"${abs(amount):,.{places}f}"
-    if amount < 0:
-        return f"-{text}"
-    return f"+{text}" if signed and amount > 0 else text
 
 
 def _money_axis(places: int) -> str:
@@ -251,7 +244,7 @@ def savings(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Ch
     return Chart(
         figure={"data": data, "layout": layout},
         table=table,
-        note=f"Saved over the period: {dollars(total, places=money_places([total]))}: what the cached "
+        note=f"Saved over the period: {money(total, places=money_places([total]))}: what the cached "
         "tokens would have cost at each "
         "card's input price, minus what they cost.",
         empty=not rows,
@@ -484,8 +477,8 @@ def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
     return Chart(
         figure={"data": data, "layout": layout},
         table=table,
-        note=f"Actual {dollars(actual, places=shown)}, re-priced {dollars(repriced, places=shown)}, "
-        f"difference {dollars(repriced - actual, signed=True, places=shown)}.",
+        note=f"Actual {money(actual, places=shown)}, re-priced {money(repriced, places=shown)}, "
+        f"difference {money(repriced - actual, signed=True, places=shown)}.",
         empty=not rows,
         extra={"actual": actual, "repriced": repriced, "difference": repriced - actual},
     )

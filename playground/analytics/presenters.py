@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from playground.analytics.charts import dollars, milliseconds, money_places
+from playground.analytics.charts import milliseconds
 from playground.analytics.selectors import Headline
 from playground.usage.models import UsageRecord
+from playground.usage.money import money
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,15 @@ def _share(value: float | None) -> str:
 
 
 def headline_tiles(headline: Headline) -> list[Tile]:
-    """The dashboard's headline figures as they read: money to two significant digits under a
-    cent (as the charts), counts with thousands grouped, shares and rates in per cent."""
+    """The dashboard's headline figures as they read: money by the one rule
+    (`usage.money`), counts with thousands grouped, shares and rates in per cent."""
     totals = headline.totals
     tokens = totals.prompt_tokens + totals.completion_tokens
     return [
         Tile(
             "spend",
             "Spend",
-            dollars(totals.cost, places=money_places([totals.cost])),
+            money(totals.cost),
             f"{headline.unpriced:,} unpriced request{'s' * (headline.unpriced != 1)} not in it"
             if headline.unpriced
             else "",
@@ -100,7 +101,7 @@ def headline_tiles(headline: Headline) -> list[Tile]:
         Tile(
             "savings",
             "Savings",
-            dollars(headline.savings, places=money_places([headline.savings])),
+            money(headline.savings),
             "from caching",
             "What the cached tokens would have cost at each card's input price, minus what they cost.",
         ),

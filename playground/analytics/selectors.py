@@ -116,6 +116,25 @@ def rollup_rows(filters: Filters, *, by_people: bool = False) -> QuerySet[Any]:
     return rows.order_by()
 
 
+def filter_choices(filters: Filters) -> dict[str, list[Any]]:
+    """What the filter pickers offer: the team's models (those it used), members and connections."""
+    team = filters.team
+    return {
+        "model_options": list(
+            UsageTeamDaily.objects.filter(team=team)
+            .values_list("model_id", flat=True)
+            .distinct()
+            .order_by("model_id")
+        ),
+        "user_options": list(
+            User.objects.filter(memberships__team=team).order_by("username").values_list("pk", "username")
+        ),
+        "connection_options": list(
+            ProviderConnection.objects.filter(team=team).order_by("name").values_list("pk", "name")
+        ),
+    }
+
+
 def buckets(filters: Filters) -> list[dt.datetime]:
     """Every bucket start of the period, so a chart shows quiet hours as zero, not as gaps."""
     step = dt.timedelta(hours=1) if filters.period.hourly else dt.timedelta(days=1)

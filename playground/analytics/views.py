@@ -22,23 +22,20 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
+from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
-from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports, selectors
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
 from playground.analytics.presenters import cost_formula, headline_tiles
 from playground.analytics.records import BadCursor, log_page, usage_record_get
-from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageTeamDaily
+from playground.lib.web import HtmxHttpRequest
 from playground.usage.sources import record_source_links
 
 
@@ -51,13 +48,6 @@ class FigureEncoder(json.JSONEncoder):
         if isinstance(o, dt.datetime | dt.date):
             return o.isoformat()
         return super().default(o)
-
-
-class AuthedRequest(HttpRequest):
-    """A request behind `login_required`, through django-htmx's middleware."""
-
-    user: User
-    htmx: HtmxDetails
 
 
 @dataclass(frozen=True)
@@ -139,13 +129,13 @@ def _query(query: QueryDict, *, without: tuple[str, ...] = ()) -> str:
     return kept.urlencode()
 
 
-def _filters(request: AuthedRequest) -> tuple[Filters | None, FilterForm]:
+def _filters(request: HtmxHttpRequest) -> tuple[Filters | None, FilterForm]:
     """The filters and the bound form; a foreign team raises Http404, bad input FilterError."""
     form = FilterForm(request.GET)
     return filters_from_query(user=request.user, query=request.GET), form
 
 
-def _fragment_filters(request: AuthedRequest) -> Filters | HttpResponse:
+def _fragment_filters(request: HtmxHttpRequest) -> Filters | HttpResponse:
     """The filters of a fragment or an export, or a plain-text 400 naming what is wrong."""
     try:
         filters = filters_from_query(user=request.user, query=request.GET)
@@ -160,40 +150,21 @@ def _fragment_filters(request: AuthedRequest) -> Filters | HttpResponse:
     return filters
 
 
-def _choices(filters: Filters) -> dict[str, Any]:
-    """What the filter pickers offer: the team's models, members and connections."""
-    team = filters.team
-    return {
-        "model_options": list(
-            UsageTeamDaily.objects.filter(team=team)
-            .values_list("model_id", flat=True)
-            .distinct()
-            .order_by("model_id")
-        ),
-        "user_options": list(
-            User.objects.filter(memberships__team=team).order_by("username").values_list("pk", "username")
-        ),
-        "connection_options": list(
-            ProviderConnection.objects.filter(team=team).order_by("name").values_list("pk", "name")
-        ),
-    }
-
-
-def _page_context(request: AuthedRequest, filters: Filters | None, form: FilterForm) -> dict[str, Any]:
+def _page_context(request: HtmxHttpRequest, filters: Filters | None, form: FilterForm) -> dict[str, Any]:
     context: dict[str, Any] = {
         "form": form,
         "filters": filters,
-        "teams": team_list_for_user(user=request.user),
+        "team_options": team_list_for_user(user=request.user),
         "query": _query(request.GET),
         "card": request.GET.get("card", ""),
         "now": timezone.now(),
     }
     if filters is not None:
-        context.update(_choices(filters))
+        context.update(selectors.filter_choices(filters))
     return context
 
 
-def _template(request: AuthedRequest, page: str) -> str:
+def _template(request: HtmxHttpRequest, page: str) -> str:
     """The page, or only its content for the filter form's htmx request (which swaps it in);
     a history restore gets the whole page, which htmx puts in the body."""
     if request.htmx and not request.htmx.history_restore_request:
@@ -201,11 +172,11 @@ def _template(request: AuthedRequest, page: str) -> str:
     return page
 
 
-def _invalid(request: AuthedRequest, page: str, error: FilterError) -> HttpResponse:
+def _invalid(request: HtmxHttpRequest, page: str, error: FilterError) -> HttpResponse:
     context = {
         "form": error.form,
         "filters": None,
-        "teams": team_list_for_user(user=request.user),
+        "team_options": team_list_for_user(user=request.user),
         "card": request.GET.get("card", ""),
         "errors": True,
     }
@@ -216,7 +187,7 @@ def _invalid(request: AuthedRequest, page: str, error: FilterError) -> HttpRespo
 @never_cache
 @login_required
 @require_GET
-def dashboard_view(request: AuthedRequest) -> HttpResponse:
+def dashboard_view(request: HtmxHttpRequest) -> HttpResponse:
     try:
         filters, form = _filters(request)
     except FilterError as error:
@@ -232,7 +203,7 @@ def dashboard_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def headline_view(request: AuthedRequest) -> HttpResponse:
+def headline_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
@@ -243,7 +214,7 @@ def headline_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def chart_view(request: AuthedRequest, name: str) -> HttpResponse:
+def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     spec = CHARTS.get(name)
     if spec is None:
         raise Http404("No such chart.")
@@ -273,7 +244,7 @@ def chart_view(request: AuthedRequest, name: str) -> HttpResponse:
     return response
 
 
-def _address_with(request: AuthedRequest, choice: str) -> str:
+def _address_with(request: HtmxHttpRequest, choice: str) -> str:
     """The dashboard's address with the choice just made: the page's current address (htmx
     sends it), whose other controls may have changed since this fragment was drawn."""
     dashboard = reverse("analytics:dashboard")
@@ -286,7 +257,7 @@ def _address_with(request: AuthedRequest, choice: str) -> str:
 @never_cache
 @login_required
 @require_GET
-def log_view(request: AuthedRequest) -> HttpResponse:
+def log_view(request: HtmxHttpRequest) -> HttpResponse:
     try:
         filters, form = _filters(request)
     except FilterError as error:
@@ -315,7 +286,7 @@ def log_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def log_totals_view(request: AuthedRequest) -> HttpResponse:
+def log_totals_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
@@ -325,7 +296,7 @@ def log_totals_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def record_detail_view(request: AuthedRequest, request_id: uuid.UUID) -> HttpResponse:
+def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpResponse:
     record = usage_record_get(user=request.user, request_id=str(request_id))
     if record is None:
         raise Http404("No such usage record.")
@@ -337,7 +308,6 @@ def record_detail_view(request: AuthedRequest, request_id: uuid.UUID) -> HttpRes
         "request_body": json.dumps(record.request_body, indent=2, ensure_ascii=False)
         if record.request_body
         else "",
-        "teams": team_list_for_user(user=request.user),
     }
     return render(request, "analytics/detail.html", context)
 
@@ -357,7 +327,7 @@ CSV_FLAVOURS = {
 @never_cache
 @login_required
 @require_GET
-def export_view(request: AuthedRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
+def export_view(request: HtmxHttpRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
     if fmt not in EXPORT_TYPES:
         raise Http404("No such export format.")
     filters = _fragment_filters(request)

@@ -17,16 +17,14 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
-from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.permissions import user_can_run
-from playground.accounts.selectors import team_list_for_user
 from playground.batches.forms import BatchCreateForm, upload_limit_text
 from playground.batches.inputs import Shared, utf8_lines
 from playground.batches.models import Batch, BatchStatus, ItemState
@@ -53,6 +51,7 @@ from playground.batches.services.drafts import (
     batch_draft_create,
     batch_estimate_today,
 )
+from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.models import ProviderConnection
 from playground.providers.presets import preset_choices
 from playground.providers.selectors import connection_list_runnable
@@ -62,15 +61,10 @@ EXPORT_PAGE = 500
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-class AuthedRequest(HttpRequest):
-    user: User
-    htmx: HtmxDetails
-
-
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
-def batch_list_view(request: AuthedRequest) -> HttpResponse:
+def batch_list_view(request: HtmxHttpRequest) -> HttpResponse:
     connections = _runnable_connections(request.user)
     conversations = preset_choices(kind=CONVERSATION, user=request.user)
     if request.method == "GET":
@@ -98,10 +92,7 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
         except BatchInputInvalid as exc:
             errors, error_count = [str(error) for error in exc.errors], exc.error_count
         except ValidationError as exc:
-            for field, messages in (
-                exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
-            ):
-                form.add_error(field if field in form.fields else None, messages)
+            form_errors_add(form, exc)
         except PermissionDenied as exc:
             form.add_error(None, str(exc))
         else:
@@ -112,7 +103,7 @@ def batch_list_view(request: AuthedRequest) -> HttpResponse:
 @never_cache
 @login_required
 @require_GET
-def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
+def batch_detail_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
     state = request.GET.get("state", "")
     context = {
@@ -123,7 +114,6 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
         "items": batch_items_page(batch=batch, state=state if state in ItemState.values else ""),
         "state_filter": state,
         "states": ItemState.choices,
-        **_chrome(request),
     }
     return render(request, "batches/batch_detail.html", context)
 
@@ -131,7 +121,7 @@ def batch_detail_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
 @never_cache
 @login_required
 @require_POST
-def batch_progress_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
+def batch_progress_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     """The detail page's progress poll: a POST, because a chain that has visibly stalled is taken
     over here (someone is waiting on it), and a GET must not start one."""
     batch = _batch_or_404(request, batch_id)
@@ -145,7 +135,7 @@ def batch_progress_view(request: AuthedRequest, batch_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def batch_action_view(request: AuthedRequest, batch_id: int, action: str) -> HttpResponse:
+def batch_action_view(request: HtmxHttpRequest, batch_id: int, action: str) -> HttpResponse:
     actions = {
         "confirm": batch_confirm,
         "cancel": batch_cancel,
@@ -158,7 +148,8 @@ def batch_action_view(request: AuthedRequest, batch_id: int, action: str) -> Htt
         actions[action](user=request.user, batch_id=batch_id)
     except BatchNotFound:
         raise Http404("No such batch.") from None
-    if action == "discard" or (action == "cancel" and not Batch.objects.filter(pk=batch_id).exists()):
+    cancelled_draft = action == "cancel" and batch_get(user=request.user, batch_id=batch_id) is None
+    if action == "discard" or cancelled_draft:
         return redirect("batches:batch-list")
     return redirect("batches:batch-detail", batch_id=batch_id)
 
@@ -166,7 +157,7 @@ def batch_action_view(request: AuthedRequest, batch_id: int, action: str) -> Htt
 @never_cache
 @login_required
 @require_GET
-def batch_item_view(request: AuthedRequest, batch_id: int, index: int) -> HttpResponse:
+def batch_item_view(request: HtmxHttpRequest, batch_id: int, index: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
     item = batch_item_get(batch=batch, index=index)
     if item is None:
@@ -177,14 +168,13 @@ def batch_item_view(request: AuthedRequest, batch_id: int, index: int) -> HttpRe
         "request_json": json.dumps(item.request, indent=2, ensure_ascii=False),
         "response_json": json.dumps(item.response, indent=2, ensure_ascii=False) if item.response else "",
         "record": item.usage_record,
-        **_chrome(request),
     }
     return render(request, "batches/batch_item.html", context)
 
 
 @login_required
 @require_GET
-def batch_item_by_id_view(request: AuthedRequest, item_id: int) -> HttpResponse:
+def batch_item_by_id_view(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
     item = batch_item_find(user=request.user, item_id=item_id)
     if item is None:
         raise Http404("No such item.")
@@ -193,7 +183,7 @@ def batch_item_by_id_view(request: AuthedRequest, item_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def batch_results_view(request: AuthedRequest, batch_id: int, fmt: str) -> StreamingHttpResponse:
+def batch_results_view(request: HtmxHttpRequest, batch_id: int, fmt: str) -> StreamingHttpResponse:
     batch = _batch_or_404(request, batch_id)
     if fmt not in ("jsonl", "csv"):
         raise Http404("Results come as .jsonl or .csv.")
@@ -280,7 +270,7 @@ def csv_safe(cell: Any) -> Any:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _batch_or_404(request: AuthedRequest, batch_id: int) -> Batch:
+def _batch_or_404(request: HtmxHttpRequest, batch_id: int) -> Batch:
     batch = batch_get(user=request.user, batch_id=batch_id)
     if batch is None:
         raise Http404("No such batch.")
@@ -291,12 +281,8 @@ def _runnable_connections(user: User) -> list[ProviderConnection]:
     return list(connection_list_runnable(user=user))
 
 
-def _chrome(request: AuthedRequest) -> dict[str, Any]:
-    return {"teams": team_list_for_user(user=request.user)}
-
-
 def _list_page(
-    request: AuthedRequest,
+    request: HtmxHttpRequest,
     form: BatchCreateForm,
     connections: list[ProviderConnection],
     *,
@@ -312,6 +298,5 @@ def _list_page(
         "line_errors": line_errors or [],
         "error_count": error_count,
         "upload_limit": upload_limit_text(),
-        **_chrome(request),
     }
     return render(request, "batches/batch_list.html", context, status=status)

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
 from django.http import Http404, HttpRequest, HttpResponse
@@ -23,14 +22,9 @@ from playground.chat.models import Conversation
 from playground.chat.presenters import image_view
 from playground.chat.selectors import attachment_get
 from playground.chat.services import ConversationNotFound, attachment_remove, attachment_upload
+from playground.lib.web import HtmxHttpRequest
 
 UPLOAD_FIELD = "images"
-
-
-class AuthedRequest(HttpRequest):
-    """A request behind `login_required`."""
-
-    user: User
 
 
 class SizeLimitHandler(FileUploadHandler):
@@ -61,14 +55,14 @@ class SizeLimitHandler(FileUploadHandler):
 @csrf_exempt  # only to install the upload handler before the body is read; checked below
 @login_required
 @require_POST
-def attachment_upload_view(request: AuthedRequest, conversation_id: int) -> HttpResponse:
+def attachment_upload_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     limiter = SizeLimitHandler(request, limit=settings.ATTACHMENT_MAX_BYTES)
     request.upload_handlers.insert(0, limiter)
     return _upload(request, conversation_id, limiter)
 
 
 @csrf_protect
-def _upload(request: AuthedRequest, conversation_id: int, limiter: SizeLimitHandler) -> HttpResponse:
+def _upload(request: HtmxHttpRequest, conversation_id: int, limiter: SizeLimitHandler) -> HttpResponse:
     try:
         result = attachment_upload(
             user=request.user,
@@ -91,7 +85,7 @@ def _upload(request: AuthedRequest, conversation_id: int, limiter: SizeLimitHand
 
 @login_required
 @require_POST
-def attachment_remove_view(request: AuthedRequest, attachment_id: int) -> HttpResponse:
+def attachment_remove_view(request: HtmxHttpRequest, attachment_id: int) -> HttpResponse:
     try:
         attachment_remove(user=request.user, attachment_id=attachment_id)
     except ConversationNotFound:
@@ -105,7 +99,7 @@ def attachment_remove_view(request: AuthedRequest, attachment_id: int) -> HttpRe
 
 @login_required
 @require_GET
-def attachment_view(request: AuthedRequest, attachment_id: int) -> HttpResponse:
+def attachment_view(request: HtmxHttpRequest, attachment_id: int) -> HttpResponse:
     attachment = attachment_get(user=request.user, attachment_id=attachment_id)
     if attachment is None:
         raise Http404("No such image.")

@@ -12,7 +12,6 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from django.urls import reverse
@@ -25,6 +24,7 @@ from playground.chat.rendering import render_markdown
 from playground.chat.tool_presenters import ToolCallView, tool_call_views
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+from playground.usage.money import money
 from playground.usage.services import RECORD_WRITE_FAILED
 
 NOT_REPORTED = "—"
@@ -155,7 +155,7 @@ def usage_line(record: UsageRecord) -> UsageLine:
             else "Input tokens served from the provider's prompt cache (billed at the cached rate)."
         ),
         tokens_out=_tokens_out(record.completion_tokens, record.reasoning_tokens),
-        cost=cost_text(record.total_cost) if card is not None else "unpriced",
+        cost=money(record.total_cost) if card is not None else "unpriced",
         price_label=record.price_label if card is not None else "No price card for this model and day",
         ttft=f"TTFT {duration_text(record.ttft_ms)}" if record.ttft_ms is not None else "",
         latency=duration_text(record.latency_ms) if record.latency_ms is not None else "",
@@ -185,19 +185,6 @@ def cached_text(*, prompt_tokens: int, cached_tokens: int | None) -> str:
         return f"{cached_tokens:,} cached"
     share = round(100 * cached_tokens / prompt_tokens)
     return f"{cached_tokens:,} cached ({share}%)"
-
-
-def cost_text(amount: Decimal) -> str:
-    """US dollars with enough digits for sub-cent requests: $0.000123, $0.0421, $12.50."""
-    if amount == 0:
-        return "$0"
-    if amount < Decimal("0.000001"):
-        return "<$0.000001"
-    if amount < Decimal("0.01"):
-        return f"${amount:.6f}"
-    if amount < Decimal(1):
-        return f"${amount:.4f}"
-    return f"${amount:,.2f}"
 
 
 def duration_text(ms: int) -> str:
@@ -341,6 +328,18 @@ def _tokens_out(completion: int, reasoning: int | None) -> str:
     if reasoning:
         text += f" ({reasoning:,} reasoning)"
     return text
+
+
+def composer_note(conversation: Conversation, *, can_run: bool) -> str:
+    """Why the composer is closed on this conversation; empty when the user can send."""
+    if not can_run:
+        return (
+            f"You are a viewer in {conversation.team.name}: you can read this conversation but not send "
+            "messages (sending costs money). Ask a team owner for the member role."
+        )
+    if conversation.connection_id is None:
+        return "This conversation's connection was deleted; start a new conversation to continue."
+    return ""
 
 
 FORMAT_LABELS = {"json_object": "JSON object", "json_schema": "JSON schema"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
@@ -17,10 +16,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
-from django_htmx.middleware import HtmxDetails
 
 from playground.accounts.permissions import user_can_run
-from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.attachment_views import attachments_context
 from playground.chat.forms import (
@@ -33,6 +30,7 @@ from playground.chat.forms import (
 )
 from playground.chat.models import Conversation
 from playground.chat.presenters import (
+    composer_note,
     composer_summary,
     conversation_rows,
     message_views,
@@ -62,6 +60,7 @@ from playground.chat.services import (
 )
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolsInvalid
+from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.issues import Issue
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import tools_support
@@ -69,13 +68,6 @@ from playground.providers.selectors import connection_get, connection_list_runna
 
 SIDEBAR_CONVERSATIONS = CONVERSATION_PAGE_SIZE  # the sidebar shows the list's first page
 BAD_CURSOR = "That page link is not valid: start again from the newest conversations at /chat/."
-
-
-class HtmxHttpRequest(HttpRequest):
-    """A request behind `login_required`, through django-htmx's middleware."""
-
-    user: User
-    htmx: HtmxDetails
 
 
 @never_cache  # live data: going back must not show a stale copy
@@ -106,7 +98,7 @@ def conversation_create_view(request: HtmxHttpRequest) -> HttpResponse:
                 use_affinity=form.cleaned_data["use_affinity"],
             )
         except ValidationError as exc:
-            _add_service_errors(form, exc)
+            form_errors_add(form, exc)
         except PermissionDenied as exc:
             form.add_error(None, str(exc) or "You may not start conversations in this team.")
         else:
@@ -135,29 +127,20 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     conversation = _conversation_or_404(request, conversation_id)
     can_run = user_can_run(user=request.user, team_id=conversation.team_id)
     connection = conversation.connection
-    if not can_run:
-        composer_note = (
-            f"You are a viewer in {conversation.team.name}: you can read this conversation but not send "
-            "messages (sending costs money). Ask a team owner for the member role."
-        )
-    elif connection is None:
-        composer_note = "This conversation's connection was deleted; start a new conversation to continue."
-    else:
-        composer_note = ""
+    note = composer_note(conversation, can_run=can_run)
     context = {
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
         "messages_list": message_views(message_list(conversation=conversation), tools=conversation.tools),
-        "can_send": not composer_note,
+        "can_send": not note,
         "can_run": can_run,
-        "composer_note": composer_note,
+        "composer_note": note,
         "socket_path": chat_socket_path(conversation.pk),
         "sidebar": conversation_page(user=request.user, size=SIDEBAR_CONVERSATIONS).conversations,
         "affinity_help": AFFINITY_HELP,
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
-        **attachments_context(conversation, can_send=not composer_note),
-        **_chrome(request),
+        **attachments_context(conversation, can_send=not note),
     }
     return render(request, "chat/conversation_detail.html", context)
 
@@ -192,7 +175,7 @@ def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> H
     context = {"conversation": conversation, "tools_panel": panel, "can_configure": True}
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         return render(request, "chat/tools_panel.html", context)
-    return render(request, "chat/tools_page.html", {**context, **_chrome(request)}, status=400)
+    return render(request, "chat/tools_page.html", context, status=400)
 
 
 @login_required
@@ -214,8 +197,7 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
                 schema_text=form.cleaned_data["schema"],
             )
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            form_errors_add(form, exc)
         except PermissionDenied as exc:
             form.add_error(None, str(exc))
         else:
@@ -228,7 +210,7 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     }
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         return render(request, "chat/conversation_detail.html#composer_settings", context)
-    return render(request, "chat/composer_settings_page.html", {**context, **_chrome(request)}, status=400)
+    return render(request, "chat/composer_settings_page.html", context, status=400)
 
 
 @login_required
@@ -256,7 +238,7 @@ def message_request_view(request: HtmxHttpRequest, conversation_id: int, message
     context = {"request_info": request_view(record), "conversation_id": conversation_id}
     if request.htmx:
         return render(request, "chat/conversation_detail.html#request_info", context)
-    return render(request, "chat/message_request_page.html", {**context, **_chrome(request)})
+    return render(request, "chat/message_request_page.html", context)
 
 
 @login_required
@@ -322,11 +304,6 @@ def _conversation_or_404(request: HttpRequest, conversation_id: int) -> Conversa
     return conversation
 
 
-def _chrome(request: HttpRequest) -> dict[str, Any]:
-    """What the top bar shows on every page."""
-    return {"teams": team_list_for_user(user=request.user)}
-
-
 def _runnable_connections(request: HttpRequest) -> list[ProviderConnection]:
     """Connections of the teams where the user may send requests (viewers may not)."""
     return list(connection_list_runnable(user=request.user))
@@ -363,7 +340,6 @@ def _list_page(
         "is_first_page": not request.GET.get("after"),
         "has_connections": bool(connections),
         **(_model_field_context(selected, form=form) if selected else {}),
-        **_chrome(request),
     }
     return render(request, "chat/conversation_list.html", context, status=status)
 
@@ -385,14 +361,3 @@ def _model_field_context(
         "model_errors": form.errors.get("model_id", []) if form is not None else [],
         "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],
     }
-
-
-def _add_service_errors(form: ConversationCreateForm, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.message_dict.items():
-            target = field if field in form.fields else None
-            if field == "model_id":
-                target = "model_id"
-            form.add_error(target, errors)
-    else:
-        form.add_error(None, exc.messages)

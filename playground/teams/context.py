@@ -1,15 +1,26 @@
-"""The budget banner every page shows to a team whose spend crossed an alert threshold."""
+"""The top bar every full page shows: the user's teams and their budget banners.
+
+One context processor, one query (`selectors.topbar_teams`), run only when a template reads
+`teams` or `budget_banners`, and not at all for an htmx fragment, which has no top bar (a
+boosted link or a history restore is a whole page, and gets it). Views do not build the team
+list themselves.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
 
-from playground.accounts.selectors import team_list_for_user
-from playground.usage.budgets import budget_month, budget_status, usd_text
-from playground.usage.models import BudgetAlert, TeamBudget
+from playground.accounts.models import Team
+from playground.accounts.selectors import AnyUser
+from playground.teams.selectors import topbar_teams
+from playground.usage.budgets import budget_month
+from playground.usage.money import money
 
 
 @dataclass(frozen=True)
@@ -19,32 +30,48 @@ class BudgetBanner:
     exhausted: bool
 
 
-def budget_banners(request: HttpRequest) -> dict[str, Any]:
+class TopBar:
+    """The top bar's figures for one request, read once on first use."""
+
+    def __init__(self, user: AnyUser) -> None:
+        self.user = user
+
+    @cached_property
+    def teams(self) -> list[Team]:
+        return topbar_teams(user=self.user)
+
+    @cached_property
+    def budget_banners(self) -> list[BudgetBanner]:
+        """A banner for each team with a limit whose spend crossed an alert threshold this month."""
+        return [banner for team in self.teams if (banner := _banner(team)) is not None]
+
+
+def _banner(team: Any) -> BudgetBanner | None:
+    limit: Decimal | None = team.limit_usd
+    month = budget_month(team)
+    if limit is None or team.alert_month != month:
+        return None
+    spent: Decimal = team.alert_month_spent or Decimal(0)
+    percent = int(spent * 100 / limit) if limit else 100
+    return BudgetBanner(
+        team_id=team.pk,
+        text=(
+            f"{team.name} has spent {money(spent)} of its {money(limit)} budget for "
+            f"{month:%B} ({percent}%; the {team.alert_top}% alert was reached)."
+        ),
+        exhausted=team.alert_top >= 100,
+    )
+
+
+def topbar(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    banners = []
-    for team in team_list_for_user(user=user).filter(budget__monthly_limit_usd__isnull=False):
-        month = budget_month(team)
-        top = (
-            BudgetAlert.objects.filter(team=team, month=month)
-            .order_by("-threshold")
-            .values_list("threshold", flat=True)
-            .first()
-        )
-        if top is None:
-            continue
-        status = budget_status(team=team)
-        limit = TeamBudget.objects.get(team=team).monthly_limit_usd
-        assert limit is not None
-        banners.append(
-            BudgetBanner(
-                team_id=team.pk,
-                text=(
-                    f"{team.name} has spent {usd_text(status.spent)} of its {usd_text(limit)} budget for "
-                    f"{month:%B} ({status.percent_used}%; the {top}% alert was reached)."
-                ),
-                exhausted=top >= 100,
-            )
-        )
-    return {"budget_banners": banners}
+    htmx = getattr(request, "htmx", None)
+    if htmx and not htmx.boosted and not htmx.history_restore_request:
+        return {}
+    bar = TopBar(user)
+    return {
+        "teams": SimpleLazyObject(lambda: bar.teams),
+        "budget_banners": SimpleLazyObject(lambda: bar.budget_banners),
+    }

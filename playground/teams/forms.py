@@ -15,7 +15,6 @@ from playground.accounts.models import Role
 from playground.catalog.models import CatalogModel
 from playground.providers.kinds import KINDS, ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
-from playground.usage.models import DEFAULT_ALERT_THRESHOLDS
 
 MONEY: dict[str, Any] = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal(0)}
 PRICE: dict[str, Any] = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal(0)}
@@ -165,7 +164,6 @@ class TeamBudgetForm(forms.Form):
     alert_thresholds = forms.CharField(
         label="Alert at (% of the budget)",
         required=False,
-        initial=", ".join(str(value) for value in DEFAULT_ALERT_THRESHOLDS),
         help_text="Comma-separated, e.g. 50, 80, 100. Each is shown as a banner and emailed once a month.",
     )
     time_zone = forms.CharField(

@@ -7,14 +7,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from playground.accounts.models import AuditEvent, Invitation, Membership, Team
-from playground.accounts.selectors import AnyUser
+from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.catalog.models import CatalogModel
 from playground.catalog.selectors import price_card_for, price_card_label
-from playground.usage.budgets import BudgetStatus, member_spend, usd_text
+from playground.providers.models import ProviderConnection
+from playground.usage.budgets import BudgetStatus, member_spend
+from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, BudgetLedger
+from playground.usage.money import money
 
 AUDIT_ROWS = 500
 
@@ -23,6 +26,46 @@ def membership_for(*, user: AnyUser, team_id: int) -> Membership | None:
     if not user.is_authenticated:
         return None
     return Membership.objects.select_related("team", "user").filter(user_id=user.pk, team_id=team_id).first()
+
+
+def topbar_teams(*, user: AnyUser) -> list[Team]:
+    """The user's teams for the top bar, in one query, each with what its budget banner needs:
+    `limit_usd`, the month and threshold of its latest alert (`alert_month`, `alert_top`) and
+    the team's spend in that month (`alert_month_spent`, from the ledger the alert was raised on).
+
+    The latest alert's month, not the current one: the current month depends on each team's
+    time zone, which the caller compares in Python (`budget_month`)."""
+    alerts = BudgetAlert.objects.filter(team=OuterRef("pk")).order_by("-month", "-threshold")
+    ledgers = BudgetLedger.objects.filter(
+        team=OuterRef("pk"), user__isnull=True, month=OuterRef("alert_month")
+    )
+    return list(
+        team_list_for_user(user=user).annotate(
+            limit_usd=F("budget__monthly_limit_usd"),
+            alert_month=Subquery(alerts.values("month")[:1]),
+            alert_top=Subquery(alerts.values("threshold")[:1]),
+            alert_month_spent=Subquery(ledgers.values("spent_usd")[:1]),
+        )
+    )
+
+
+def connection_list(*, team_id: int) -> QuerySet[ProviderConnection]:
+    return ProviderConnection.objects.filter(team_id=team_id).order_by("-is_default", "name")
+
+
+def connection_for(*, team_id: int, connection_id: int) -> ProviderConnection | None:
+    return ProviderConnection.objects.filter(team_id=team_id, pk=connection_id).first()
+
+
+def team_budget_settings(*, team: Team) -> dict[str, Any]:
+    """The budget form's values: the team's budget, or no limit and the default thresholds."""
+    budget = getattr(team, "budget", None)
+    thresholds = budget.alert_thresholds if budget else DEFAULT_ALERT_THRESHOLDS
+    return {
+        "monthly_limit_usd": budget.monthly_limit_usd if budget else None,
+        "alert_thresholds": ", ".join(str(value) for value in thresholds),
+        "time_zone": team.time_zone,
+    }
 
 
 def member_rows(*, team: Team) -> QuerySet[Membership]:
@@ -86,11 +129,11 @@ def budget_view(status: BudgetStatus) -> BudgetView:
     remaining = status.remaining
     return BudgetView(
         month=status.month.strftime("%B %Y"),
-        limit=usd_text(status.limit) if status.limit is not None else "No limit",
-        spent=usd_text(status.spent),
-        reserved=usd_text(status.reserved),
-        remaining=usd_text(remaining) if remaining is not None else "—",
-        forecast=usd_text(status.forecast),
+        limit=money(status.limit) if status.limit is not None else "No limit",
+        spent=money(status.spent),
+        reserved=money(status.reserved),
+        remaining=money(remaining) if remaining is not None else "—",
+        forecast=money(status.forecast),
         percent=min(status.percent_used, 100) if status.percent_used is not None else None,
         over_forecast=status.limit is not None and status.forecast > status.limit,
         thresholds=", ".join(f"{value}%" for value in status.thresholds) or "none",
@@ -109,7 +152,7 @@ def member_budget_rows(*, team: Team, month: dt.date) -> list[MemberBudgetRow]:
     spend = member_spend(team=team, month=month)
     return [
         MemberBudgetRow(
-            membership, usd_text(spend.get(membership.user_id, Decimal(0))), membership.monthly_budget_usd
+            membership, money(spend.get(membership.user_id, Decimal(0))), membership.monthly_budget_usd
         )
         for membership in member_rows(team=team)
     ]

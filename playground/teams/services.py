@@ -15,6 +15,7 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -30,14 +31,22 @@ from playground.accounts.models import (
     Team,
 )
 from playground.catalog.models import CatalogModel, PriceCard
+from playground.providers.connection_check import (
+    ModelListing,
+    connection_test_error,
+    models_list,
+    models_list_target,
+)
+from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
-from playground.providers.services import connection_save
-from playground.usage.models import TeamBudget, UsageRecord
+from playground.providers.services import connection_models_store, connection_save
+from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, TeamBudget, UsageRecord
 
 INVITATION_LIFETIME = dt.timedelta(days=7)
 MANAGERS_ONLY = "Only the team's owners and admins can do that."
 OWNERS_ONLY = "Only an owner can do that."
 LAST_OWNER = "A team needs an owner: make someone else owner first."
+ENGINE_KEPT = "The embedded engine connection is the team's own and cannot be deleted."
 
 
 def audit(*, actor: User | None, team: Team, action: str, target: str = "", **detail: Any) -> AuditEvent:
@@ -300,14 +309,33 @@ def connection_write(
 
 
 def connection_delete(*, actor: Membership, connection: ProviderConnection) -> None:
+    """Delete a connection of the actor's team; the embedded engine's stays (every team has one)."""
     require_manager(actor)
     if connection.team_id != actor.team_id:
         raise PermissionDenied(MANAGERS_ONLY)
+    if connection.kind == ConnectionKind.ENGINE:
+        raise ValidationError(ENGINE_KEPT)
     with transaction.atomic():
         connection.delete()
         audit(
             actor=actor.user, team=actor.team, action=AuditAction.CONNECTION_DELETED, target=connection.name
         )
+
+
+def connection_test(*, actor: Membership, connection: ProviderConnection) -> ModelListing:
+    """List the provider's models through the HTTP seam (latency, or the redacted error) and
+    keep the ids it lists. Sync, for the sync team views: the one async call runs here."""
+    require_manager(actor)
+    if connection.team_id != actor.team_id:
+        raise PermissionDenied(MANAGERS_ONLY)
+    try:
+        target = models_list_target(connection)
+    except ValidationError as exc:
+        return connection_test_error(exc)
+    result = async_to_sync(models_list)(target)
+    if result.ok:
+        connection_models_store(connection=connection, models=result.models)
+    return result
 
 
 # --- price cards -----------------------------------------------------------------------------------
@@ -432,12 +460,21 @@ def team_budget_update(
     return budget
 
 
+def _budget_locked(team: Team) -> TeamBudget:
+    """The team's budget row, locked; one made here alerts at the default thresholds (the
+    budget form sets its own)."""
+    budget, _ = TeamBudget.objects.select_for_update().get_or_create(
+        team=team, defaults={"alert_thresholds": list(DEFAULT_ALERT_THRESHOLDS)}
+    )
+    return budget
+
+
 def team_unpriced_update(*, actor: Membership, allow: bool) -> TeamBudget:
     """Owners only: whether requests for models without a price card that day may be sent
     while a budget applies (they count nothing against it). Audited."""
     require_owner(actor)
     with transaction.atomic():
-        budget, _ = TeamBudget.objects.select_for_update().get_or_create(team=actor.team)
+        budget = _budget_locked(actor.team)
         if budget.allow_unpriced != allow:
             budget.allow_unpriced = allow
             budget.save(update_fields=["allow_unpriced", "updated_at"])

@@ -14,13 +14,11 @@ from functools import wraps
 from typing import Any
 from urllib.parse import urlsplit
 
-from asgiref.sync import async_to_sync
 from axes.handlers.proxy import AxesProxyHandler
 from django.contrib import messages
 from django.contrib.auth import login, user_login_failed
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
-from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -34,10 +32,9 @@ from playground.accounts.lockout import lockout_response
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Membership, Role
 from playground.accounts.selectors import team_list_for_user
 from playground.catalog.selectors import price_cards_visible
-from playground.providers.connection_check import connection_test_error, models_list, models_list_target
-from playground.providers.kinds import ConnectionKind, kind_spec
+from playground.lib.web import HtmxHttpRequest, form_errors_add
+from playground.providers.kinds import kind_spec
 from playground.providers.models import ProviderConnection
-from playground.providers.services import connection_models_store
 from playground.teams import selectors, services
 from playground.teams.forms import (
     ConnectionForm,
@@ -57,10 +54,6 @@ ALL_ROLES = frozenset(Role.values)
 TeamView = Callable[..., HttpResponse]
 
 
-class TeamRequest(HttpRequest):
-    user: User
-
-
 def team_view(
     *, read: frozenset[str] = ALL_ROLES, write: frozenset[str] = ROLES_THAT_CAN_MANAGE
 ) -> Callable[[TeamView], TeamView]:
@@ -70,7 +63,7 @@ def team_view(
         @wraps(view)
         @never_cache
         @login_required
-        def wrapper(request: TeamRequest, team_id: int, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HtmxHttpRequest, team_id: int, **kwargs: Any) -> HttpResponse:
             membership = selectors.membership_for(user=request.user, team_id=team_id)
             if membership is None:
                 raise Http404("No such team.")
@@ -92,7 +85,6 @@ def _page(
         "membership": membership,
         "can_manage": membership.role in ROLES_THAT_CAN_MANAGE,
         "is_owner": membership.role == Role.OWNER,
-        "teams": team_list_for_user(user=request.user),
     }
     return render(request, template, {**base, **context}, status=status)
 
@@ -112,10 +104,10 @@ def _failed(
 
 @login_required
 @require_GET
-def team_home_view(request: TeamRequest) -> HttpResponse:
+def team_home_view(request: HtmxHttpRequest) -> HttpResponse:
     team = team_list_for_user(user=request.user).first()
     if team is None:
-        return render(request, "teams/no_team.html", {"teams": []})
+        return render(request, "teams/no_team.html")
     return redirect("teams:members", team_id=team.pk)
 
 
@@ -124,12 +116,12 @@ def team_home_view(request: TeamRequest) -> HttpResponse:
 
 @require_GET
 @team_view()
-def members_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def members_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _members_page(request, membership)
 
 
 def _members_page(
-    request: TeamRequest,
+    request: HtmxHttpRequest,
     membership: Membership,
     *,
     invite_form: InvitationForm | None = None,
@@ -160,7 +152,7 @@ def _invitation_link_pop(request: HttpRequest, team_id: int) -> str:
 
 @require_POST
 @team_view()
-def invitation_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def invitation_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     form = InvitationForm(request.POST, can_invite_owner=membership.role == Role.OWNER)
     if not form.is_valid():
         return _members_page(request, membership, invite_form=form, status=400)
@@ -175,7 +167,9 @@ def invitation_create_view(request: TeamRequest, membership: Membership) -> Http
 
 @require_POST
 @team_view()
-def invitation_revoke_view(request: TeamRequest, membership: Membership, invitation_id: int) -> HttpResponse:
+def invitation_revoke_view(
+    request: HtmxHttpRequest, membership: Membership, invitation_id: int
+) -> HttpResponse:
     try:
         services.invitation_revoke(actor=membership, invitation_id=invitation_id)
     except ValidationError as exc:
@@ -185,7 +179,7 @@ def invitation_revoke_view(request: TeamRequest, membership: Membership, invitat
 
 @require_POST
 @team_view()
-def member_role_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def member_role_view(request: HtmxHttpRequest, membership: Membership, membership_id: int) -> HttpResponse:
     form = RoleForm(request.POST)
     if not form.is_valid():
         return _failed(request, ValidationError("Choose a role."), "teams:members", membership.team_id)
@@ -205,7 +199,7 @@ def member_role_view(request: TeamRequest, membership: Membership, membership_id
 
 @require_POST
 @team_view()
-def member_remove_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def member_remove_view(request: HtmxHttpRequest, membership: Membership, membership_id: int) -> HttpResponse:
     try:
         services.member_remove(actor=membership, membership_id=membership_id)
     except (ValidationError, PermissionDenied) as exc:
@@ -215,7 +209,9 @@ def member_remove_view(request: TeamRequest, membership: Membership, membership_
 
 @require_POST
 @team_view(write=frozenset({Role.OWNER}))
-def ownership_transfer_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def ownership_transfer_view(
+    request: HtmxHttpRequest, membership: Membership, membership_id: int
+) -> HttpResponse:
     try:
         target = services.ownership_transfer(actor=membership, membership_id=membership_id)
     except (ValidationError, PermissionDenied) as exc:
@@ -230,7 +226,7 @@ def ownership_transfer_view(request: TeamRequest, membership: Membership, member
 
 @require_POST
 @team_view(write=ALL_ROLES)
-def team_leave_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def team_leave_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     try:
         services.member_leave(membership=membership)
     except ValidationError as exc:
@@ -294,7 +290,7 @@ def join_signup_view(request: HttpRequest, token: str) -> HttpResponse:
         except ValidationError as exc:
             if not hasattr(exc, "error_dict"):
                 return _join_page(request, token, invitation, problem=" ".join(exc.messages))
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             login(request, joined.user, backend="django.contrib.auth.backends.ModelBackend")
             return _welcome(request, joined)
@@ -320,7 +316,6 @@ def _join_page(
         "problem": problem,
         "form": form,
         "token": token,
-        "teams": team_list_for_user(user=request.user),
     }
     return render(request, "teams/join.html", context, status=status or (400 if problem else 200))
 
@@ -350,7 +345,7 @@ def _invitation_of(next_url: str) -> Invitation | None:
 
 
 def _connection(membership: Membership, connection_id: int) -> ProviderConnection:
-    connection = ProviderConnection.objects.filter(team_id=membership.team_id, pk=connection_id).first()
+    connection = selectors.connection_for(team_id=membership.team_id, connection_id=connection_id)
     if connection is None:
         raise Http404("No such connection.")
     return connection
@@ -358,15 +353,13 @@ def _connection(membership: Membership, connection_id: int) -> ProviderConnectio
 
 @require_GET
 @team_view()
-def connections_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def connections_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _connections_page(request, membership)
 
 
-def _connections_page(request: TeamRequest, membership: Membership, **extra: Any) -> HttpResponse:
+def _connections_page(request: HtmxHttpRequest, membership: Membership, **extra: Any) -> HttpResponse:
     context = {
-        "connections": ProviderConnection.objects.filter(team_id=membership.team_id).order_by(
-            "-is_default", "name"
-        ),
+        "connections": selectors.connection_list(team_id=membership.team_id),
         "kind_form": KindForm(),
         **extra,
     }
@@ -375,7 +368,7 @@ def _connections_page(request: TeamRequest, membership: Membership, **extra: Any
 
 @require_http_methods(["GET", "POST"])
 @team_view(read=ROLES_THAT_CAN_MANAGE)
-def connection_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def connection_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     kind = request.POST.get("kind") or request.GET.get("kind") or ""
     if kind not in dict(KindForm.base_fields["kind"].choices):  # type: ignore[attr-defined]
         messages.error(request, "Choose the kind of connection to add.")
@@ -396,7 +389,9 @@ def connection_create_view(request: TeamRequest, membership: Membership) -> Http
 
 @require_http_methods(["GET", "POST"])
 @team_view(read=ROLES_THAT_CAN_MANAGE)
-def connection_edit_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+def connection_edit_view(
+    request: HtmxHttpRequest, membership: Membership, connection_id: int
+) -> HttpResponse:
     connection = _connection(membership, connection_id)
     previous_base_url = connection.base_url
     if request.method == "POST":
@@ -410,7 +405,7 @@ def connection_edit_view(request: TeamRequest, membership: Membership, connectio
 
 
 def _connection_save(
-    request: TeamRequest, membership: Membership, form: ConnectionForm, *, previous_base_url: str | None
+    request: HtmxHttpRequest, membership: Membership, form: ConnectionForm, *, previous_base_url: str | None
 ) -> HttpResponse:
     connection = form.save(commit=False)
     try:
@@ -421,13 +416,13 @@ def _connection_save(
             previous_base_url=previous_base_url,
         )
     except ValidationError as exc:
-        _form_errors(form, exc)
+        form_errors_add(form, exc)
         return _connection_form_page(request, membership, form, kind=connection.kind, status=400)
     return _done(request, f"Saved {connection.name}.", "teams:connections", membership.team_id)
 
 
 def _connection_form_page(
-    request: TeamRequest, membership: Membership, form: ConnectionForm, *, kind: str, status: int
+    request: HtmxHttpRequest, membership: Membership, form: ConnectionForm, *, kind: str, status: int
 ) -> HttpResponse:
     context = {"form": form, "kind": kind, "spec": kind_spec(kind), "connection": form.instance}
     return _page(request, membership, "teams/connection_form.html", context, status=status)
@@ -435,28 +430,25 @@ def _connection_form_page(
 
 @require_POST
 @team_view()
-def connection_delete_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+def connection_delete_view(
+    request: HtmxHttpRequest, membership: Membership, connection_id: int
+) -> HttpResponse:
     connection = _connection(membership, connection_id)
-    if connection.kind == ConnectionKind.ENGINE:
-        messages.error(request, "The embedded engine connection is the team's own and cannot be deleted.")
-        return redirect("teams:connections", team_id=membership.team_id)
-    services.connection_delete(actor=membership, connection=connection)
+    try:
+        services.connection_delete(actor=membership, connection=connection)
+    except ValidationError as exc:
+        return _failed(request, exc, "teams:connections", membership.team_id)
     return _done(request, f"Deleted {connection.name}.", "teams:connections", membership.team_id)
 
 
 @require_POST
 @team_view()
-def connection_test_view(request: TeamRequest, membership: Membership, connection_id: int) -> HttpResponse:
+def connection_test_view(
+    request: HtmxHttpRequest, membership: Membership, connection_id: int
+) -> HttpResponse:
     """List the provider's models through the HTTP seam: latency, or the redacted error."""
     connection = _connection(membership, connection_id)
-    try:
-        target = models_list_target(connection)
-    except ValidationError as exc:
-        result = connection_test_error(exc)
-    else:
-        result = async_to_sync(models_list)(target)
-        if result.ok:
-            connection_models_store(connection=connection, models=result.models)
+    result = services.connection_test(actor=membership, connection=connection)
     return _connections_page(request, membership, tested=connection.pk, result=result)
 
 
@@ -465,12 +457,12 @@ def connection_test_view(request: TeamRequest, membership: Membership, connectio
 
 @require_GET
 @team_view()
-def catalogue_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def catalogue_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _catalogue_page(request, membership)
 
 
 def _catalogue_page(
-    request: TeamRequest,
+    request: HtmxHttpRequest,
     membership: Membership,
     *,
     override_form: OverrideForm | None = None,
@@ -489,13 +481,13 @@ def _catalogue_page(
 
 @require_POST
 @team_view()
-def override_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def override_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     form = OverrideForm(request.POST)
     if form.is_valid():
         try:
             services.price_override_create(actor=membership, **form.cleaned_data)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             return _done(request, "Price override added.", "teams:catalogue", membership.team_id)
     return _catalogue_page(request, membership, override_form=form, status=400)
@@ -503,7 +495,7 @@ def override_create_view(request: TeamRequest, membership: Membership) -> HttpRe
 
 @require_POST
 @team_view()
-def override_delete_view(request: TeamRequest, membership: Membership, card_id: int) -> HttpResponse:
+def override_delete_view(request: HtmxHttpRequest, membership: Membership, card_id: int) -> HttpResponse:
     try:
         services.price_override_delete(actor=membership, card_id=card_id)
     except ValidationError as exc:
@@ -513,7 +505,7 @@ def override_delete_view(request: TeamRequest, membership: Membership, card_id: 
 
 @require_POST
 @team_view(write=ALL_ROLES)  # superusers only: the service refuses everyone else
-def global_card_create_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def global_card_create_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     if not request.user.is_superuser:
         raise PermissionDenied("Only a superuser can add a global price card.")
     form = GlobalCardForm(request.POST)
@@ -521,7 +513,7 @@ def global_card_create_view(request: TeamRequest, membership: Membership) -> Htt
         try:
             services.price_card_global_create(user=request.user, team=membership.team, **form.cleaned_data)
         except ValidationError as exc:
-            _form_errors(form, exc)
+            form_errors_add(form, exc)
         else:
             return _done(request, "Global price card added.", "teams:catalogue", membership.team_id)
     return _catalogue_page(request, membership, card_form=form, status=400)
@@ -532,7 +524,7 @@ def global_card_create_view(request: TeamRequest, membership: Membership) -> Htt
 
 @require_http_methods(["GET", "POST"])
 @team_view()
-def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def budgets_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     team = membership.team
     if request.method == "POST":
         form = TeamBudgetForm(request.POST)
@@ -540,21 +532,12 @@ def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
             try:
                 services.team_budget_update(actor=membership, **form.cleaned_data)
             except ValidationError as exc:
-                _form_errors(form, exc)
+                form_errors_add(form, exc)
             else:
                 return _done(request, "Budget saved.", "teams:budgets", team.pk)
         status = 400
     else:
-        budget = getattr(team, "budget", None)
-        form = TeamBudgetForm(
-            initial={
-                "monthly_limit_usd": budget.monthly_limit_usd if budget else None,
-                "alert_thresholds": ", ".join(str(v) for v in budget.alert_thresholds)
-                if budget
-                else "50, 80, 100",
-                "time_zone": team.time_zone,
-            }
-        )
+        form = TeamBudgetForm(initial=selectors.team_budget_settings(team=team))
         status = 200
     figures = budget_status(team=team)
     context = {
@@ -568,7 +551,7 @@ def budgets_view(request: TeamRequest, membership: Membership) -> HttpResponse:
 
 @require_POST
 @team_view(write=frozenset({Role.OWNER}))
-def budget_unpriced_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def budget_unpriced_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     form = UnpricedForm(request.POST)
     form.is_valid()  # an unticked box is just "off"
     allow = form.cleaned_data.get("allow_unpriced", False)
@@ -579,7 +562,7 @@ def budget_unpriced_view(request: TeamRequest, membership: Membership) -> HttpRe
 
 @require_POST
 @team_view()
-def member_budget_view(request: TeamRequest, membership: Membership, membership_id: int) -> HttpResponse:
+def member_budget_view(request: HtmxHttpRequest, membership: Membership, membership_id: int) -> HttpResponse:
     form = MemberBudgetForm(request.POST)
     if not form.is_valid():
         return _failed(
@@ -604,15 +587,7 @@ def member_budget_view(request: TeamRequest, membership: Membership, membership_
 
 @require_GET
 @team_view()
-def audit_view(request: TeamRequest, membership: Membership) -> HttpResponse:
+def audit_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     return _page(
         request, membership, "teams/audit.html", {"events": selectors.audit_rows(team=membership.team)}
     )
-
-
-def _form_errors(form: Any, exc: ValidationError) -> None:
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.message_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
-    else:
-        form.add_error(None, exc.messages)

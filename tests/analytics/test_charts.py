@@ -10,6 +10,7 @@ import pytest
 
 from playground.analytics import charts
 from playground.analytics.histograms import percentile
+from playground.usage.money import money
 
 B0 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
 B1 = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
@@ -147,10 +148,10 @@ def test_what_if_puts_actual_and_repriced_side_by_side_with_the_difference() -> 
     [(Decimal("27456.938"), False, "$27,456.9380"), (Decimal("27456.938"), True, "+$27,456.9380"),
      (Decimal("-1234.5"), True, "-$1,234.5000"), (Decimal(0), True, "$0.0000")],
 )  # fmt: skip
-def test_dollars_in_notes_group_thousands_and_put_the_sign_first(
+def test_a_notes_money_keeps_the_charts_places_groups_thousands_and_puts_the_sign_first(
     amount: Decimal, signed: bool, expected: str
 ) -> None:
-    assert charts.dollars(amount, signed=signed) == expected
+    assert money(amount, signed=signed, places=4) == expected
 
 
 @pytest.mark.parametrize(

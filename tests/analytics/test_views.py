@@ -312,7 +312,7 @@ def test_the_headline_figures_add_up_the_filtered_period(actors: Any, known: Kno
     html = response.content.decode()
 
     assert tiles_of(html) == {
-        "spend": "$0.0154",  # 0.00075 + 0.0012 + 0.0135, to four places as the charts
+        "spend": "$0.0154",  # 0.00075 + 0.0012 + 0.0135, to three significant digits
         "requests": "3",
         "tokens": "14,300",  # 13,000 in + 1,300 out
         "cached": "50.0%",  # 1,500 of the 3,000 input tokens whose cache figure is known
@@ -374,7 +374,7 @@ def test_the_log_shows_its_totals_row_for_every_page(actors: Any, known: Known, 
     assert 'id="log-totals" hx-get="/usage/log/totals/?range=24h' in page
     assert "All 3 requests of these filters" in totals
     cells = re.findall(r'<td class="num">([^<]*)</td>', totals)
-    assert cells == ["13,000", "1,500", "1,300", "$0.015450"]
+    assert cells == ["13,000", "1,500", "1,300", "$0.0154"]
 
 
 def test_another_teams_totals_are_a_404(actors: Any, known: Known) -> None:

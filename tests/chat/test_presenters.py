@@ -7,11 +7,13 @@ from decimal import Decimal
 
 import pytest
 
+from playground.accounts.models import Team
 from playground.catalog.models import CatalogModel, PriceCard
+from playground.chat.models import Conversation
 from playground.chat.presenters import (
     ago_text,
     cached_text,
-    cost_text,
+    composer_note,
     duration_text,
     model_choices,
     usage_line,
@@ -108,21 +110,6 @@ def test_an_answer_cut_by_a_disconnect_says_the_client_went_away() -> None:
     assert not line.is_ok
 
 
-@pytest.mark.parametrize(
-    ("amount", "text"),
-    [
-        ("0", "$0"),
-        ("0.0000004", "<$0.000001"),
-        ("0.000123", "$0.000123"),
-        ("0.0421", "$0.0421"),
-        ("12.5", "$12.50"),
-        ("1234.5", "$1,234.50"),
-    ],
-)
-def test_costs_keep_enough_digits_for_tiny_requests(amount: str, text: str) -> None:
-    assert cost_text(Decimal(amount)) == text
-
-
 @pytest.mark.parametrize(("ms", "text"), [(0, "0 ms"), (999, "999 ms"), (1000, "1.0 s"), (1449, "1.4 s")])
 def test_durations(ms: int, text: str) -> None:
     assert duration_text(ms) == text
@@ -148,3 +135,12 @@ def test_list_times_read_naturally() -> None:
     now = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
     assert ago_text(now - dt.timedelta(seconds=20), now=now) == "just now"
     assert ago_text(now - dt.timedelta(hours=3, minutes=5), now=now) == "3\xa0hours ago"
+
+
+def test_the_composer_note_says_why_the_composer_is_closed() -> None:
+    team = Team(name="Alpha")
+    connected = Conversation(team=team, connection_id=7)
+
+    assert composer_note(connected, can_run=True) == ""
+    assert composer_note(connected, can_run=False).startswith("You are a viewer in Alpha: you can read")
+    assert "connection was deleted" in composer_note(Conversation(team=team), can_run=True)

@@ -3,9 +3,13 @@ and "Test connection" through the HTTP seam against a loopback fake upstream."""
 
 from __future__ import annotations
 
+import pytest
+from django.core.exceptions import ValidationError
+
 from playground.accounts.models import AuditAction, AuditEvent
 from playground.providers.models import ProviderConnection
-from playground.providers.services import connection_token
+from playground.providers.services import connection_engine_ensure, connection_token
+from playground.teams import services
 from tests.fakes.upstream import FakeUpstream, error, json_reply
 from tests.teams.conftest import Crew, signed_in
 
@@ -142,3 +146,24 @@ def test_deleting_a_connection_is_audited(crew: Crew, fake_upstream: FakeUpstrea
     assert AuditEvent.objects.filter(
         action=AuditAction.CONNECTION_DELETED, target="Gateway", actor=crew.owner
     ).exists()
+
+
+def test_the_engine_connection_cannot_be_deleted_from_the_page(crew: Crew) -> None:
+    engine = connection_engine_ensure(team=crew.team)
+
+    response = signed_in(crew.owner).post(
+        f"/teams/{crew.team.pk}/connections/{engine.pk}/delete/", follow=True
+    )
+
+    assert "is the team&#x27;s own and cannot be deleted" in response.content.decode()
+    assert ProviderConnection.objects.filter(pk=engine.pk).exists()
+
+
+def test_connection_delete_refuses_the_engine_connection_even_when_called_directly(crew: Crew) -> None:
+    engine = connection_engine_ensure(team=crew.team)
+
+    with pytest.raises(ValidationError, match="cannot be deleted"):
+        services.connection_delete(actor=crew.membership(crew.owner), connection=engine)
+
+    assert ProviderConnection.objects.filter(pk=engine.pk).exists()
+    assert not AuditEvent.objects.filter(action=AuditAction.CONNECTION_DELETED).exists()

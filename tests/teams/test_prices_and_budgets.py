@@ -10,7 +10,7 @@ from playground.accounts.models import AuditAction, AuditEvent, Membership
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26
 from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
-from playground.usage.models import BudgetAlert, TeamBudget
+from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, TeamBudget
 from playground.usage.services import price_card_known
 from tests.teams.conftest import Crew, signed_in
 
@@ -120,3 +120,17 @@ def test_only_owners_may_allow_unpriced_requests_and_it_is_audited(crew: Crew) -
     assert (event.actor, event.detail) == (crew.owner, {"previous": False, "allowed": True})
     page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
     assert 'id="allow-unpriced" checked' in page
+
+
+def test_a_budget_first_made_by_the_unpriced_switch_alerts_at_the_default_thresholds(crew: Crew) -> None:
+    signed_in(crew.owner).post(f"/teams/{crew.team.pk}/budgets/unpriced/", {"allow_unpriced": "on"})
+
+    assert TeamBudget.objects.get(team=crew.team).alert_thresholds == DEFAULT_ALERT_THRESHOLDS
+    page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+    assert 'value="50, 80, 100"' in page
+
+
+def test_a_team_without_a_budget_is_offered_the_default_thresholds(crew: Crew) -> None:
+    page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+
+    assert 'value="50, 80, 100"' in page

@@ -9,7 +9,8 @@ case with `budget_reserve` and reconciles it with `budget_reconcile` once its re
 The package, by idea: `months` (a team's budget month), `worst_case` (what a request may
 cost), `ledger` (the rows and the one conditional UPDATE that holds money), `admission`
 (reserve or refuse), `settlement` (reconcile, release, the sweep), `alerts` (thresholds and
-their e-mail), `status` (the figures pages show) and `text` (dollars in messages).
+their e-mail) and `status` (the figures pages show).
+Dollars in their messages are written by `playground.usage.money`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from playground.usage.budgets.settlement import (
     record_cost_for_budget,
 )
 from playground.usage.budgets.status import BudgetStatus, budget_status, member_spend
-from playground.usage.budgets.text import usd_text
 from playground.usage.budgets.worst_case import request_worst_case_cost
 
 __all__ = [
@@ -49,5 +49,4 @@ __all__ = [
     "member_spend",
     "record_cost_for_budget",
     "request_worst_case_cost",
-    "usd_text",
 ]

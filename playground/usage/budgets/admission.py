@@ -17,9 +17,9 @@ from playground.providers.adapters import ChatRequest
 from playground.usage.budgets.ledger import Reservation, ledger_for_month, ledger_hold
 from playground.usage.budgets.months import budget_month
 from playground.usage.budgets.settlement import budget_reservations_sweep
-from playground.usage.budgets.text import usd_text
 from playground.usage.budgets.worst_case import request_worst_case_cost
 from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
+from playground.usage.money import money
 from playground.usage.pricing import ZERO
 from playground.usage.services import KnownCard
 
@@ -97,8 +97,8 @@ def _refusal(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None, *, wh
     ledger.refresh_from_db()
     remaining = max(ZERO, Decimal(limit or 0) - ledger.spent_usd - ledger.reserved_usd)
     return (
-        f"This request could cost up to {usd_text(amount)}; {usd_text(remaining)} of {whose} "
-        f"{usd_text(Decimal(limit or 0))} budget remains this month."
+        f"This request could cost up to {money(amount)}; {money(remaining)} of {whose} "
+        f"{money(Decimal(limit or 0))} budget remains this month."
     )
 
 

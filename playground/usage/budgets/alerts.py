@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Membership
-from playground.usage.budgets.text import usd_text
 from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget
+from playground.usage.money import money
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def budget_alert_email_send(*, alert_id: int) -> bool:
     message = EmailMessage(
         subject=f"{team.name} has used {alert.threshold}% of its monthly budget",
         body=(
-            f"{team.name} has spent {usd_text(spent)} of its {usd_text(limit)} budget for "
+            f"{team.name} has spent {money(spent)} of its {money(limit)} budget for "
             f"{alert.month:%B %Y} ({alert.threshold}% alert).\n"
         ),
         to=recipients,
