@@ -13,7 +13,7 @@ from playground.batches.models import Batch
 from playground.batches.services.actions import batch_confirm
 from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.providers.models import ProviderConnection
-from tests.conftest import Actors
+from tests.support.actors import Actors
 from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
 
 QUEUE_MODEL = "@cf/openai/gpt-oss-20b"  # the catalogue says it takes the batch queue

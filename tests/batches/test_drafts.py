@@ -11,7 +11,7 @@ from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db
 

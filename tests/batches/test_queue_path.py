@@ -28,7 +28,6 @@ from playground.providers.queue import QueueResponse
 from playground.usage import services as usage_services
 from playground.usage.models import TeamBudget, UsageRecord
 from tests.batches.conftest import prompts
-from tests.conftest import Actors
 from tests.fakes.upstream import (
     FakeUpstream,
     chat_completion,
@@ -39,6 +38,7 @@ from tests.fakes.upstream import (
     usage,
     v4_error,
 )
+from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
 from tests.batches.conftest import jsonl
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db
 

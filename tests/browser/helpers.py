@@ -17,11 +17,12 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.chat.models import Conversation
 from playground.chat.services import conversation_create
-from playground.providers.models import ConnectionKind, ProviderConnection
-from playground.providers.services import connection_engine_ensure, connection_save
+from playground.providers.models import ProviderConnection
+from playground.providers.services import connection_engine_ensure
 from tests.browser.conftest import CHROMIUM_ARGS
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.connections import workers_connection_for
 
 
 class Console:
@@ -85,14 +86,7 @@ def fake_workers_connection(
     team: Team, upstream: FakeUpstream, *, token: str = "cf-browser-test"
 ) -> ProviderConnection:
     """A Workers AI connection of `team` that talks to the loopback fake upstream."""
-    connection = ProviderConnection(
-        team=team,
-        name="Workers AI (fake)",
-        kind=ConnectionKind.WORKERS_AI,
-        base_url=upstream.workers_base_url,
-        account_id="0" * 32,
-    )
-    return connection_save(connection=connection, token=token)
+    return workers_connection_for(team, upstream, name="Workers AI (fake)", token=token)
 
 
 def fake_workers_chat(actors: Actors, upstream: FakeUpstream, model_id: str = KIMI_K26) -> Conversation:

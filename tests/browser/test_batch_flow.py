@@ -22,7 +22,7 @@ from playground.batches.models import Batch
 from playground.usage.models import UsageRecord
 from tests.browser.conftest import LiveApp
 from tests.browser.helpers import Console, browser_page, engine_connection, log_in
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -21,7 +21,7 @@ from playground.providers.services import connection_save
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.browser.conftest import LiveApp
 from tests.browser.helpers import browser_page, engine_connection
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -22,7 +22,7 @@ from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.models import UsageRecord
 from tests.browser.conftest import LiveApp
 from tests.browser.helpers import Console, browser_page, engine_chat, log_in, open_chat
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

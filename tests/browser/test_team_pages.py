@@ -18,8 +18,8 @@ from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
 from tests.browser.helpers import Console, fake_workers_connection, log_in
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, json_reply
+from tests.support.actors import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

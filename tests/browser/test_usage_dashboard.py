@@ -29,7 +29,7 @@ from playground.usage.models import RequestPath, UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
 from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
 from tests.browser.helpers import Console, browser_page, log_in
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CHARTS = 10

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.contrib.auth.models import User
-from django.test import Client
 
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
 from playground.chat.services import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
-from tests.conftest import Actors, workers_connection_for
 from tests.fakes.upstream import FakeUpstream, native_frame, sse
+from tests.support.actors import Actors
+from tests.support.clients import client_for
+from tests.support.connections import workers_connection_for
 
 FRAME_TIMEOUT = 5
 
@@ -54,17 +54,16 @@ def other_conversation(actors: Actors, other_connection: ProviderConnection) -> 
 
 
 @pytest.fixture
-def session_cookies(actors: Actors, viewer: User) -> dict[str, str]:
+def session_cookies(actors: Actors) -> dict[str, str]:
     """A logged-in session cookie per actor (made here: async tests cannot use the sync ORM)."""
     cookies = {}
     for name, user in {
         "owner": actors.owner,
         "teammate": actors.teammate,
         "outsider": actors.outsider,
-        "viewer": viewer,
+        "viewer": actors.viewer,
     }.items():
-        client = Client()
-        client.force_login(user)
+        client = client_for(user)
         cookies[name] = client.cookies[settings.SESSION_COOKIE_NAME].value
     return cookies
 

@@ -23,8 +23,8 @@ from playground.usage.metered_call import STREAM_FAILED
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED
 from tests.chat.conftest import Socket
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, native_frame, openai_chunk, sse, usage
+from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

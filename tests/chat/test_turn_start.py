@@ -18,8 +18,8 @@ from playground.chat.services import (
 )
 from playground.providers.models import ProviderConnection
 from tests.chat.conftest import Socket
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
 
 LLAMA_24K = "@cf/meta/llama-3.3-70b-instruct-fp8-fast"  # a 24,000-token context window
 
