@@ -15,10 +15,13 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
-from tests.fakes.fixtures import fake_upstream  # noqa: F401
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors, actors_create
 from tests.support.connections import WORKERS_TOKEN, workers_connection_for
+
+# Fixtures that live beside the code they drive, registered once for every test package
+# (importing a fixture into a conftest or a test module is what pytest advises against).
+pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.dns", "tests.support.engine"]
 
 
 @pytest.fixture
@@ -32,14 +35,14 @@ def catalogue(db: None) -> None:
 
 
 @pytest.fixture
-def workers_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+def workers_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:
     return workers_connection_for(
         actors.team, fake_upstream, name="Workers AI (fake)", token=WORKERS_TOKEN, is_default=True
     )
 
 
 @pytest.fixture
-def openai_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+def openai_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:
     connection = ProviderConnection(
         team=actors.team,
         name="Gateway",

@@ -33,7 +33,7 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.analytics.conftest import NOW, Known, body, clock, filters_for
+from tests.support.analytics import NOW, Known, body, clock, filters_for
 from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db

@@ -24,9 +24,9 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
-from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
+from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
 from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db

@@ -27,9 +27,8 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import Console, browser_page, log_in
 from tests.support.actors import Actors
+from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, browser_page, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CHARTS = 10

@@ -22,11 +22,11 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.services import conversation_create
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_save
-from tests.chat.conftest import Socket
 from tests.fakes.upstream import FakeUpstream, error, native_frame, sse, v4_error
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 from tests.support.connections import ACCOUNT_ID
+from tests.support.sockets import Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

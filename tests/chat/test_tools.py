@@ -30,10 +30,10 @@ from playground.chat.tools import (
 from playground.providers.answer_collector import ToolCall
 from playground.providers.models import ProviderConnection
 from playground.usage.metering import estimate_tokens
-from tests.chat.conftest import FINISHED, Socket
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.sockets import FINISHED, Socket
 
 VISION_ONLY = "@cf/google/gemma-4-26b-a4b-it"  # the catalogue says: no tools
 REPEATED_ID = "functions.get_weather:0"  # Kimi repeats ids within one reply and across turns

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.fixtures import fake_upstream  # noqa: F401
-
 
 @pytest.fixture(autouse=True)
 def seeded_catalogue(catalogue: None) -> None:
