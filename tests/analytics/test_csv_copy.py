@@ -33,8 +33,9 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.support.analytics import NOW, Known, body, clock, filters_for
+from tests.support.analytics import NOW, Known, body, filters_for
 from tests.support.clients import client_for
+from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
 postgresql_only = pytest.mark.skipif(

@@ -19,8 +19,9 @@ from playground.analytics.records import log_page
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.services import RequestContext
-from tests.support.analytics import NOW, Known, body, clock, filters_for, record_write
+from tests.support.analytics import NOW, Known, body, filters_for, record_write
 from tests.support.clients import client_for
+from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
 

@@ -12,12 +12,9 @@ The engine is priced as Kimi K2.5 ($0.60 / $0.10 / $3.00 per M), Kimi K2.6 at $0
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from unittest import mock
 
 from asgiref.sync import async_to_sync
 from django.http import QueryDict
@@ -31,14 +28,9 @@ from playground.usage.metering import Outcome
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
 from tests.support.actors import Actors
+from tests.support.clock import clock
 
 NOW = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)
-
-
-@contextmanager
-def clock(at: dt.datetime) -> Iterator[None]:
-    with mock.patch("django.utils.timezone.now", return_value=at):
-        yield
 
 
 @dataclass
