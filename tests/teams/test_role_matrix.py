@@ -81,16 +81,16 @@ def test_every_team_route_has_a_decision() -> None:
 # --- objects each route acts on (fresh for every request: actions consume them) -------------------
 
 
-def target_member(actors: Actors) -> Membership:
+def target_member(team: int) -> Membership:
     user = User.objects.create_user(f"target-{User.objects.count()}")
-    return Membership.objects.create(team=actors.team, user=user, role=Role.MEMBER)
+    return Membership.objects.create(team_id=team, user=user, role=Role.MEMBER)
 
 
-def a_connection(actors: Actors) -> ProviderConnection:
+def a_connection(team: int) -> ProviderConnection:
     count = ProviderConnection.objects.count()
     return connection_save(
         connection=ProviderConnection(
-            team=actors.team,
+            team_id=team,
             name=f"Gateway {count}",
             kind=ConnectionKind.OPENAI_COMPATIBLE,
             base_url="http://127.0.0.1:9/v1",
@@ -103,12 +103,12 @@ def an_invitation(actors: Actors) -> Invitation:
     return invitation_create(actor=actors.membership(actors.owner), role=Role.MEMBER)[0]
 
 
-def an_override(actors: Actors) -> PriceCard:
+def an_override(team: int) -> PriceCard:
     model = CatalogModel.objects.order_by("pk").first()
     assert model is not None
     day = dt.date(2026, 1, 1) + dt.timedelta(days=PriceCard.objects.count())
     return PriceCard.objects.create(
-        team=actors.team, model=model, effective_from=day, input_per_m=1, output_per_m=2, label="override"
+        team_id=team, model=model, effective_from=day, input_per_m=1, output_per_m=2, label="override"
     )
 
 
@@ -128,12 +128,9 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
         "members": lambda: (f"/teams/{team}/members/", {}),
         "invitation-create": lambda: (f"/teams/{team}/invitations/", {"role": "member"}),
         "invitation-revoke": lambda: (f"/teams/{team}/invitations/{an_invitation(actors).pk}/revoke/", {}),
-        "member-role": lambda: (
-            f"/teams/{team}/members/{target_member(actors).pk}/role/",
-            {"role": "viewer"},
-        ),
-        "member-remove": lambda: (f"/teams/{team}/members/{target_member(actors).pk}/remove/", {}),
-        "ownership-transfer": lambda: (f"/teams/{team}/members/{target_member(actors).pk}/make-owner/", {}),
+        "member-role": lambda: (f"/teams/{team}/members/{target_member(team).pk}/role/", {"role": "viewer"}),
+        "member-remove": lambda: (f"/teams/{team}/members/{target_member(team).pk}/remove/", {}),
+        "ownership-transfer": lambda: (f"/teams/{team}/members/{target_member(team).pk}/make-owner/", {}),
         "leave": lambda: (f"/teams/{team}/leave/", {}),
         "connections": lambda: (f"/teams/{team}/connections/", {}),
         "connection-create": lambda: (
@@ -145,24 +142,21 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
             },
         ),
         "connection-edit": lambda: (
-            f"/teams/{team}/connections/{a_connection(actors).pk}/",
+            f"/teams/{team}/connections/{a_connection(team).pk}/",
             {"name": "Renamed"},
         ),
-        "connection-delete": lambda: (f"/teams/{team}/connections/{a_connection(actors).pk}/delete/", {}),
-        "connection-test": lambda: (f"/teams/{team}/connections/{a_connection(actors).pk}/test/", {}),
+        "connection-delete": lambda: (f"/teams/{team}/connections/{a_connection(team).pk}/delete/", {}),
+        "connection-test": lambda: (f"/teams/{team}/connections/{a_connection(team).pk}/test/", {}),
         "catalogue": lambda: (f"/teams/{team}/catalogue/", {}),
         "override-create": lambda: (f"/teams/{team}/catalogue/overrides/", price),
-        "override-delete": lambda: (
-            f"/teams/{team}/catalogue/overrides/{an_override(actors).pk}/delete/",
-            {},
-        ),
+        "override-delete": lambda: (f"/teams/{team}/catalogue/overrides/{an_override(team).pk}/delete/", {}),
         "card-create": lambda: (f"/teams/{team}/catalogue/cards/", price),
         "budgets": lambda: (
             f"/teams/{team}/budgets/",
             {"monthly_limit_usd": "10", "alert_thresholds": "50, 80", "time_zone": "UTC"},
         ),
         "member-budget": lambda: (
-            f"/teams/{team}/budgets/members/{target_member(actors).pk}/",
+            f"/teams/{team}/budgets/members/{target_member(team).pk}/",
             {"monthly_budget_usd": "5"},
         ),
         "budget-unpriced": lambda: (f"/teams/{team}/budgets/unpriced/", {"allow_unpriced": "on"}),
