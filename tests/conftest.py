@@ -1,50 +1,32 @@
-"""Shared actors (every feature gets an owner, a teammate and an outsider test), and what the
-chat and batch tests both use: the seeded catalogue, a viewer, connections to the fake upstream."""
+"""Shared actors (every feature gets an owner, a teammate, a viewer and an outsider test), and what
+the chat and batch tests both use: the seeded catalogue, connections to the fake upstream."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from asgiref.sync import SyncToAsync
-from django.contrib.auth.models import User
 from django.db import connections
 
-from playground.accounts.models import Membership, Role, Team
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
-from tests.fakes.fixtures import fake_upstream  # noqa: F401
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors, actors_create
+from tests.support.connections import WORKERS_TOKEN, workers_connection_for
 
-WORKERS_TOKEN = "cf-test-token-abcdef"
-ACCOUNT_ID = "0123456789abcdef0123456789abcdef"
-
-
-@dataclass
-class Actors:
-    team: Team
-    owner: User
-    teammate: User
-    outsider: User
-    other_team: Team
+# Fixtures that live beside the code they drive, registered once for every test package
+# (importing a fixture into a conftest or a test module is what pytest advises against).
+pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.dns", "tests.support.engine"]
 
 
 @pytest.fixture
 def actors(db: None) -> Actors:
-    team = Team.objects.create(name="Alpha", slug="alpha")
-    other_team = Team.objects.create(name="Bravo", slug="bravo")
-    owner = User.objects.create_user("owner", password="password-owner")
-    teammate = User.objects.create_user("teammate", password="password-teammate")
-    outsider = User.objects.create_user("outsider", password="password-outsider")
-    Membership.objects.create(team=team, user=owner, role=Role.OWNER)
-    Membership.objects.create(team=team, user=teammate, role=Role.MEMBER)
-    Membership.objects.create(team=other_team, user=outsider, role=Role.OWNER)
-    return Actors(team=team, owner=owner, teammate=teammate, outsider=outsider, other_team=other_team)
+    return actors_create()
 
 
 @pytest.fixture
@@ -53,36 +35,14 @@ def catalogue(db: None) -> None:
 
 
 @pytest.fixture
-def viewer(actors: Actors) -> User:
-    user = User.objects.create_user("viewer", password="password-viewer")
-    Membership.objects.create(team=actors.team, user=user, role=Role.VIEWER)
-    return user
-
-
-def workers_connection_for(
-    team: Team, upstream: FakeUpstream, *, name: str, token: str, is_default: bool = False
-) -> ProviderConnection:
-    """A Workers AI connection of `team` whose requests go to the fake `upstream`."""
-    connection = ProviderConnection(
-        team=team,
-        name=name,
-        kind=ConnectionKind.WORKERS_AI,
-        base_url=upstream.workers_base_url,
-        account_id=ACCOUNT_ID,
-        is_default=is_default,
-    )
-    return connection_save(connection=connection, token=token)
-
-
-@pytest.fixture
-def workers_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+def workers_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:
     return workers_connection_for(
         actors.team, fake_upstream, name="Workers AI (fake)", token=WORKERS_TOKEN, is_default=True
     )
 
 
 @pytest.fixture
-def openai_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:  # noqa: F811
+def openai_connection(actors: Actors, fake_upstream: FakeUpstream, catalogue: None) -> ProviderConnection:
     connection = ProviderConnection(
         team=actors.team,
         name="Gateway",

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 
 from playground.accounts.models import Membership, Role, Team
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -26,12 +26,6 @@ ADMIN_PAGES = [
     "/admin/usage/usagerecord/",
     "/admin/catalog/catalogmodel/",
 ]
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -67,7 +61,7 @@ def test_staff_who_are_not_superusers_are_sent_to_the_admin_login(
         User.objects.filter(pk=actors.owner.pk).update(is_staff=True)
         user = User.objects.get(pk=actors.owner.pk)
 
-    response = logged_in(user).get(url)
+    response = client_for(user).get(url)
 
     assert response.status_code == 302
     assert response["Location"] == f"/admin/login/?next={url}"
@@ -77,7 +71,7 @@ def test_a_staff_owner_cannot_change_anything_through_the_admin(
     actors: Actors, connection: ProviderConnection
 ) -> None:
     User.objects.filter(pk=actors.owner.pk).update(is_staff=True)
-    client = logged_in(User.objects.get(pk=actors.owner.pk))
+    client = client_for(User.objects.get(pk=actors.owner.pk))
 
     renamed = client.post(f"/admin/accounts/team/{actors.team.pk}/change/", {"name": "Hijacked", "slug": "x"})
     added = client.post("/admin/accounts/team/add/", {"name": "New", "slug": "new"})
@@ -92,7 +86,7 @@ def test_a_staff_owner_cannot_change_anything_through_the_admin(
 def test_the_admin_login_page_tells_a_signed_in_non_superuser_they_are_not_allowed(actors: Actors) -> None:
     User.objects.filter(pk=actors.owner.pk).update(is_staff=True)
 
-    page = logged_in(User.objects.get(pk=actors.owner.pk)).get("/admin/login/?next=/admin/")
+    page = client_for(User.objects.get(pk=actors.owner.pk)).get("/admin/login/?next=/admin/")
 
     assert page.status_code == 200
     assert "not authorized to access this page" in page.content.decode()
@@ -100,13 +94,13 @@ def test_the_admin_login_page_tells_a_signed_in_non_superuser_they_are_not_allow
 
 @pytest.mark.parametrize("url", ADMIN_PAGES)
 def test_a_superuser_opens_the_admin(root: User, url: str) -> None:
-    assert logged_in(root).get(url).status_code == 200
+    assert client_for(root).get(url).status_code == 200
 
 
 def test_a_superuser_sees_every_teams_connections_read_only_with_the_token_masked(
     actors: Actors, root: User, connection: ProviderConnection
 ) -> None:
-    client = logged_in(root)
+    client = client_for(root)
 
     listing = client.get("/admin/providers/providerconnection/").content.decode()
     detail = client.get(f"/admin/providers/providerconnection/{connection.pk}/change/")
@@ -127,7 +121,7 @@ def test_a_superuser_sees_every_teams_connections_read_only_with_the_token_maske
 
 def test_usage_records_cannot_be_edited_or_deleted_even_by_a_superuser(actors: Actors, root: User) -> None:
     record = UsageRecord.objects.create(team=actors.team, model_id="alpha-model", status=UsageStatus.OK)
-    client = logged_in(root)
+    client = client_for(root)
 
     edited = client.post(
         f"/admin/usage/usagerecord/{record.pk}/change/", {"model_id": "cheaper", "status": "ok"}

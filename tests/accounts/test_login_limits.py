@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import Actors
+from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db
 

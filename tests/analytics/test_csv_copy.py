@@ -16,7 +16,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.test import Client
 from django.urls import reverse
 
 from playground.analytics.exports import (
@@ -34,7 +33,9 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.analytics.conftest import NOW, Known, body, clock, filters_for
+from tests.support.analytics import NOW, Known, body, filters_for
+from tests.support.clients import client_for
+from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
 postgresql_only = pytest.mark.skipif(
@@ -226,8 +227,7 @@ def test_the_outsiders_copy_holds_only_their_own_teams_rows(actors: Any, hostile
 def test_the_csv_view_ends_lines_with_newline_and_times_with_microseconds(
     actors: Any, hostile: Hostile
 ) -> None:
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
     with clock(NOW):
         response = client.get(reverse("analytics:export", args=["csv"]), {"range": "24h"})
 
@@ -304,8 +304,7 @@ def _as_in_jsonl(value: Any) -> str | None:
 
 
 def test_the_data_tools_csv_holds_every_value_exactly_as_the_jsonl(actors: Any, hostile: Hostile) -> None:
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
     with clock(NOW):
         response = client.get(reverse("analytics:export", args=["csv"]), {"range": "24h", "flavour": DATA})
         jsonl = body(client.get(reverse("analytics:export", args=["jsonl"]), {"range": "24h"})).decode()

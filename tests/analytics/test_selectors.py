@@ -22,7 +22,8 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import Outcome
 from playground.usage.models import UsageConversationDaily, UsageConversationTotal, UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
-from tests.analytics.conftest import NOW, Known, clock, filters_for, record_write
+from tests.support.analytics import NOW, Known, filters_for, record_write
+from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
 H9 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)

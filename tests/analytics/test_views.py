@@ -11,7 +11,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from playground.analytics import selectors, views
@@ -22,15 +21,11 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.services import RequestContext
-from tests.analytics.conftest import NOW, Known, body, clock, filters_for, record_write
+from tests.support.analytics import NOW, Known, body, filters_for, record_write
+from tests.support.clients import client_for
+from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
-
-
-def client_for(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_the_dashboard_and_every_chart_fragment_render_for_a_member(actors: Any, known: Known) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -13,19 +12,8 @@ from playground.batches.models import Batch
 from playground.batches.services.actions import batch_confirm
 from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.providers.models import ProviderConnection
-from tests.conftest import Actors
-from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
-
-QUEUE_MODEL = "@cf/openai/gpt-oss-20b"  # the catalogue says it takes the batch queue
-NO_QUEUE_MODEL = "@cf/qwen/qwen3-30b-a3b-fp8"  # ... and this one does not
-
-
-def jsonl(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(json.dumps(row) for row in rows) + "\n"
-
-
-def prompts(n: int, **extra: Any) -> list[dict[str, Any]]:
-    return [{"messages": [{"role": "user", "content": f"Question {i}"}], **extra} for i in range(n)]
+from tests.support.actors import Actors
+from tests.support.batches import QUEUE_MODEL, jsonl
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from playground.batches.services.actions import batch_cancel, batch_retry_failed
 from playground.batches.services.step import batch_step_run
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
-from tests.batches.conftest import NO_QUEUE_MODEL, prompts
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, chat_completion, error, json_reply, usage
+from tests.support.actors import Actors
+from tests.support.batches import NO_QUEUE_MODEL, prompts
 
 pytestmark = pytest.mark.django_db
 

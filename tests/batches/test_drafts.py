@@ -10,8 +10,8 @@ from playground.batches.models import Batch
 from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
-from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
 
 pytestmark = pytest.mark.django_db
 

@@ -27,8 +27,6 @@ from playground.providers.models import ProviderConnection
 from playground.providers.queue import QueueResponse
 from playground.usage import services as usage_services
 from playground.usage.models import TeamBudget, UsageRecord
-from tests.batches.conftest import prompts
-from tests.conftest import Actors
 from tests.fakes.upstream import (
     FakeUpstream,
     chat_completion,
@@ -39,6 +37,8 @@ from tests.fakes.upstream import (
     usage,
     v4_error,
 )
+from tests.support.actors import Actors
+from tests.support.batches import prompts
 
 pytestmark = pytest.mark.django_db
 

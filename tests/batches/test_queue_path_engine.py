@@ -20,8 +20,8 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
-from tests.batches.conftest import jsonl
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.batches import jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import UNPRICED_REFUSED
 from playground.usage.models import TeamBudget, UsageRecord, UsageStatus
-from tests.batches.conftest import QUEUE_MODEL, prompts
 from tests.batches.test_concurrent_path import _run as run
 from tests.fakes.upstream import FakeUpstream
+from tests.support.batches import QUEUE_MODEL, prompts
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -25,17 +24,12 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
-from tests.batches.conftest import NO_QUEUE_MODEL, jsonl, prompts
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _post(
@@ -56,7 +50,7 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_stored(
 ) -> None:
     text = jsonl(prompts(2)) + "{oops\n"
 
-    response = _post(_client(actors.owner), workers_connection, text)
+    response = _post(client_for(actors.owner), workers_connection, text)
 
     assert response.status_code == 400
     assert "Line 3: not valid JSON" in response.content.decode()
@@ -67,7 +61,7 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_stored(
 def test_a_valid_input_becomes_a_draft_with_a_preview_and_an_estimate(
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:
-    client = _client(actors.owner)
+    client = client_for(actors.owner)
     response = _post(client, workers_connection, jsonl(prompts(3, max_tokens=10)))
     batch = Batch.objects.get()
     page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
@@ -80,38 +74,45 @@ def test_a_valid_input_becomes_a_draft_with_a_preview_and_an_estimate(
 
 
 def test_an_outsider_gets_404_and_a_viewer_cannot_run(
-    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
 ) -> None:
     batch = running_batch(openai_connection, prompts(1))
     for name in ("batch-detail",):
-        assert _client(actors.outsider).get(reverse(f"batches:{name}", args=[batch.pk])).status_code == 404
+        assert client_for(actors.outsider).get(reverse(f"batches:{name}", args=[batch.pk])).status_code == 404
     assert (
-        _client(actors.outsider).get(reverse("batches:batch-results", args=[batch.pk, "jsonl"])).status_code
+        client_for(actors.outsider)
+        .get(reverse("batches:batch-results", args=[batch.pk, "jsonl"]))
+        .status_code
         == 404
     )
     assert (
-        _client(actors.outsider).post(reverse("batches:batch-action", args=[batch.pk, "cancel"])).status_code
+        client_for(actors.outsider)
+        .post(reverse("batches:batch-action", args=[batch.pk, "cancel"]))
+        .status_code
         == 404
     )
 
-    assert _client(viewer).get(reverse("batches:batch-detail", args=[batch.pk])).status_code == 200
-    assert _client(viewer).post(reverse("batches:batch-action", args=[batch.pk, "cancel"])).status_code == 403
+    assert client_for(actors.viewer).get(reverse("batches:batch-detail", args=[batch.pk])).status_code == 200
+    assert (
+        client_for(actors.viewer).post(reverse("batches:batch-action", args=[batch.pk, "cancel"])).status_code
+        == 403
+    )
     batch.refresh_from_db()
     assert batch.status == "running"
 
 
 def test_an_item_named_by_its_id_redirects_to_its_page_for_the_team_only(
-    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
 ) -> None:
     batch = running_batch(openai_connection, prompts(2))
     item = batch.items.get(index=1)
     url = reverse("batches:item-detail", args=[item.pk])
 
-    response = _client(viewer).get(url)
+    response = client_for(actors.viewer).get(url)
 
     assert response.status_code == 302
     assert response["Location"] == reverse("batches:batch-item", args=[batch.pk, 1])
-    assert _client(actors.outsider).get(url).status_code == 404
+    assert client_for(actors.outsider).get(url).status_code == 404
 
 
 def test_results_stream_in_input_order_as_jsonl_and_formula_safe_csv(
@@ -126,7 +127,7 @@ def test_results_stream_in_input_order_as_jsonl_and_formula_safe_csv(
     BatchItem.objects.filter(batch=batch, index=1).update(
         state=ItemState.DONE, response={"text": "+1 answer"}, usage_record=record
     )
-    client = _client(actors.teammate)
+    client = client_for(actors.teammate)
 
     response = client.get(reverse("batches:batch-results", args=[batch.pk, "jsonl"]))
     lines = [json.loads(line) for line in _body(response).splitlines()]
@@ -165,7 +166,7 @@ def test_the_progress_poll_reloads_the_page_once_the_batch_is_finished(
 ) -> None:
     batch = running_batch(openai_connection, prompts(1))
     url = reverse("batches:batch-progress", args=[batch.pk])
-    client = _client(actors.owner)
+    client = client_for(actors.owner)
 
     page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
     running = client.post(url, headers={"HX-Request": "true"})
@@ -184,15 +185,15 @@ def _stall(batch: Batch) -> None:
 
 
 def test_opening_a_stalled_batch_starts_no_chain_but_its_progress_poll_takes_it_over(
-    actors: Actors, viewer: User, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
+    actors: Actors, openai_connection: ProviderConnection, running_batch: Callable[..., Batch]
 ) -> None:
     batch = running_batch(openai_connection, prompts(1))
     _stall(batch)
     dead_chain = Batch.objects.get(pk=batch.pk).chain_token
 
-    page = _client(viewer).get(reverse("batches:batch-detail", args=[batch.pk]))
+    page = client_for(actors.viewer).get(reverse("batches:batch-detail", args=[batch.pk]))
     after_get = Batch.objects.get(pk=batch.pk)
-    poll = _client(viewer).post(reverse("batches:batch-progress", args=[batch.pk]))
+    poll = client_for(actors.viewer).post(reverse("batches:batch-progress", args=[batch.pk]))
     after_poll = Batch.objects.get(pk=batch.pk)
 
     assert page.status_code == 200 and poll.status_code == 200
@@ -208,14 +209,14 @@ def test_the_progress_poll_leaves_a_live_chain_alone_and_is_404_to_an_outsider(
     url = reverse("batches:batch-progress", args=[batch.pk])
     chain = Batch.objects.get(pk=batch.pk).chain_token
 
-    _client(actors.owner).post(url)
-    outsider = _client(actors.outsider).post(url)
+    client_for(actors.owner).post(url)
+    outsider = client_for(actors.outsider).post(url)
     _stall(batch)
-    stalled = _client(actors.outsider).post(url)
+    stalled = client_for(actors.outsider).post(url)
 
     assert chain and Batch.objects.get(pk=batch.pk).chain_token == chain
     assert outsider.status_code == 404 and stalled.status_code == 404
-    assert _client(actors.owner).get(url).status_code == 405
+    assert client_for(actors.owner).get(url).status_code == 405
 
 
 def test_a_batch_started_from_a_conversation_carries_its_settings(
@@ -226,7 +227,7 @@ def test_a_batch_started_from_a_conversation_carries_its_settings(
     )
 
     response = _post(
-        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
+        client_for(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(conversation.pk)
     )
 
     assert response.status_code == 302
@@ -243,7 +244,7 @@ def test_another_teams_conversation_cannot_seed_a_batch(
     )
 
     response = _post(
-        _client(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(foreign.pk)
+        client_for(actors.owner), workers_connection, jsonl(prompts(1)), conversation=str(foreign.pk)
     )
 
     assert response.status_code == 400
@@ -272,7 +273,7 @@ def test_the_estimate_prices_by_the_teams_override_and_names_it_the_card_that_th
     running_batch: Callable[..., Batch],
 ) -> None:
     override = _override(actors, NO_QUEUE_MODEL)
-    client = _client(actors.owner)
+    client = client_for(actors.owner)
     _post(client, openai_connection, jsonl(prompts(4, max_tokens=100)))
     draft = Batch.objects.get()
     page = client.get(reverse("batches:batch-detail", args=[draft.pk])).content.decode()
@@ -299,7 +300,7 @@ def test_an_override_that_has_ended_does_not_price_the_estimate(
 ) -> None:
     _override(actors, NO_QUEUE_MODEL, effective_until=timezone.now().date() - dt.timedelta(days=1))
 
-    _post(_client(actors.owner), workers_connection, jsonl(prompts(1)))
+    _post(client_for(actors.owner), workers_connection, jsonl(prompts(1)))
 
     estimate = Batch.objects.get().estimate
     assert estimate["price_card"] == "Workers AI list price for qwen3-30b-a3b-fp8 ($0.051 in / $0.335 out)"
@@ -309,7 +310,7 @@ def test_an_override_that_has_ended_does_not_price_the_estimate(
 def test_a_draft_that_waits_past_a_price_change_shows_the_card_it_would_be_priced_by_today(
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:
-    client = _client(actors.owner)
+    client = client_for(actors.owner)
     _post(client, workers_connection, jsonl(prompts(1)))
     draft = Batch.objects.get()
     _override(actors, NO_QUEUE_MODEL, effective_from=timezone.now().date())

@@ -23,7 +23,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,26 +32,9 @@ from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from tests.fakes.fixtures import fake_upstream  # noqa: F401  (a loopback upstream)
-from tests.support.engine import running_engine  # noqa: F401  (the real embedded engine)
+from tests.support.browser import CHROMIUM, LiveApp
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
-
-
-@dataclass(frozen=True)
-class LiveApp:
-    url: str
 
 
 @pytest.fixture

@@ -20,9 +20,8 @@ from playwright.sync_api import expect
 
 from playground.batches.models import Batch
 from playground.usage.models import UsageRecord
-from tests.browser.conftest import LiveApp
-from tests.browser.helpers import Console, browser_page, engine_connection, log_in
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.browser import Console, LiveApp, browser_page, engine_connection, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

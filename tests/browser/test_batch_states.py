@@ -18,10 +18,9 @@ from playground.batches.models import Batch, BatchItem, BatchPath, BatchStatus, 
 from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
-from tests.browser.conftest import LiveApp
-from tests.browser.helpers import Console, browser_page, fake_workers_connection, log_in
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.browser import Console, LiveApp, browser_page, fake_workers_connection, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

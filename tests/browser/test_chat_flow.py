@@ -19,9 +19,8 @@ from playground.chat.models import Conversation, Message, MessageRole
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.browser.conftest import LiveApp
-from tests.browser.helpers import browser_page, engine_connection
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.browser import LiveApp, browser_page, engine_connection
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -27,10 +27,9 @@ from playground.chat.models import Attachment, Conversation, Message, MessageRol
 from playground.chat.services import conversation_create
 from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import fake_workers_connection, log_in
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.browser import CHROMIUM_ARGS, LiveApp, fake_workers_connection, log_in
 from tests.support.images import SVG, jpeg_with_gps, png
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -19,10 +19,17 @@ from django.conf import LazySettings
 from playwright.sync_api import Page, expect
 
 from playground.chat.models import Message, MessageRole
-from tests.browser.conftest import LiveApp
-from tests.browser.helpers import Console, browser_page, engine_chat, fake_workers_chat, log_in, open_chat
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
+from tests.support.actors import Actors
+from tests.support.browser import (
+    Console,
+    LiveApp,
+    browser_page,
+    engine_chat,
+    fake_workers_chat,
+    log_in,
+    open_chat,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

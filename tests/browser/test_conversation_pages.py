@@ -14,10 +14,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from playground.chat.models import Conversation
-from tests.browser.conftest import LiveApp
-from tests.browser.helpers import browser_page, log_in
-from tests.conftest import Actors, workers_connection_for
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.browser import LiveApp, browser_page, log_in
+from tests.support.connections import workers_connection_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

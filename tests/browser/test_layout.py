@@ -15,10 +15,9 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from playground.chat.models import Conversation, Message, MessageRole
-from tests.browser.conftest import LiveApp
-from tests.browser.helpers import Console, browser_page, fake_workers_chat, log_in, open_chat
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -16,10 +16,9 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import Console, fake_workers_connection, log_in
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, json_reply
+from tests.support.actors import Actors
+from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, fake_workers_connection, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,6 @@ import random
 import re
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
@@ -28,9 +27,9 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageSource, UsageStatus
 from playground.usage.services import RequestContext, usage_record_create
-from tests.browser.conftest import CHROMIUM_ARGS, LiveApp
-from tests.browser.helpers import Console, browser_page, log_in
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, browser_page, log_in
+from tests.support.clock import clock
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CHARTS = 10
@@ -72,7 +71,7 @@ def usage(actors: Actors) -> None:
             conversation_id=conversation.pk,
             affinity_key=f"conv-{conversation.pk}" if affinity else "",
         )
-        with mock.patch("django.utils.timezone.now", return_value=at):
+        with clock(at):
             usage_record_create(context=context, outcome=outcome)
 
 
@@ -222,7 +221,7 @@ def burst(actors: Actors) -> None:
         context = RequestContext(
             team_id=actors.team.pk, user_id=actors.teammate.pk, connection_id=None, model_id=ENGINE_MODEL_ID
         )
-        with mock.patch("django.utils.timezone.now", return_value=at):
+        with clock(at):
             usage_record_create(context=context, outcome=outcome)
 
 
@@ -266,7 +265,7 @@ def wide_log(actors: Actors) -> None:
             ttft_ms=12_345,
             latency_ms=123_456,
         )
-        with mock.patch("django.utils.timezone.now", return_value=now - dt.timedelta(minutes=i)):
+        with clock(now - dt.timedelta(minutes=i)):
             usage_record_create(context=context, outcome=outcome)
 
 

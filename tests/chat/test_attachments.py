@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -22,7 +21,8 @@ from playground.chat.models import Attachment, Conversation, Message, MessageRol
 from playground.chat.services import chat_turn_start, conversation_create, upstream_messages
 from playground.providers.images import IMAGE_PROMPT_CHARS
 from playground.providers.models import ProviderConnection
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 from tests.support.images import SVG, jpeg_with_gps, png
 
 pytestmark = pytest.mark.django_db
@@ -47,12 +47,6 @@ def engine_chat(actors: Actors, engine_connection: ProviderConnection) -> Conver
     return conversation_create(
         user=actors.owner, connection_id=engine_connection.pk, model_id=ENGINE_MODEL_ID
     )
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def upload(client: Client, conversation: Conversation, *files: tuple[str, bytes]) -> str:
@@ -127,9 +121,9 @@ def test_an_outsider_cannot_upload_to_another_teams_conversation(
     assert not Attachment.objects.exists()
 
 
-def test_a_viewer_cannot_upload(viewer: User, vision_chat: Conversation) -> None:
+def test_a_viewer_cannot_upload(actors: Actors, vision_chat: Conversation) -> None:
     url = reverse("chat:attachment-upload", args=[vision_chat.pk])
-    response = client_for(viewer).post(url, {"images": [SimpleUploadedFile("a.png", png())]})
+    response = client_for(actors.viewer).post(url, {"images": [SimpleUploadedFile("a.png", png())]})
 
     assert response.status_code == 403
     assert not Attachment.objects.exists()
@@ -187,10 +181,10 @@ def test_a_member_gets_the_image_with_its_type_nosniff_and_a_private_cache(
     assert hashlib.sha256(response.content).hexdigest() == attachment.sha256
 
 
-def test_a_viewer_of_the_team_can_see_the_image(viewer: User, vision_chat: Conversation) -> None:
+def test_a_viewer_of_the_team_can_see_the_image(actors: Actors, vision_chat: Conversation) -> None:
     attachment = stored(vision_chat, png())
 
-    response = client_for(viewer).get(reverse("chat:attachment", args=[attachment.pk]))
+    response = client_for(actors.viewer).get(reverse("chat:attachment", args=[attachment.pk]))
 
     assert response.status_code == 200
 

@@ -31,7 +31,6 @@ from playground.chat.services import (
 from playground.providers.models import ProviderConnection
 from playground.providers.request_body import recorded_body
 from playground.usage.models import UsageRecord
-from tests.conftest import WORKERS_TOKEN, Actors
 from tests.fakes.upstream import (
     FakeUpstream,
     chat_completion,
@@ -41,6 +40,9 @@ from tests.fakes.upstream import (
     sse,
     usage,
 )
+from tests.support.actors import Actors
+from tests.support.clients import client_for
+from tests.support.connections import WORKERS_TOKEN
 
 GEMMA_4 = "@cf/google/gemma-4-26b-a4b-it"  # no JSON schema in the catalogue
 GPT_OSS = "@cf/openai/gpt-oss-120b"  # reasons, but has no thinking switch
@@ -359,8 +361,7 @@ def test_the_settings_panel_saves_and_an_invalid_schema_is_shown_inline_with_not
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:
     conversation = start(actors, workers_connection, KIMI_K26)
-    client = Client()
-    client.force_login(actors.teammate)
+    client = client_for(actors.teammate)
     url = reverse("chat:conversation-composer", args=[conversation.pk])
     form = {
         "temperature": "0.4",
@@ -392,8 +393,7 @@ def test_the_page_disables_what_the_model_cannot_do_with_the_reason(
     actors: Actors, engine_connection: ProviderConnection
 ) -> None:
     conversation = start(actors, engine_connection, ENGINE_MODEL_ID)
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
 
     page = client.get(reverse("chat:conversation-detail", args=[conversation.pk])).text
 

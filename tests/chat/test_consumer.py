@@ -13,9 +13,10 @@ from playground.accounts.models import Membership, Role
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from tests.chat.conftest import FINISHED, Socket, slow_turn_started
-from tests.conftest import WORKERS_TOKEN, Actors
 from tests.fakes.upstream import FakeUpstream, error, native_frame, openai_chunk, sse, usage
+from tests.support.actors import Actors
+from tests.support.connections import WORKERS_TOKEN
+from tests.support.sockets import FINISHED, Socket, slow_turn_started
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

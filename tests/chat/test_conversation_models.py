@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from django.conf import LazySettings
 from django.core.exceptions import ValidationError
-from django.test import Client
 from django.urls import reverse
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation
 from playground.chat.services import conversation_create
 from playground.providers.models import ProviderConnection
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, json_reply
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +27,7 @@ def test_the_engine_refuses_a_model_id_it_does_not_serve_with_a_form_error(
 ) -> None:
     settings.ENGINE_URL = fake_upstream.url
     fake_upstream.script(models(ENGINE_MODEL_ID))
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
 
     response = client.post(
         reverse("chat:conversation-create"),
@@ -61,8 +60,7 @@ def test_a_tested_connection_keeps_its_model_list_and_refuses_other_ids(
     actors: Actors, openai_connection: ProviderConnection, fake_upstream: FakeUpstream
 ) -> None:
     fake_upstream.script(models("served/a", "served/b"))
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
     client.post(reverse("teams:connection-test", args=[actors.team.pk, openai_connection.pk]))
     openai_connection.refresh_from_db()
     assert openai_connection.listed_models == ["served/a", "served/b"]

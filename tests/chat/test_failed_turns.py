@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
-from django.test import Client
 from django.urls import reverse
 
 from playground.accounts.models import AuditAction, AuditEvent, Membership
@@ -20,8 +18,9 @@ from playground.chat.services import ChatTurn, ToolResultInput, chat_continue_st
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BUDGET_EXCEEDED, UNPRICED_REFUSED
 from playground.usage.models import TeamBudget, UsageRecord, UsageStatus
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -45,12 +44,6 @@ def team_budget(actors: Actors, usd: str) -> None:
     TeamBudget.objects.update_or_create(
         team=actors.team, defaults={"monthly_limit_usd": Decimal(usd), "alert_thresholds": []}
     )
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def delete_url(message: Message) -> str:
@@ -147,7 +140,7 @@ def test_the_user_deletes_a_failed_turn_and_its_question_and_the_record_stays(
 
 
 def test_a_failed_turn_is_deleted_only_by_its_team_and_an_answered_one_stays(
-    actors: Actors, viewer: User, gateway_chat: Conversation, fake_upstream: FakeUpstream
+    actors: Actors, gateway_chat: Conversation, fake_upstream: FakeUpstream
 ) -> None:
     answered = send(actors, gateway_chat, "Kept").assistant_message
     team_budget(actors, "0.000001")
@@ -155,7 +148,7 @@ def test_a_failed_turn_is_deleted_only_by_its_team_and_an_answered_one_stays(
     assert answered is not None and refused is not None
 
     assert client_for(actors.outsider).post(delete_url(refused)).status_code == 404
-    assert client_for(viewer).post(delete_url(refused)).status_code == 403
+    assert client_for(actors.viewer).post(delete_url(refused)).status_code == 403
     assert client_for(actors.owner).post(delete_url(answered)).status_code == 400
     assert gateway_chat.messages.count() == 4
 

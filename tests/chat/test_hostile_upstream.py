@@ -22,9 +22,9 @@ from playground.usage import services as usage_services
 from playground.usage.metered_call import STREAM_FAILED
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED
-from tests.chat.conftest import Socket
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, native_frame, openai_chunk, sse, usage
+from tests.support.actors import Actors
+from tests.support.sockets import Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,19 +19,14 @@ from playground.accounts.models import Membership, Role, Team
 from playground.chat.models import Conversation
 from playground.chat.presets import ConversationPresets
 from playground.chat.selectors import conversation_count_capped, conversation_cursor, conversation_page
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
 LIST_URL = reverse("chat:conversation-list")
 CARD = re.compile(r'href="/chat/(\d+)/"')
 OLDER = re.compile(r'href="\?(after=[^"]+)" rel="next">Older conversations')
-
-
-def client_for(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def conversations_of(team: Team, user: User, count: int, *, start: dt.datetime, prefix: str) -> list[int]:

@@ -22,9 +22,11 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.services import conversation_create
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_save
-from tests.chat.conftest import Socket
-from tests.conftest import ACCOUNT_ID, Actors
 from tests.fakes.upstream import FakeUpstream, error, native_frame, sse, v4_error
+from tests.support.actors import Actors
+from tests.support.clients import client_for
+from tests.support.connections import ACCOUNT_ID
+from tests.support.sockets import Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,8 +117,7 @@ def test_connection_form_and_login_paths_log_no_secret(
     token, password = canary(), canary()
     actors.owner.set_password(password)
     actors.owner.save()
-    owner = Client()
-    owner.force_login(actors.owner)
+    owner = client_for(actors.owner)
     add = f"/teams/{actors.team.pk}/connections/new/"
     form = {"name": "Gateway", "kind": ConnectionKind.OPENAI_COMPATIBLE, "token": token}
 

@@ -13,9 +13,9 @@ from django.contrib.sessions.models import Session
 
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.providers.models import ProviderConnection
-from tests.chat.conftest import FINISHED, Socket, slow_turn_started
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.sockets import FINISHED, Socket, slow_turn_started
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

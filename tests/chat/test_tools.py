@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import Client
 from django.urls import reverse
 
 from playground.chat.models import Conversation, Message, MessageRole
@@ -31,9 +30,10 @@ from playground.chat.tools import (
 from playground.providers.answer_collector import ToolCall
 from playground.providers.models import ProviderConnection
 from playground.usage.metering import estimate_tokens
-from tests.chat.conftest import FINISHED, Socket
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
+from tests.support.actors import Actors
+from tests.support.clients import client_for
+from tests.support.sockets import FINISHED, Socket
 
 VISION_ONLY = "@cf/google/gemma-4-26b-a4b-it"  # the catalogue says: no tools
 REPEATED_ID = "functions.get_weather:0"  # Kimi repeats ids within one reply and across turns
@@ -240,8 +240,7 @@ def test_the_server_never_sends_stored_tools_to_a_model_that_takes_none(
 def test_the_page_disables_the_editor_with_the_reason(
     actors: Actors, no_tools_conversation: Conversation
 ) -> None:
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
     page = client.get(reverse("chat:conversation-detail", args=[no_tools_conversation.pk])).text
     assert (
         "Gemma 4 26B A4B does not support tool calling (per the catalogue). Tools are not sent to it." in page
@@ -258,8 +257,7 @@ def test_the_view_shows_each_problem_inline_and_an_outsider_gets_a_404(
     actors: Actors, conversation: Conversation
 ) -> None:
     url = reverse("chat:conversation-tools", args=[conversation.pk])
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
     bad = json.dumps([{"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}])
     response = client.post(url, {"tools": bad, "tool_choice": "auto"}, headers={"HX-Request": "true"})
     assert response.status_code == 200
@@ -271,8 +269,7 @@ def test_the_view_shows_each_problem_inline_and_an_outsider_gets_a_404(
     assert response.status_code == 302
     conversation.refresh_from_db()
     assert conversation.tools == [weather_tool()] and conversation.tool_choice == "required"
-    outsider = Client()
-    outsider.force_login(actors.outsider)
+    outsider = client_for(actors.outsider)
     assert outsider.post(url, {"tools": "[]"}).status_code == 404
 
 

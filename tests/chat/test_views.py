@@ -17,16 +17,10 @@ from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
-
-
-def client_for(user: User | None) -> Client:
-    client = Client()
-    if user is not None:
-        client.force_login(user)
-    return client
 
 
 def detail_url(conversation: Conversation) -> str:
@@ -124,13 +118,13 @@ def test_the_owner_and_a_teammate_see_the_teams_conversations_but_the_outsider_d
 
 
 def test_the_new_conversation_form_offers_only_connections_the_user_can_run(
-    actors: Actors, workers_connection: ProviderConnection, other_connection: ProviderConnection, viewer: User
+    actors: Actors, workers_connection: ProviderConnection, other_connection: ProviderConnection
 ) -> None:
     outsider_page = client_for(actors.outsider).get("/chat/").content.decode()
     assert "Bravo Workers AI" in outsider_page
     assert "Workers AI (fake)" not in outsider_page
 
-    viewer_page = client_for(viewer).get("/chat/").content.decode()
+    viewer_page = client_for(actors.viewer).get("/chat/").content.decode()
     assert "No connection you can use" in viewer_page
     assert "Workers AI (fake)" not in viewer_page
 
@@ -184,8 +178,8 @@ def test_an_outsider_cannot_start_a_conversation_on_another_teams_connection(
     assert not Conversation.objects.exists()
 
 
-def test_a_viewer_cannot_start_a_conversation(viewer: User, workers_connection: ProviderConnection) -> None:
-    response = client_for(viewer).post(
+def test_a_viewer_cannot_start_a_conversation(actors: Actors, workers_connection: ProviderConnection) -> None:
+    response = client_for(actors.viewer).post(
         reverse("chat:conversation-create"), {"connection": workers_connection.pk, "model_id": KIMI_K26}
     )
 
@@ -316,11 +310,11 @@ def test_another_teams_conversation_is_a_404(actors: Actors, conversation: Conve
 
 
 def test_a_viewer_reads_the_conversation_but_the_send_form_is_disabled_with_an_explanation(
-    viewer: User, conversation: Conversation
+    actors: Actors, conversation: Conversation
 ) -> None:
     Message.objects.create(conversation=conversation, role=MessageRole.USER, content="An earlier question")
 
-    response = client_for(viewer).get(detail_url(conversation))
+    response = client_for(actors.viewer).get(detail_url(conversation))
 
     content = response.content.decode()
     assert response.status_code == 200
@@ -444,8 +438,8 @@ def test_an_outsider_cannot_touch_affinity(actors: Actors, conversation: Convers
     assert conversation.use_affinity is True
 
 
-def test_a_viewer_cannot_touch_affinity(viewer: User, conversation: Conversation) -> None:
-    response = client_for(viewer).post(affinity_url(conversation), {}, HTTP_HX_REQUEST="true")
+def test_a_viewer_cannot_touch_affinity(actors: Actors, conversation: Conversation) -> None:
+    response = client_for(actors.viewer).post(affinity_url(conversation), {}, HTTP_HX_REQUEST="true")
 
     conversation.refresh_from_db()
     assert response.status_code == 403

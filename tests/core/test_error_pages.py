@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import path
 
 from playground.urls import urlpatterns as app_urlpatterns
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -46,8 +47,7 @@ def assert_app_look(response: HttpResponse, status: int, heading: str, back: str
 
 
 def test_a_page_that_does_not_exist_is_a_styled_404_with_the_apps_navigation(actors: Actors) -> None:
-    client = Client()
-    client.force_login(actors.teammate)
+    client = client_for(actors.teammate)
 
     page = assert_app_look(client.get("/no-such-page/"), 404, "There is nothing here")
 
@@ -55,9 +55,8 @@ def test_a_page_that_does_not_exist_is_a_styled_404_with_the_apps_navigation(act
     assert 'aria-label="Main"' in page, "a signed-in user keeps the top navigation"
 
 
-def test_a_refused_action_is_a_styled_403_saying_why(actors: Actors, viewer: Any) -> None:
-    client = Client()
-    client.force_login(viewer)
+def test_a_refused_action_is_a_styled_403_saying_why(actors: Actors) -> None:
+    client = client_for(actors.viewer)
 
     response = client.post(f"/teams/{actors.team.pk}/invitations/", {"role": "member"})
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import Actors
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -28,8 +28,7 @@ def directives(header: str) -> dict[str, list[str]]:
 def test_every_page_sends_a_strict_content_security_policy(actors: Actors, url: str) -> None:
     actors.owner.is_staff = actors.owner.is_superuser = True  # the admin is for superusers only
     actors.owner.save()
-    client = Client()
-    client.force_login(actors.owner)
+    client = client_for(actors.owner)
 
     response = client.get(url)
 

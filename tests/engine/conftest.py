@@ -8,9 +8,7 @@ import pytest
 from cloudflare import Cloudflare
 from openai import OpenAI
 
-from tests.support.engine import EngineProcess, running_engine
-
-__all__ = ["running_engine"]
+from tests.support.engine import EngineProcess
 
 
 @pytest.fixture

@@ -3,11 +3,8 @@
 It runs in a background thread with its own event loop, so code under test talks to it
 over a real socket (pooled keep-alive connections, chunked SSE, real timeouts).
 
-Use it through the pytest fixture. Import it in your test package's `conftest.py`
-(importing it into a test module makes ruff report F811 on the test's argument)::
-
-    # tests/<app>/conftest.py
-    from tests.fakes.fixtures import fake_upstream  # noqa: F401
+Use it through the `fake_upstream` fixture (tests/fakes/fixtures.py, registered for every
+test package by `pytest_plugins` in tests/conftest.py)::
 
     # tests/<app>/test_<thing>.py
     from tests.fakes.upstream import openai_chunk, sse, usage, usage_chunk

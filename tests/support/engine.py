@@ -1,9 +1,8 @@
 """The real engine (`python -m playground.engine`) as a subprocess, for tests.
 
 `running_engine` starts one engine per test session (two replicas, a small context) and
-yields an `EngineProcess` with `.url`, `.token` and `.model_id`. Use it from a conftest:
-
-    from tests.support.engine import running_engine  # noqa: F401
+yields an `EngineProcess` with `.url`, `.token` and `.model_id`; every test package may ask
+for it (`pytest_plugins` in tests/conftest.py registers this module).
 
 `start_engine` starts an extra, short-lived engine (e.g. to restart one on the same queue);
 `spawn_engine` starts one without waiting for it to become healthy (e.g. one that must fail).

@@ -7,7 +7,8 @@ from django.contrib.auth.models import User
 
 from playground.accounts.models import Membership, Role, Team
 from playground.providers.models import ConnectionKind, ProviderConnection
-from tests.teams.conftest import Crew, signed_in
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ def root() -> User:
 
 
 def test_a_team_a_superuser_adds_gets_the_embedded_engine(root: User) -> None:
-    response = signed_in(root).post(
+    response = client_for(root).post(
         "/admin/accounts/team/add/",
         {
             "name": "Charlie",
@@ -36,9 +37,9 @@ def test_a_team_a_superuser_adds_gets_the_embedded_engine(root: User) -> None:
     assert ProviderConnection.objects.get(team=team).kind == ConnectionKind.ENGINE
 
 
-def test_a_team_a_superuser_renames_keeps_its_one_engine_connection(crew: Crew, root: User) -> None:
-    response = signed_in(root).post(
-        f"/admin/accounts/team/{crew.team.pk}/change/",
+def test_a_team_a_superuser_renames_keeps_its_one_engine_connection(actors: Actors, root: User) -> None:
+    response = client_for(root).post(
+        f"/admin/accounts/team/{actors.team.pk}/change/",
         {
             "name": "Alpha renamed",
             "slug": "alpha",
@@ -48,17 +49,17 @@ def test_a_team_a_superuser_renames_keeps_its_one_engine_connection(crew: Crew, 
     )
 
     assert response.status_code == 302
-    crew.team.refresh_from_db()
-    assert crew.team.name == "Alpha renamed"
-    assert not ProviderConnection.objects.filter(team=crew.team).exists()  # only an added team gets one
+    actors.team.refresh_from_db()
+    assert actors.team.name == "Alpha renamed"
+    assert not ProviderConnection.objects.filter(team=actors.team).exists()  # only an added team gets one
 
 
-def test_nobody_deletes_a_team_from_the_admin(crew: Crew, root: User) -> None:
-    client = signed_in(root)
+def test_nobody_deletes_a_team_from_the_admin(actors: Actors, root: User) -> None:
+    client = client_for(root)
 
-    page = client.get(f"/admin/accounts/team/{crew.team.pk}/delete/")
-    client.post(f"/admin/accounts/team/{crew.team.pk}/delete/", {"post": "yes"})
-    client.post("/admin/accounts/team/", {"action": "delete_selected", "_selected_action": [crew.team.pk]})
+    page = client.get(f"/admin/accounts/team/{actors.team.pk}/delete/")
+    client.post(f"/admin/accounts/team/{actors.team.pk}/delete/", {"post": "yes"})
+    client.post("/admin/accounts/team/", {"action": "delete_selected", "_selected_action": [actors.team.pk]})
 
     assert page.status_code == 403
-    assert Team.objects.filter(pk=crew.team.pk).exists()
+    assert Team.objects.filter(pk=actors.team.pk).exists()

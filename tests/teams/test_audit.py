@@ -7,33 +7,34 @@ import re
 
 from playground.accounts.models import Role
 from playground.teams.selectors import audit_detail_lines
-from tests.teams.conftest import Crew, signed_in
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 
-def audit_details(crew: Crew) -> list[str]:
-    page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/audit/").content.decode()
+def audit_details(actors: Actors) -> list[str]:
+    page = client_for(actors.viewer).get(f"/teams/{actors.team.pk}/audit/").content.decode()
     cells = re.findall(r'<td class="small audit-detail">(.*?)</td>', page, re.S)
     return [html.unescape(line) for cell in cells for line in re.findall(r"<span>(.*?)</span>", cell)]
 
 
-def test_a_role_change_reads_from_the_old_role_to_the_new(crew: Crew) -> None:
-    target = crew.membership(crew.member)
-    signed_in(crew.admin).post(f"/teams/{crew.team.pk}/members/{target.pk}/role/", {"role": Role.ADMIN})
+def test_a_role_change_reads_from_the_old_role_to_the_new(actors: Actors) -> None:
+    target = actors.membership(actors.teammate)
+    client_for(actors.admin).post(f"/teams/{actors.team.pk}/members/{target.pk}/role/", {"role": Role.ADMIN})
 
-    assert audit_details(crew) == ["role: member → admin"]
+    assert audit_details(actors) == ["role: member → admin"]
 
 
-def test_a_budget_change_names_what_changed_without_python_reprs(crew: Crew) -> None:
-    signed_in(crew.owner).post(
-        f"/teams/{crew.team.pk}/budgets/",
+def test_a_budget_change_names_what_changed_without_python_reprs(actors: Actors) -> None:
+    client_for(actors.owner).post(
+        f"/teams/{actors.team.pk}/budgets/",
         {"monthly_limit_usd": "10", "alert_thresholds": "50, 80", "time_zone": "UTC"},
     )
-    target = crew.membership(crew.member)
-    signed_in(crew.owner).post(
-        f"/teams/{crew.team.pk}/budgets/members/{target.pk}/", {"monthly_budget_usd": "3.50"}
+    target = actors.membership(actors.teammate)
+    client_for(actors.owner).post(
+        f"/teams/{actors.team.pk}/budgets/members/{target.pk}/", {"monthly_budget_usd": "3.50"}
     )
 
-    details = audit_details(crew)
+    details = audit_details(actors)
 
     assert details == [
         "limit (USD): none → 3.50",

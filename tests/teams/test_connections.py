@@ -11,31 +11,36 @@ from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_token
 from playground.teams import services
 from tests.fakes.upstream import FakeUpstream, error, json_reply
-from tests.teams.conftest import Crew, signed_in
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 TOKEN = "sk-canary-token-1234abcd"
 
 
-def create(crew: Crew, base_url: str, **extra: str) -> object:
+def create(actors: Actors, base_url: str, **extra: str) -> object:
     body = {"kind": "openai-compatible", "name": "Gateway", "base_url": base_url, "token": TOKEN, **extra}
-    return signed_in(crew.admin).post(f"/teams/{crew.team.pk}/connections/new/", body)
+    return client_for(actors.admin).post(f"/teams/{actors.team.pk}/connections/new/", body)
 
 
-def test_the_form_asks_only_for_what_the_kind_needs(crew: Crew) -> None:
-    client = signed_in(crew.admin)
-    workers = client.get(f"/teams/{crew.team.pk}/connections/new/?kind=workers-ai").content.decode()
-    openai = client.get(f"/teams/{crew.team.pk}/connections/new/?kind=openai-compatible").content.decode()
+def test_the_form_asks_only_for_what_the_kind_needs(actors: Actors) -> None:
+    client = client_for(actors.admin)
+    workers = client.get(f"/teams/{actors.team.pk}/connections/new/?kind=workers-ai").content.decode()
+    openai = client.get(f"/teams/{actors.team.pk}/connections/new/?kind=openai-compatible").content.decode()
 
     assert 'name="account_id"' in workers and 'name="account_id"' not in openai
     assert 'name="token"' in workers and 'name="token"' in openai
 
 
-def test_a_token_is_write_only_and_shown_as_its_last_four(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    create(crew, fake_upstream.url + "/v1")
+def test_a_token_is_write_only_and_shown_as_its_last_four(
+    actors: Actors, fake_upstream: FakeUpstream
+) -> None:
+    create(actors, fake_upstream.url + "/v1")
     connection = ProviderConnection.objects.get(name="Gateway")
 
-    page = signed_in(crew.admin).get(f"/teams/{crew.team.pk}/connections/").content.decode()
-    form = signed_in(crew.admin).get(f"/teams/{crew.team.pk}/connections/{connection.pk}/").content.decode()
+    page = client_for(actors.admin).get(f"/teams/{actors.team.pk}/connections/").content.decode()
+    form = (
+        client_for(actors.admin).get(f"/teams/{actors.team.pk}/connections/{connection.pk}/").content.decode()
+    )
 
     assert TOKEN not in page and TOKEN not in form
     assert "••••abcd" in page and "ending in abcd" in form
@@ -43,12 +48,12 @@ def test_a_token_is_write_only_and_shown_as_its_last_four(crew: Crew, fake_upstr
     assert TOKEN not in str(event.detail) and event.detail["token"] == "replaced"
 
 
-def test_changing_the_base_url_clears_the_token(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    create(crew, fake_upstream.url + "/v1")
+def test_changing_the_base_url_clears_the_token(actors: Actors, fake_upstream: FakeUpstream) -> None:
+    create(actors, fake_upstream.url + "/v1")
     connection = ProviderConnection.objects.get(name="Gateway")
 
-    signed_in(crew.admin).post(
-        f"/teams/{crew.team.pk}/connections/{connection.pk}/",
+    client_for(actors.admin).post(
+        f"/teams/{actors.team.pk}/connections/{connection.pk}/",
         {"name": "Gateway", "base_url": fake_upstream.url + "/other"},
     )
 
@@ -56,12 +61,12 @@ def test_changing_the_base_url_clears_the_token(crew: Crew, fake_upstream: FakeU
     assert connection.base_url.endswith("/other") and not connection.has_token
 
 
-def test_an_edit_without_a_token_keeps_it(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    create(crew, fake_upstream.url + "/v1")
+def test_an_edit_without_a_token_keeps_it(actors: Actors, fake_upstream: FakeUpstream) -> None:
+    create(actors, fake_upstream.url + "/v1")
     connection = ProviderConnection.objects.get(name="Gateway")
 
-    signed_in(crew.admin).post(
-        f"/teams/{crew.team.pk}/connections/{connection.pk}/",
+    client_for(actors.admin).post(
+        f"/teams/{actors.team.pk}/connections/{connection.pk}/",
         {"name": "Renamed", "base_url": connection.base_url},
     )
 
@@ -69,22 +74,24 @@ def test_an_edit_without_a_token_keeps_it(crew: Crew, fake_upstream: FakeUpstrea
     assert connection.name == "Renamed" and connection_token(connection=connection) == TOKEN
 
 
-def test_an_internal_base_url_is_refused_by_the_ssrf_policy(crew: Crew) -> None:
-    response = create(crew, "http://10.0.0.7/v1")
+def test_an_internal_base_url_is_refused_by_the_ssrf_policy(actors: Actors) -> None:
+    response = create(actors, "http://10.0.0.7/v1")
 
     assert response.status_code == 400  # type: ignore[attr-defined]
     assert "internal address" in response.content.decode()  # type: ignore[attr-defined]
     assert not ProviderConnection.objects.filter(name="Gateway").exists()
 
 
-def test_testing_a_connection_lists_its_models_and_latency(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    create(crew, fake_upstream.url + "/v1")
+def test_testing_a_connection_lists_its_models_and_latency(
+    actors: Actors, fake_upstream: FakeUpstream
+) -> None:
+    create(actors, fake_upstream.url + "/v1")
     connection = ProviderConnection.objects.get(name="Gateway")
     fake_upstream.script(json_reply({"object": "list", "data": [{"id": "model-b"}, {"id": "model-a"}]}))
 
     page = (
-        signed_in(crew.admin)
-        .post(f"/teams/{crew.team.pk}/connections/{connection.pk}/test/")
+        client_for(actors.admin)
+        .post(f"/teams/{actors.team.pk}/connections/{connection.pk}/test/")
         .content.decode()
     )
 
@@ -94,15 +101,15 @@ def test_testing_a_connection_lists_its_models_and_latency(crew: Crew, fake_upst
     assert "Connected" in page and " ms" in page and "model-a" in page and "model-b" in page
 
 
-def test_a_failed_test_shows_the_upstream_error_redacted(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    create(crew, fake_upstream.url + "/v1")
+def test_a_failed_test_shows_the_upstream_error_redacted(actors: Actors, fake_upstream: FakeUpstream) -> None:
+    create(actors, fake_upstream.url + "/v1")
     connection = ProviderConnection.objects.get(name="Gateway")
     echoed = {"error": {"message": f"Invalid key {TOKEN}", "type": "invalid_api_key"}}
     fake_upstream.script(error(401, body=echoed))
 
     page = (
-        signed_in(crew.admin)
-        .post(f"/teams/{crew.team.pk}/connections/{connection.pk}/test/")
+        client_for(actors.admin)
+        .post(f"/teams/{actors.team.pk}/connections/{connection.pk}/test/")
         .content.decode()
     )
 
@@ -110,9 +117,11 @@ def test_a_failed_test_shows_the_upstream_error_redacted(crew: Crew, fake_upstre
     assert TOKEN not in page and "[redacted]" in page
 
 
-def test_workers_ai_connections_list_models_from_the_account(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    signed_in(crew.admin).post(
-        f"/teams/{crew.team.pk}/connections/new/",
+def test_workers_ai_connections_list_models_from_the_account(
+    actors: Actors, fake_upstream: FakeUpstream
+) -> None:
+    client_for(actors.admin).post(
+        f"/teams/{actors.team.pk}/connections/new/",
         {
             "kind": "workers-ai",
             "name": "Cloudflare",
@@ -127,8 +136,8 @@ def test_workers_ai_connections_list_models_from_the_account(crew: Crew, fake_up
     )
 
     page = (
-        signed_in(crew.admin)
-        .post(f"/teams/{crew.team.pk}/connections/{connection.pk}/test/")
+        client_for(actors.admin)
+        .post(f"/teams/{actors.team.pk}/connections/{connection.pk}/test/")
         .content.decode()
     )
 
@@ -136,15 +145,15 @@ def test_workers_ai_connections_list_models_from_the_account(crew: Crew, fake_up
     assert "@cf/moonshotai/kimi-k2.6" in page
 
 
-def test_deleting_a_connection_is_audited(crew: Crew, fake_upstream: FakeUpstream) -> None:
-    create(crew, fake_upstream.url + "/v1")
+def test_deleting_a_connection_is_audited(actors: Actors, fake_upstream: FakeUpstream) -> None:
+    create(actors, fake_upstream.url + "/v1")
     connection = ProviderConnection.objects.get(name="Gateway")
 
-    signed_in(crew.owner).post(f"/teams/{crew.team.pk}/connections/{connection.pk}/delete/")
+    client_for(actors.owner).post(f"/teams/{actors.team.pk}/connections/{connection.pk}/delete/")
 
     assert not ProviderConnection.objects.filter(pk=connection.pk).exists()
     assert AuditEvent.objects.filter(
-        action=AuditAction.CONNECTION_DELETED, target="Gateway", actor=crew.owner
+        action=AuditAction.CONNECTION_DELETED, target="Gateway", actor=actors.owner
     ).exists()
 
 

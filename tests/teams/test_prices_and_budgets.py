@@ -12,10 +12,11 @@ from playground.catalog.seed import KIMI_K26
 from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
 from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, TeamBudget
 from playground.usage.services import price_card_known
-from tests.teams.conftest import Crew, signed_in
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 
-def add_override(crew: Crew, **extra: str) -> int:
+def add_override(actors: Actors, **extra: str) -> int:
     model = CatalogModel.objects.get(model_id=KIMI_K26)
     body = {
         "model": model.pk,
@@ -25,38 +26,40 @@ def add_override(crew: Crew, **extra: str) -> int:
         "label": "Enterprise deal",
         **extra,
     }
-    return signed_in(crew.admin).post(f"/teams/{crew.team.pk}/catalogue/overrides/", body).status_code
+    return client_for(actors.admin).post(f"/teams/{actors.team.pk}/catalogue/overrides/", body).status_code
 
 
-def test_an_override_is_shown_to_its_team_only_and_prices_its_models_today(crew: Crew) -> None:
-    assert add_override(crew) == 302
+def test_an_override_is_shown_to_its_team_only_and_prices_its_models_today(actors: Actors) -> None:
+    assert add_override(actors) == 302
 
-    alpha = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/catalogue/").content.decode()
-    bravo = signed_in(crew.outsider).get(f"/teams/{crew.other_team.pk}/catalogue/").content.decode()
+    alpha = client_for(actors.viewer).get(f"/teams/{actors.team.pk}/catalogue/").content.decode()
+    bravo = client_for(actors.outsider).get(f"/teams/{actors.other_team.pk}/catalogue/").content.decode()
 
     assert "Enterprise deal (team override)" in alpha and "$0.5 in" in alpha
     assert "Enterprise deal" not in bravo
-    assert AuditEvent.objects.filter(action=AuditAction.PRICE_OVERRIDE_CREATED, actor=crew.admin).exists()
+    assert AuditEvent.objects.filter(action=AuditAction.PRICE_OVERRIDE_CREATED, actor=actors.admin).exists()
 
 
-def test_an_override_whose_end_comes_before_its_start_is_refused(crew: Crew) -> None:
-    assert add_override(crew, effective_until="2025-12-31") == 400
-    assert not PriceCard.objects.filter(team=crew.team).exists()
+def test_an_override_whose_end_comes_before_its_start_is_refused(actors: Actors) -> None:
+    assert add_override(actors, effective_until="2025-12-31") == 400
+    assert not PriceCard.objects.filter(team=actors.team).exists()
 
 
-def test_the_budget_page_shows_spend_reserved_remaining_and_a_forecast(crew: Crew) -> None:
-    signed_in(crew.owner).post(
-        f"/teams/{crew.team.pk}/budgets/",
+def test_the_budget_page_shows_spend_reserved_remaining_and_a_forecast(actors: Actors) -> None:
+    client_for(actors.owner).post(
+        f"/teams/{actors.team.pk}/budgets/",
         {"monthly_limit_usd": "10", "alert_thresholds": "50, 80, 100", "time_zone": "Europe/Paris"},
     )
-    card = price_card_known(model_id=KIMI_K26, day=timezone.now().date(), team_id=crew.team.pk)
-    spent = budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(6), card=card)
+    card = price_card_known(model_id=KIMI_K26, day=timezone.now().date(), team_id=actors.team.pk)
+    spent = budget_reserve(team_id=actors.team.pk, user_id=actors.teammate.pk, amount=Decimal(6), card=card)
     budget_reconcile(reservation=spent, actual=Decimal("5.5"))
-    budget_reserve(team_id=crew.team.pk, user_id=crew.member.pk, amount=Decimal(2), card=card)  # in flight
+    budget_reserve(
+        team_id=actors.team.pk, user_id=actors.teammate.pk, amount=Decimal(2), card=card
+    )  # in flight
 
-    page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+    page = client_for(actors.viewer).get(f"/teams/{actors.team.pk}/budgets/").content.decode()
 
-    assert crew.team.__class__.objects.get(pk=crew.team.pk).time_zone == "Europe/Paris"
+    assert actors.team.__class__.objects.get(pk=actors.team.pk).time_zone == "Europe/Paris"
     assert 'id="budget-limit">$10.00' in page
     assert 'id="budget-spent">$5.50' in page
     assert 'id="budget-reserved">$2.00' in page
@@ -64,12 +67,12 @@ def test_the_budget_page_shows_spend_reserved_remaining_and_a_forecast(crew: Cre
     assert 'id="budget-forecast"' in page
     assert "has spent $5.50 of its $10.00 budget" in page, "the 50 % banner"
     assert list(BudgetAlert.objects.values_list("threshold", flat=True)) == [50]
-    assert AuditEvent.objects.filter(action=AuditAction.BUDGET_CHANGED, actor=crew.owner).exists()
+    assert AuditEvent.objects.filter(action=AuditAction.BUDGET_CHANGED, actor=actors.owner).exists()
 
 
-def test_bad_thresholds_and_time_zones_are_refused_and_nothing_is_saved(crew: Crew) -> None:
-    response = signed_in(crew.owner).post(
-        f"/teams/{crew.team.pk}/budgets/",
+def test_bad_thresholds_and_time_zones_are_refused_and_nothing_is_saved(actors: Actors) -> None:
+    response = client_for(actors.owner).post(
+        f"/teams/{actors.team.pk}/budgets/",
         {"monthly_limit_usd": "10", "alert_thresholds": "50, lots", "time_zone": "Mars/Olympus"},
     )
 
@@ -79,21 +82,21 @@ def test_bad_thresholds_and_time_zones_are_refused_and_nothing_is_saved(crew: Cr
     assert not TeamBudget.objects.exists()
 
 
-def test_a_member_budget_is_set_by_an_admin(crew: Crew) -> None:
-    target = crew.membership(crew.member)
+def test_a_member_budget_is_set_by_an_admin(actors: Actors) -> None:
+    target = actors.membership(actors.teammate)
 
-    signed_in(crew.admin).post(
-        f"/teams/{crew.team.pk}/budgets/members/{target.pk}/", {"monthly_budget_usd": "3.50"}
+    client_for(actors.admin).post(
+        f"/teams/{actors.team.pk}/budgets/members/{target.pk}/", {"monthly_budget_usd": "3.50"}
     )
 
     assert Membership.objects.get(pk=target.pk).monthly_budget_usd == Decimal("3.50")
-    assert budget_month(crew.team).day == 1
+    assert budget_month(actors.team).day == 1
 
 
 def test_the_catalogue_tells_k25s_retirement_in_the_past_and_prices_the_engine_as_k25_today(
-    crew: Crew,
+    actors: Actors,
 ) -> None:
-    page = signed_in(crew.viewer).get(f"/teams/{crew.team.pk}/catalogue/").content.decode()
+    page = client_for(actors.viewer).get(f"/teams/{actors.team.pk}/catalogue/").content.decode()
 
     assert "retired on 2026-05-30; served as Kimi K2.6 since" in page
     assert "retires 2026-05-30" not in page
@@ -106,19 +109,20 @@ def test_the_catalogue_tells_k25s_retirement_in_the_past_and_prices_the_engine_a
     assert "$0.60" not in engine
 
 
-def test_only_owners_may_allow_unpriced_requests_and_it_is_audited(crew: Crew) -> None:
-    url = f"/teams/{crew.team.pk}/budgets/unpriced/"
+def test_only_owners_may_allow_unpriced_requests_and_it_is_audited(actors: Actors) -> None:
+    url = f"/teams/{actors.team.pk}/budgets/unpriced/"
 
-    assert signed_in(crew.admin).post(url, {"allow_unpriced": "on"}).status_code == 403
+    assert client_for(actors.admin).post(url, {"allow_unpriced": "on"}).status_code == 403
     assert (
-        "owners change this" in signed_in(crew.admin).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+        "owners change this"
+        in client_for(actors.admin).get(f"/teams/{actors.team.pk}/budgets/").content.decode()
     )
-    assert signed_in(crew.owner).post(url, {"allow_unpriced": "on"}).status_code == 302
+    assert client_for(actors.owner).post(url, {"allow_unpriced": "on"}).status_code == 302
 
-    assert TeamBudget.objects.get(team=crew.team).allow_unpriced is True
+    assert TeamBudget.objects.get(team=actors.team).allow_unpriced is True
     event = AuditEvent.objects.get(action=AuditAction.UNPRICED_REQUESTS_CHANGED)
-    assert (event.actor, event.detail) == (crew.owner, {"previous": False, "allowed": True})
-    page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+    assert (event.actor, event.detail) == (actors.owner, {"previous": False, "allowed": True})
+    page = client_for(actors.owner).get(f"/teams/{actors.team.pk}/budgets/").content.decode()
     assert 'id="allow-unpriced" checked' in page
 
 

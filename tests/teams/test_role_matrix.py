@@ -23,7 +23,8 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
 from playground.teams.services import invitation_create
-from tests.teams.conftest import Crew, signed_in
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -80,16 +81,16 @@ def test_every_team_route_has_a_decision() -> None:
 # --- objects each route acts on (fresh for every request: actions consume them) -------------------
 
 
-def target_member(crew: Crew) -> Membership:
+def target_member(team: int) -> Membership:
     user = User.objects.create_user(f"target-{User.objects.count()}")
-    return Membership.objects.create(team=crew.team, user=user, role=Role.MEMBER)
+    return Membership.objects.create(team_id=team, user=user, role=Role.MEMBER)
 
 
-def a_connection(crew: Crew) -> ProviderConnection:
+def a_connection(team: int) -> ProviderConnection:
     count = ProviderConnection.objects.count()
     return connection_save(
         connection=ProviderConnection(
-            team=crew.team,
+            team_id=team,
             name=f"Gateway {count}",
             kind=ConnectionKind.OPENAI_COMPATIBLE,
             base_url="http://127.0.0.1:9/v1",
@@ -98,22 +99,22 @@ def a_connection(crew: Crew) -> ProviderConnection:
     )
 
 
-def an_invitation(crew: Crew) -> Invitation:
-    return invitation_create(actor=crew.membership(crew.owner), role=Role.MEMBER)[0]
+def an_invitation(actors: Actors) -> Invitation:
+    return invitation_create(actor=actors.membership(actors.owner), role=Role.MEMBER)[0]
 
 
-def an_override(crew: Crew) -> PriceCard:
+def an_override(team: int) -> PriceCard:
     model = CatalogModel.objects.order_by("pk").first()
     assert model is not None
     day = dt.date(2026, 1, 1) + dt.timedelta(days=PriceCard.objects.count())
     return PriceCard.objects.create(
-        team=crew.team, model=model, effective_from=day, input_per_m=1, output_per_m=2, label="override"
+        team_id=team, model=model, effective_from=day, input_per_m=1, output_per_m=2, label="override"
     )
 
 
-def url_for(name: str, crew: Crew) -> tuple[str, dict[str, Any]]:
+def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
     """The URL of `name` for Alpha, and a valid POST body."""
-    team = crew.team.pk
+    team = actors.team.pk
     model = CatalogModel.objects.order_by("pk").first()
     assert model is not None
     price = {
@@ -126,10 +127,10 @@ def url_for(name: str, crew: Crew) -> tuple[str, dict[str, Any]]:
     build: dict[str, Callable[[], tuple[str, dict[str, Any]]]] = {
         "members": lambda: (f"/teams/{team}/members/", {}),
         "invitation-create": lambda: (f"/teams/{team}/invitations/", {"role": "member"}),
-        "invitation-revoke": lambda: (f"/teams/{team}/invitations/{an_invitation(crew).pk}/revoke/", {}),
-        "member-role": lambda: (f"/teams/{team}/members/{target_member(crew).pk}/role/", {"role": "viewer"}),
-        "member-remove": lambda: (f"/teams/{team}/members/{target_member(crew).pk}/remove/", {}),
-        "ownership-transfer": lambda: (f"/teams/{team}/members/{target_member(crew).pk}/make-owner/", {}),
+        "invitation-revoke": lambda: (f"/teams/{team}/invitations/{an_invitation(actors).pk}/revoke/", {}),
+        "member-role": lambda: (f"/teams/{team}/members/{target_member(team).pk}/role/", {"role": "viewer"}),
+        "member-remove": lambda: (f"/teams/{team}/members/{target_member(team).pk}/remove/", {}),
+        "ownership-transfer": lambda: (f"/teams/{team}/members/{target_member(team).pk}/make-owner/", {}),
         "leave": lambda: (f"/teams/{team}/leave/", {}),
         "connections": lambda: (f"/teams/{team}/connections/", {}),
         "connection-create": lambda: (
@@ -141,21 +142,21 @@ def url_for(name: str, crew: Crew) -> tuple[str, dict[str, Any]]:
             },
         ),
         "connection-edit": lambda: (
-            f"/teams/{team}/connections/{a_connection(crew).pk}/",
+            f"/teams/{team}/connections/{a_connection(team).pk}/",
             {"name": "Renamed"},
         ),
-        "connection-delete": lambda: (f"/teams/{team}/connections/{a_connection(crew).pk}/delete/", {}),
-        "connection-test": lambda: (f"/teams/{team}/connections/{a_connection(crew).pk}/test/", {}),
+        "connection-delete": lambda: (f"/teams/{team}/connections/{a_connection(team).pk}/delete/", {}),
+        "connection-test": lambda: (f"/teams/{team}/connections/{a_connection(team).pk}/test/", {}),
         "catalogue": lambda: (f"/teams/{team}/catalogue/", {}),
         "override-create": lambda: (f"/teams/{team}/catalogue/overrides/", price),
-        "override-delete": lambda: (f"/teams/{team}/catalogue/overrides/{an_override(crew).pk}/delete/", {}),
+        "override-delete": lambda: (f"/teams/{team}/catalogue/overrides/{an_override(team).pk}/delete/", {}),
         "card-create": lambda: (f"/teams/{team}/catalogue/cards/", price),
         "budgets": lambda: (
             f"/teams/{team}/budgets/",
             {"monthly_limit_usd": "10", "alert_thresholds": "50, 80", "time_zone": "UTC"},
         ),
         "member-budget": lambda: (
-            f"/teams/{team}/budgets/members/{target_member(crew).pk}/",
+            f"/teams/{team}/budgets/members/{target_member(team).pk}/",
             {"monthly_budget_usd": "5"},
         ),
         "budget-unpriced": lambda: (f"/teams/{team}/budgets/unpriced/", {"allow_unpriced": "on"}),
@@ -166,15 +167,15 @@ def url_for(name: str, crew: Crew) -> tuple[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("name", sorted(MATRIX))
 @pytest.mark.parametrize("method", ["GET", "POST"])
-def test_each_role_gets_the_decided_answer(crew: Crew, name: str, method: str, settings: Any) -> None:
+def test_each_role_gets_the_decided_answer(actors: Actors, name: str, method: str, settings: Any) -> None:
     settings.PROVIDER_HOST_ALLOWLIST = ["127.0.0.1"]
     allowed = MATRIX[name][method]
     for actor in ACTORS:
-        user = crew.outsider if actor == "outsider" else getattr(crew, actor)
+        user = actors.outsider if actor == "outsider" else actors.in_role(actor)
         if actor != "outsider":  # a previous actor may have left or changed roles
-            Membership.objects.update_or_create(team=crew.team, user=user, defaults={"role": actor})
-        path, body = url_for(name, crew)
-        client = signed_in(user)
+            Membership.objects.update_or_create(team=actors.team, user=user, defaults={"role": actor})
+        path, body = url_for(name, actors)
+        client = client_for(user)
         response = client.get(path) if method == "GET" else client.post(path, body)
         status = response.status_code
         who = f"{method} {name} as {actor}"
@@ -190,12 +191,12 @@ def test_each_role_gets_the_decided_answer(crew: Crew, name: str, method: str, s
             assert status == 403, f"{who}: {status}"
 
 
-def test_a_superuser_adds_a_global_card_from_the_catalogue(crew: Crew) -> None:
-    crew.owner.is_superuser = True
-    crew.owner.save()
-    path, body = url_for("card-create", crew)
+def test_a_superuser_adds_a_global_card_from_the_catalogue(actors: Actors) -> None:
+    actors.owner.is_superuser = True
+    actors.owner.save()
+    path, body = url_for("card-create", actors)
 
-    response = signed_in(crew.owner).post(path, body)
+    response = client_for(actors.owner).post(path, body)
 
     assert response.status_code == 302
     assert PriceCard.objects.filter(

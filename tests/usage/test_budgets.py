@@ -44,8 +44,8 @@ from playground.usage.models import (
 )
 from playground.usage.services import KnownCard, RequestContext, price_card_known
 from playground.usage.tasks import budget_alert_email
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk
+from tests.support.actors import Actors
 
 MODEL = "@cf/test/budgeted"
 # $1 per 1,000 output tokens and nothing for input: a request with max_tokens=1000 may cost $1.

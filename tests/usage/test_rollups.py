@@ -5,10 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
-from unittest import mock
 
 import pytest
 from django.db import connection, connections
@@ -27,14 +24,9 @@ from playground.usage.models import (
 )
 from playground.usage.rollups import ROLLUP_MODELS, histogram_bucket, rollups_rebuild
 from playground.usage.services import RequestContext, usage_record_create
+from tests.support.clock import clock
 
 START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30
-
-
-@contextmanager
-def clock(at: dt.datetime) -> Iterator[None]:
-    with mock.patch("django.utils.timezone.now", return_value=at):
-        yield
 
 
 def snapshot() -> dict[str, list[tuple[Any, ...]]]:
@@ -207,7 +199,7 @@ def test_concurrent_writers_of_one_bucket_lose_no_increment(actors: Any) -> None
             connections.close_all()
 
     threads = [threading.Thread(target=writer) for _ in range(8)]
-    with clock(at):  # patched once for all threads (entering a patch per thread is not thread-safe)
+    with clock(at):  # one clock for all threads
         for thread in threads:
             thread.start()
         for thread in threads:

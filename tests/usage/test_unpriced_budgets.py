@@ -17,8 +17,8 @@ from playground.usage.budgets import UNPRICED_REFUSED, UnpricedRefused, budget_r
 from playground.usage.metered_call import MeteredCall
 from playground.usage.models import TeamBudget, UsageStatus
 from playground.usage.services import RequestContext, price_card_known
-from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
+from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db
 

@@ -1,12 +1,13 @@
-"""What browser tests share: a page in Debian's Chromium, a console watcher, logging in,
-opening a chat, and connections and conversations on the real engine or on a loopback fake
-Workers AI (made before the browser starts: the ORM cannot run inside Playwright's sync API,
-which holds an event loop)."""
+"""What browser tests share: Chromium's switches, the live app's address, a page in Debian's
+Chromium, a console watcher, logging in, opening a chat, and connections and conversations on
+the real engine or on a loopback fake Workers AI (made before the browser starts: the ORM
+cannot run inside Playwright's sync API, which holds an event loop)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import LazySettings
@@ -17,11 +18,28 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.chat.models import Conversation
 from playground.chat.services import conversation_create
-from playground.providers.models import ConnectionKind, ProviderConnection
-from playground.providers.services import connection_engine_ensure, connection_save
-from tests.browser.conftest import CHROMIUM_ARGS
-from tests.conftest import Actors
+from playground.providers.models import ProviderConnection
+from playground.providers.services import connection_engine_ensure
 from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.connections import workers_connection_for
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@dataclass(frozen=True)
+class LiveApp:
+    url: str
 
 
 class Console:
@@ -85,14 +103,7 @@ def fake_workers_connection(
     team: Team, upstream: FakeUpstream, *, token: str = "cf-browser-test"
 ) -> ProviderConnection:
     """A Workers AI connection of `team` that talks to the loopback fake upstream."""
-    connection = ProviderConnection(
-        team=team,
-        name="Workers AI (fake)",
-        kind=ConnectionKind.WORKERS_AI,
-        base_url=upstream.workers_base_url,
-        account_id="0" * 32,
-    )
-    return connection_save(connection=connection, token=token)
+    return workers_connection_for(team, upstream, name="Workers AI (fake)", token=token)
 
 
 def fake_workers_chat(actors: Actors, upstream: FakeUpstream, model_id: str = KIMI_K26) -> Conversation:
