@@ -157,22 +157,22 @@ def test_deleting_a_connection_is_audited(actors: Actors, fake_upstream: FakeUps
     ).exists()
 
 
-def test_the_engine_connection_cannot_be_deleted_from_the_page(crew: Crew) -> None:
-    engine = connection_engine_ensure(team=crew.team)
+def test_the_engine_connection_cannot_be_deleted_from_the_page(actors: Actors) -> None:
+    engine = connection_engine_ensure(team=actors.team)
 
-    response = signed_in(crew.owner).post(
-        f"/teams/{crew.team.pk}/connections/{engine.pk}/delete/", follow=True
+    response = client_for(actors.owner).post(
+        f"/teams/{actors.team.pk}/connections/{engine.pk}/delete/", follow=True
     )
 
     assert "is the team&#x27;s own and cannot be deleted" in response.content.decode()
     assert ProviderConnection.objects.filter(pk=engine.pk).exists()
 
 
-def test_connection_delete_refuses_the_engine_connection_even_when_called_directly(crew: Crew) -> None:
-    engine = connection_engine_ensure(team=crew.team)
+def test_connection_delete_refuses_the_engine_connection_even_when_called_directly(actors: Actors) -> None:
+    engine = connection_engine_ensure(team=actors.team)
 
     with pytest.raises(ValidationError, match="cannot be deleted"):
-        services.connection_delete(actor=crew.membership(crew.owner), connection=engine)
+        services.connection_delete(actor=actors.membership(actors.owner), connection=engine)
 
     assert ProviderConnection.objects.filter(pk=engine.pk).exists()
     assert not AuditEvent.objects.filter(action=AuditAction.CONNECTION_DELETED).exists()

@@ -15,7 +15,8 @@ from playground.accounts.models import Membership, Role, Team
 from playground.teams.context import topbar
 from playground.usage.budgets import budget_month
 from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget
-from tests.teams.conftest import Crew, signed_in
+from tests.support.actors import Actors
+from tests.support.clients import client_for
 
 
 def _budget(team: Team, *, spent: str, alerts: list[int], month: dt.date | None = None) -> None:
@@ -26,12 +27,12 @@ def _budget(team: Team, *, spent: str, alerts: list[int], month: dt.date | None 
         BudgetAlert.objects.create(team=team, month=month, threshold=threshold)
 
 
-def _three_teams_over_budget(crew: Crew) -> None:
-    _budget(crew.team, spent="8.5", alerts=[50, 80])
-    Membership.objects.create(team=crew.other_team, user=crew.owner, role=Role.MEMBER)
-    _budget(crew.other_team, spent="10", alerts=[50, 80, 100])
+def _three_teams_over_budget(actors: Actors) -> None:
+    _budget(actors.team, spent="8.5", alerts=[50, 80])
+    Membership.objects.create(team=actors.other_team, user=actors.owner, role=Role.MEMBER)
+    _budget(actors.other_team, spent="10", alerts=[50, 80, 100])
     charlie = Team.objects.create(name="Charlie", slug="charlie")
-    Membership.objects.create(team=charlie, user=crew.owner, role=Role.MEMBER)
+    Membership.objects.create(team=charlie, user=actors.owner, role=Role.MEMBER)
     last_month = budget_month(charlie) - dt.timedelta(days=1)
     _budget(charlie, spent="9", alerts=[80], month=last_month.replace(day=1))
 
@@ -41,11 +42,11 @@ def _alert_queries(queries: CaptureQueriesContext) -> list[str]:
 
 
 def test_the_top_bar_reads_every_team_and_its_banner_in_one_query(
-    crew: Crew, django_assert_num_queries: DjangoAssertNumQueries
+    actors: Actors, django_assert_num_queries: DjangoAssertNumQueries
 ) -> None:
-    _three_teams_over_budget(crew)
+    _three_teams_over_budget(actors)
     request = RequestFactory().get("/chat/")
-    request.user = crew.owner
+    request.user = actors.owner
     request.htmx = HtmxDetails(request)
 
     with django_assert_num_queries(1):
@@ -54,7 +55,7 @@ def test_the_top_bar_reads_every_team_and_its_banner_in_one_query(
         banners = [(banner.text, banner.exhausted) for banner in context["budget_banners"]]
 
     assert teams == ["Alpha", "Bravo", "Charlie"]
-    month = f"{budget_month(crew.team):%B}"
+    month = f"{budget_month(actors.team):%B}"
     assert banners == [
         (f"Alpha has spent $8.50 of its $10.00 budget for {month} (85%; the 80% alert was reached).", False),
         (
@@ -64,31 +65,31 @@ def test_the_top_bar_reads_every_team_and_its_banner_in_one_query(
     ], "Charlie's alert was last month: no banner"
 
 
-def test_a_full_page_asks_for_the_budget_alerts_once_whatever_the_number_of_teams(crew: Crew) -> None:
-    _three_teams_over_budget(crew)
-    client = signed_in(crew.owner)
+def test_a_full_page_asks_for_the_budget_alerts_once_whatever_the_number_of_teams(actors: Actors) -> None:
+    _three_teams_over_budget(actors)
+    client = client_for(actors.owner)
 
     with CaptureQueriesContext(connection) as queries:
-        page = client.get(f"/teams/{crew.team.pk}/audit/").content.decode()
+        page = client.get(f"/teams/{actors.team.pk}/audit/").content.decode()
 
     assert len(_alert_queries(queries)) == 1
     assert "Alpha has spent $8.50" in page and 'class="team-chip">Charlie<' in page
 
 
-def test_an_htmx_fragment_reads_no_top_bar(crew: Crew) -> None:
-    _three_teams_over_budget(crew)
-    client = signed_in(crew.owner)
+def test_an_htmx_fragment_reads_no_top_bar(actors: Actors) -> None:
+    _three_teams_over_budget(actors)
+    client = client_for(actors.owner)
 
     with CaptureQueriesContext(connection) as queries:
-        response = client.get(f"/usage/headline/?team={crew.team.pk}", headers={"HX-Request": "true"})
+        response = client.get(f"/usage/headline/?team={actors.team.pk}", headers={"HX-Request": "true"})
 
     assert response.status_code == 200
     assert _alert_queries(queries) == []
 
 
-def test_a_boosted_link_and_a_history_restore_are_whole_pages_with_the_top_bar(crew: Crew) -> None:
-    _three_teams_over_budget(crew)
-    client = signed_in(crew.owner)
+def test_a_boosted_link_and_a_history_restore_are_whole_pages_with_the_top_bar(actors: Actors) -> None:
+    _three_teams_over_budget(actors)
+    client = client_for(actors.owner)
 
     for header in ("HX-Boosted", "HX-History-Restore-Request"):
         page = client.get("/chat/", headers={"HX-Request": "true", header: "true"}).content.decode()

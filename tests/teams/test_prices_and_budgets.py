@@ -126,15 +126,15 @@ def test_only_owners_may_allow_unpriced_requests_and_it_is_audited(actors: Actor
     assert 'id="allow-unpriced" checked' in page
 
 
-def test_a_budget_first_made_by_the_unpriced_switch_alerts_at_the_default_thresholds(crew: Crew) -> None:
-    signed_in(crew.owner).post(f"/teams/{crew.team.pk}/budgets/unpriced/", {"allow_unpriced": "on"})
+def test_a_budget_first_made_by_the_unpriced_switch_alerts_at_the_default_thresholds(actors: Actors) -> None:
+    client_for(actors.owner).post(f"/teams/{actors.team.pk}/budgets/unpriced/", {"allow_unpriced": "on"})
 
-    assert TeamBudget.objects.get(team=crew.team).alert_thresholds == DEFAULT_ALERT_THRESHOLDS
-    page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+    assert TeamBudget.objects.get(team=actors.team).alert_thresholds == DEFAULT_ALERT_THRESHOLDS
+    page = client_for(actors.owner).get(f"/teams/{actors.team.pk}/budgets/").content.decode()
     assert 'value="50, 80, 100"' in page
 
 
-def test_a_team_without_a_budget_is_offered_the_default_thresholds(crew: Crew) -> None:
-    page = signed_in(crew.owner).get(f"/teams/{crew.team.pk}/budgets/").content.decode()
+def test_a_team_without_a_budget_is_offered_the_default_thresholds(actors: Actors) -> None:
+    page = client_for(actors.owner).get(f"/teams/{actors.team.pk}/budgets/").content.decode()
 
     assert 'value="50, 80, 100"' in page
