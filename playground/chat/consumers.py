@@ -36,7 +36,7 @@ from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.relay import DeltaFrames, FrameRelay
 from playground.chat.selectors import aconversation_get
-from playground.chat.services import (
+from playground.chat.services.turns import (
     ChatTurn,
     ConversationNotFound,
     ToolResultInput,

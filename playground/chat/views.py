@@ -49,7 +49,7 @@ from playground.chat.selectors import (
     message_list,
     message_request_get,
 )
-from playground.chat.services import (
+from playground.chat.services.turns import (
     ConversationNotFound,
     chat_turn_delete,
     conversation_capabilities,

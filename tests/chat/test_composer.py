@@ -22,7 +22,7 @@ from playground.chat.composer import (
     structured_check,
 )
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import (
+from playground.chat.services.turns import (
     ChatTurn,
     chat_turn_start,
     conversation_composer_update,

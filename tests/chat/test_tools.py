@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import (
+from playground.chat.services.turns import (
     ToolResultInput,
     ToolResultsRefused,
     chat_continue_start,

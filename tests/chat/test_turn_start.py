@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import (
+from playground.chat.services.turns import (
     HISTORY_MAX_MESSAGES,
     MAX_MESSAGE_CHARS,
     chat_turn_start,

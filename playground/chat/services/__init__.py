@@ -1,0 +1,1 @@
+"""Chat writes; split by idea in the next commit."""
