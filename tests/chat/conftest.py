@@ -20,7 +20,7 @@ from django.test import Client
 
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
-from playground.chat.services.turns import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
 from tests.conftest import Actors, workers_connection_for

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation
-from playground.chat.services.turns import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from tests.conftest import Actors
 from tests.fakes.upstream import FakeUpstream, json_reply
