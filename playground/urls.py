@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from playground.teams import views as team_views
+from playground.teams.views import members as team_views
 
 urlpatterns = [
     # Public so that "/" leads to the list (and from there to the login with next=/chat/).

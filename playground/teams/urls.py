@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.teams import views
+from playground.teams.views import members as views
 
 app_name = "teams"
 urlpatterns: list[URLPattern] = [

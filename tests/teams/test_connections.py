@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from playground.accounts.models import AuditAction, AuditEvent
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_token
-from playground.teams import services
+from playground.teams.services import members as services
 from tests.fakes.upstream import FakeUpstream, error, json_reply
 from tests.teams.conftest import Crew, signed_in
 

@@ -35,7 +35,7 @@ from playground.catalog.selectors import price_cards_visible
 from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.kinds import kind_spec
 from playground.providers.models import ProviderConnection
-from playground.teams import selectors, services
+from playground.teams import selectors
 from playground.teams.forms import (
     ConnectionForm,
     GlobalCardForm,
@@ -48,6 +48,7 @@ from playground.teams.forms import (
     TeamBudgetForm,
     UnpricedForm,
 )
+from playground.teams.services import members as services
 from playground.usage.budgets import budget_status
 
 ALL_ROLES = frozenset(Role.values)

@@ -1,0 +1,1 @@
+"""Team writes; split by sub-domain in the next commit."""

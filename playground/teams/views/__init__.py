@@ -1,0 +1,1 @@
+"""Team pages; split by sub-domain in the next commit."""
