@@ -6,12 +6,12 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from playground.teams.views import members as team_views
+from playground.teams.views.joining import LoginView
 
 urlpatterns = [
     # Public so that "/" leads to the list (and from there to the login with next=/chat/).
     path("", login_not_required(RedirectView.as_view(pattern_name="chat:conversation-list")), name="home"),
-    path("login/", team_views.LoginView.as_view(), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("chat/", include("playground.chat.urls")),

@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from playground.accounts.models import AuditAction, AuditEvent, Invitation, Membership, Role
-from playground.teams.services.members import invitation_create
+from playground.teams.services.invitations import invitation_create
 from tests.teams.conftest import Crew, signed_in
 
 LINK = re.compile(r'value="(http://testserver/teams/join/[^"/]+/)"')
