@@ -45,7 +45,7 @@ from django.db import connections, models, transaction
 from django.db.models import F
 
 from playground.analytics.filters import Filters
-from playground.analytics.records import export_chunks, log_records
+from playground.analytics.selectors.request_log import export_chunks, log_records
 from playground.lib.asyncutil import finish_even_if_cancelled
 
 # (header, field of records.EXPORT_FIELDS)

@@ -31,10 +31,11 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
 from playground.accounts.selectors import team_list_for_user
-from playground.analytics import charts, exports, selectors
+from playground.analytics import charts, exports
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
 from playground.analytics.presenters import cost_formula, headline_tiles
-from playground.analytics.records import BadCursor, log_page, usage_record_get
+from playground.analytics.selectors import rollups as selectors
+from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.lib.web import HtmxHttpRequest
 from playground.usage.sources import record_source_links
 

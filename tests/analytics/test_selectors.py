@@ -12,9 +12,9 @@ import pytest
 from django.db.models import Count, Sum
 from django.http import QueryDict
 
-from playground.analytics import selectors
 from playground.analytics.filters import Period, filters_from_query
-from playground.analytics.records import log_records
+from playground.analytics.selectors import rollups as selectors
+from playground.analytics.selectors.request_log import log_records
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation

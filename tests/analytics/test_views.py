@@ -14,9 +14,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from playground.analytics import selectors, views
+from playground.analytics import views
 from playground.analytics.exports import HEADERS, formula_safe
-from playground.analytics.records import log_page
+from playground.analytics.selectors import rollups as selectors
+from playground.analytics.selectors.request_log import log_page
 from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
@@ -128,7 +129,7 @@ def test_the_detail_page_shows_every_field_and_the_filled_in_formula(actors: Any
 def test_the_log_pages_by_keyset_with_no_row_twice_or_missed(
     actors: Any, known: Known, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("playground.analytics.records.PAGE_SIZE", 1)
+    monkeypatch.setattr("playground.analytics.selectors.request_log.PAGE_SIZE", 1)
     client = client_for(actors.owner)
     seen: list[str] = []
     query: dict[str, Any] = {"range": "24h", "sort": "cost"}
@@ -365,7 +366,7 @@ def test_the_log_totals_count_every_page_of_the_filtered_set(
 
 
 def test_the_log_shows_its_totals_row_for_every_page(actors: Any, known: Known, monkeypatch: Any) -> None:
-    monkeypatch.setattr("playground.analytics.records.PAGE_SIZE", 1)
+    monkeypatch.setattr("playground.analytics.selectors.request_log.PAGE_SIZE", 1)
     client = client_for(actors.owner)
     with clock(NOW):
         page = client.get(reverse("analytics:log"), {"range": "24h"}).content.decode()

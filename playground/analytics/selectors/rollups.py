@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 
 from playground.analytics.filters import HOURLY_UP_TO, Filters, Period
 from playground.analytics.histograms import percentile
-from playground.analytics.records import log_records
+from playground.analytics.selectors.request_log import log_records
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage

@@ -1,0 +1,1 @@
+"""Dashboard and request-log reads; split by idea in the next commit."""
