@@ -16,8 +16,8 @@ from django.urls import reverse
 
 from playground.analytics import views
 from playground.analytics.exports import HEADERS, formula_safe
-from playground.analytics.selectors import rollups as selectors
 from playground.analytics.selectors.request_log import log_page
+from playground.analytics.selectors.totals import log_totals
 from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
@@ -357,7 +357,7 @@ def test_the_log_totals_count_every_page_of_the_filtered_set(
         params = {**params, "conversation": str(known.conversation.pk)}
     filters = filters_for(actors.owner, **params)
 
-    totals = selectors.log_totals(filters)
+    totals = log_totals(filters)
 
     got = (totals.requests, totals.prompt_tokens, totals.cached_tokens, totals.completion_tokens, totals.cost)
     assert got == (*expected[:4], Decimal(expected[4]))
