@@ -17,5 +17,6 @@ urlpatterns = [
     path("chat/", include("playground.chat.urls")),
     path("batches/", include("playground.batches.urls")),
     path("teams/", include("playground.teams.urls")),
+    # The Usage pages are the `analytics` app (namespace "analytics"), not the `usage` floor.
     path("usage/", include("playground.analytics.urls")),
 ]
