@@ -70,7 +70,7 @@ def prepare_app(data_dir: str, upstream_url: str, conversations: int) -> tuple[s
     from django.contrib.auth.models import User
     from django.test import Client
 
-    from playground.chat.services import conversation_create
+    from playground.chat.services.conversations import conversation_create
     from playground.providers.models import ConnectionKind, ProviderConnection
     from playground.providers.services import connection_save
     from playground.teams.creation import team_create

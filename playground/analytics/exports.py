@@ -10,10 +10,10 @@ has them.
 
 Memory stays flat whatever the row count. On PostgreSQL the CSV is written by the server:
 `COPY (SELECT ...) TO STDOUT WITH (FORMAT csv, HEADER)` over the same filtered query as the
-log (`records.log_records`), with the joins, the formula escaping and the value formats in
+log (`request_log.log_records`), with the joins, the formula escaping and the value formats in
 SQL (`copy_sql`), and its blocks are passed through in pieces of about `COPY_PIECE` bytes.
 Elsewhere (SQLite, the embedded default) and for JSONL and XLSX, rows are read in keyset
-chunks (`records.export_chunks`) and each chunk is encoded and sent before the next is read.
+chunks (`request_log.export_chunks`) and each chunk is encoded and sent before the next is read.
 Both CSV paths give the same bytes in each flavour (for data tools the CRLF replaces the "\n"
 that ends each row COPY hands over: it hands over one row at a time). The streams are async
 generators that do their database work in Django's thread for the connection
@@ -45,7 +45,7 @@ from django.db import connections, models, transaction
 from django.db.models import F
 
 from playground.analytics.filters import Filters
-from playground.analytics.records import export_chunks, log_records
+from playground.analytics.selectors.request_log import export_chunks, log_records
 from playground.lib.asyncutil import finish_even_if_cancelled
 
 # (header, field of records.EXPORT_FIELDS)
@@ -275,7 +275,7 @@ def _related(model: type[models.Model], relation: str) -> tuple[str, Any]:
 def copy_sql(filters: Filters, *, flavour: str = SPREADSHEET) -> tuple[str, tuple[Any, ...]]:
     """PostgreSQL's COPY of the filtered log as CSV of the flavour, newest first, and its parameters.
 
-    The rows are `records.log_records` (the log's one definition of the filters), compiled by
+    The rows are `request_log.log_records` (the log's one definition of the filters), compiled by
     Django; the cells are formatted around it by `_SQL_CELLS`. A joined column (`user__username`)
     comes from a LEFT JOIN LATERAL on its relation that formats it there: `OFFSET 0` keeps that
     subquery whole, so PostgreSQL memoizes it per key and formats a team's few users,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from playground.analytics.charts import milliseconds
-from playground.analytics.selectors import Headline
+from playground.analytics.selectors.totals import Headline
 from playground.usage.models import UsageRecord
 from playground.usage.money import money
 

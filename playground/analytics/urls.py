@@ -1,3 +1,11 @@
+"""The Usage pages (dashboard, charts, request log, exports): public paths under `/usage/`,
+URL namespace `analytics`, the app that serves them.
+
+The paths say what a user sees ("Usage" in the top bar; bookmarks keep working); the
+namespace and the code say which app it is, since `playground.usage` is the metering floor
+below every feature, not a page. `playground/urls.py` mounts this module at `usage/`.
+"""
+
 from __future__ import annotations
 
 from django.urls import URLPattern, path

@@ -1,4 +1,4 @@
-"""Analytics pages: thin views over `filters`, `selectors`/`records`, `charts` and `exports`.
+"""Analytics pages: thin views over `filters`, `selectors` (the log: `request_log`), `charts` and `exports`.
 
 Every view resolves the team through `filters_from_query`, which only accepts one of the
 signed-in user's teams: another team's id is a 404 on the dashboard, each chart fragment,
@@ -31,10 +31,23 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
 from playground.accounts.selectors import team_list_for_user
-from playground.analytics import charts, exports, selectors
+from playground.analytics import charts, exports
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
 from playground.analytics.presenters import cost_formula, headline_tiles
-from playground.analytics.records import BadCursor, log_page, usage_record_get
+from playground.analytics.selectors.chart_series import (
+    cache_ratio_by_affinity,
+    cost_by_group,
+    latency_distribution,
+    requests_by_status,
+    savings_over_time,
+    tokens_over_time,
+    ttft_percentiles_by_cache,
+)
+from playground.analytics.selectors.conversations import prompt_growth, top_conversations
+from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
+from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
+from playground.analytics.selectors.totals import headline, log_totals
+from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest
 from playground.usage.sources import record_source_links
 
@@ -54,63 +67,57 @@ class FigureEncoder(json.JSONEncoder):
 class ChartSpec:
     title: str
     build: Callable[[Filters, QueryDict], charts.Chart]
-    over_time: bool = True  # drawn over `selectors.chart_period`, not always the whole period
+    over_time: bool = True  # drawn over `chart_period`, not always the whole period
 
 
 def _cost(filters: Filters, query: QueryDict) -> charts.Chart:
     return charts.cost_over_time(
-        selectors.cost_by_group(filters),
-        buckets=selectors.buckets(filters),
+        cost_by_group(filters),
+        buckets=buckets(filters),
         group_label=GROUPS[filters.group],
     )
 
 
 def _what_if(filters: Filters, query: QueryDict) -> charts.Chart:
-    target = selectors.what_if_target(query.get("card", "")) or selectors.what_if_targets()[0]
-    return charts.what_if(selectors.what_if(filters, target=target), target_label=target.label)
+    target = what_if_target(query.get("card", "")) or what_if_targets()[0]
+    return charts.what_if(what_if(filters, target=target), target_label=target.label)
 
 
 CHARTS: dict[str, ChartSpec] = {
     "cost": ChartSpec("Cost over time", _cost),
     "tokens": ChartSpec(
         "Input tokens: fresh and cached",
-        lambda f, q: charts.tokens_fresh_vs_cached(
-            selectors.tokens_over_time(f), buckets=selectors.buckets(f)
-        ),
+        lambda f, q: charts.tokens_fresh_vs_cached(tokens_over_time(f), buckets=buckets(f)),
     ),
     "cache-ratio": ChartSpec(
         "Cache hit ratio: affinity on and off",
-        lambda f, q: charts.cache_hit_ratio(
-            selectors.cache_ratio_by_affinity(f), buckets=selectors.buckets(f)
-        ),
+        lambda f, q: charts.cache_hit_ratio(cache_ratio_by_affinity(f), buckets=buckets(f)),
     ),
     "savings": ChartSpec(
         "Savings from caching",
-        lambda f, q: charts.savings(selectors.savings_over_time(f), buckets=selectors.buckets(f)),
+        lambda f, q: charts.savings(savings_over_time(f), buckets=buckets(f)),
     ),
     "ttft": ChartSpec(
         "Time to first token: cache hit and miss",
-        lambda f, q: charts.ttft_by_cache(
-            selectors.ttft_percentiles_by_cache(f), buckets=selectors.buckets(f)
-        ),
+        lambda f, q: charts.ttft_by_cache(ttft_percentiles_by_cache(f), buckets=buckets(f)),
     ),
     "latency": ChartSpec(
         "Latency distribution",
-        lambda f, q: charts.latency_distribution(selectors.latency_distribution(f)),
+        lambda f, q: charts.latency_distribution(latency_distribution(f)),
         over_time=False,
     ),
     "status": ChartSpec(
         "Requests by status",
-        lambda f, q: charts.requests_by_status(selectors.requests_by_status(f), buckets=selectors.buckets(f)),
+        lambda f, q: charts.requests_by_status(requests_by_status(f), buckets=buckets(f)),
     ),
     "top-conversations": ChartSpec(
         "Top conversations by cost",
-        lambda f, q: charts.top_conversations(selectors.top_conversations(f)),
+        lambda f, q: charts.top_conversations(top_conversations(f)),
         over_time=False,
     ),
     "prompt-growth": ChartSpec(
         "Prompt tokens per turn: top sessions",
-        lambda f, q: charts.prompt_growth(selectors.prompt_growth(f)),
+        lambda f, q: charts.prompt_growth(prompt_growth(f)),
         over_time=False,
     ),
     "what-if": ChartSpec("What-if re-pricing", _what_if, over_time=False),
@@ -160,7 +167,7 @@ def _page_context(request: HtmxHttpRequest, filters: Filters | None, form: Filte
         "now": timezone.now(),
     }
     if filters is not None:
-        context.update(selectors.filter_choices(filters))
+        context.update(filter_choices(filters))
     return context
 
 
@@ -195,7 +202,7 @@ def dashboard_view(request: HtmxHttpRequest) -> HttpResponse:
     context = _page_context(request, filters, form)
     context["charts"] = [{"name": name, "title": spec.title} for name, spec in CHARTS.items()]
     if filters is not None:
-        drawn = selectors.chart_period(filters)
+        drawn = chart_period(filters)
         context["chart_period"] = drawn if drawn != filters.period else None
     return render(request, _template(request, "analytics/dashboard.html"), context)
 
@@ -207,7 +214,7 @@ def headline_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
-    tiles = headline_tiles(selectors.headline(filters))
+    tiles = headline_tiles(headline(filters))
     return render(request, "analytics/_headline.html", {"tiles": tiles})
 
 
@@ -221,7 +228,7 @@ def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
-    drawn = replace(filters, period=selectors.chart_period(filters)) if spec.over_time else filters
+    drawn = replace(filters, period=chart_period(filters)) if spec.over_time else filters
     chart = spec.build(drawn, request.GET)
     url = reverse("analytics:chart", args=[name])
     context = {
@@ -235,7 +242,7 @@ def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
         "groups": GROUPS,
         "group_url": f"{url}?{_query(request.GET, without=('group',))}",
         "what_if_url": f"{url}?{_query(request.GET, without=('card',))}",
-        "what_if_targets": selectors.what_if_targets() if name == "what-if" else [],
+        "what_if_targets": what_if_targets() if name == "what-if" else [],
         "what_if_selected": request.GET.get("card", ""),
     }
     response = render(request, "analytics/chart.html", context)
@@ -290,7 +297,7 @@ def log_totals_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
-    return render(request, "analytics/_log_totals.html", {"totals": selectors.log_totals(filters)})
+    return render(request, "analytics/_log_totals.html", {"totals": log_totals(filters)})
 
 
 @never_cache

@@ -21,7 +21,8 @@ from playground.chat.attachments import attachment_bytes, attachments_pending, i
 from playground.chat.models import Conversation
 from playground.chat.presenters import image_view
 from playground.chat.selectors import attachment_get
-from playground.chat.services import ConversationNotFound, attachment_remove, attachment_upload
+from playground.chat.services.conversations import ConversationNotFound
+from playground.chat.services.uploads import attachment_remove, attachment_upload
 from playground.lib.web import HtmxHttpRequest
 
 UPLOAD_FIELD = "images"

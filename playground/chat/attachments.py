@@ -14,7 +14,8 @@ only by the attachment view, to members of the conversation's team. An attachmen
 to its conversation until a turn sends it (`message` is then set).
 
 The functions here take a conversation the caller has already checked access to; the
-user-facing actions (upload, remove, send) are in `playground.chat.services`.
+user-facing actions are services: upload and remove in `chat.services.uploads`, send in
+`chat.services.turns`.
 """
 
 from __future__ import annotations

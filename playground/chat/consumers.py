@@ -1,4 +1,4 @@
-"""The chat WebSocket: a transport adapter over `playground.chat.services`.
+"""The chat WebSocket: a transport adapter over the chat services (`playground.chat.services`).
 
 `connect()` lets in only a signed-in member of the conversation's team. Every message
 first re-reads the session: a logout, a changed password or a deactivated account closes
@@ -13,7 +13,9 @@ for it, so the record exists once the socket is gone.
 Every frame sent is a rendered template from `templates/chat/ws/` whose top-level elements
 carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings. The streamed
 text goes through `chat.relay`: each delta template is rendered once per turn, and text that
-arrives within one frame interval (`CHAT_STREAM_FRAME_MS`) is sent as one frame.
+arrives within one frame interval (`CHAT_STREAM_FRAME_MS`) is sent as one frame. When a turn
+ends, the service says whether auto-mock mode continues it (`chat_auto_continue`);
+the consumer streams the turns it is handed.
 """
 
 from __future__ import annotations
@@ -36,15 +38,14 @@ from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.relay import DeltaFrames, FrameRelay
 from playground.chat.selectors import aconversation_get
-from playground.chat.services import (
-    ChatTurn,
-    ConversationNotFound,
+from playground.chat.services.conversations import ConversationNotFound
+from playground.chat.services.tool_continuations import (
     ToolResultInput,
     ToolResultsRefused,
-    chat_auto_continue_start,
+    chat_auto_continue,
     chat_continue_start,
-    chat_turn_start,
 )
+from playground.chat.services.turns import ChatTurn, chat_turn_start
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _open_turn(self, text: str, attachment_ids: tuple[int, ...] = ()) -> ChatTurn | None:
         """Save the question and show it; None (after a notice) when the service refuses."""
         turn = await self._refusable(
-            chat_turn_start,
+            database_sync_to_async(chat_turn_start),
             user=self.scope["user"],
             conversation_id=self.conversation_id,
             text=text,
@@ -161,7 +162,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             for index in {*command.texts, *command.mocks}
         }
         turn = await self._refusable(
-            chat_continue_start,
+            database_sync_to_async(chat_continue_start),
             user=self.scope["user"],
             conversation_id=self.conversation_id,
             message_id=command.message_id,
@@ -172,16 +173,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return turn
 
     async def _auto_continue(self, turn: ChatTurn) -> ChatTurn | None:
-        """Auto-mock mode: the next step answered from mocks, or None (the user answers)."""
-        answer = turn.assistant_message
-        if answer is None or not answer.tool_calls:
-            return None
-        next_turn = await self._refusable(
-            chat_auto_continue_start,
-            user=self.scope["user"],
-            conversation_id=self.conversation_id,
-            message_id=answer.pk,
-        )
+        """The turn the service continues `turn` with (auto-mock mode), shown; None: the user answers."""
+        next_turn = await self._refusable(chat_auto_continue, user=self.scope["user"], turn=turn)
         if next_turn is not None:
             await self._show_continue(next_turn)
         return next_turn
@@ -193,34 +186,32 @@ class ChatConsumer(AsyncWebsocketConsumer):
         context = {"message": answered, "key": _key(turn), "oob_target": answered.dom_id, "can_send": True}
         await self._send_template("chat/ws/continue_started.html", context)
 
-    async def _refusable(self, service: Callable[..., ChatTurn | None], **kwargs: Any) -> ChatTurn | None:
+    async def _refusable(
+        self, service: Callable[..., Awaitable[ChatTurn | None]], **kwargs: Any
+    ) -> ChatTurn | None:
         """Run a turn-starting service; a refusal becomes a notice (or closes the socket) and None."""
         try:
-            return await database_sync_to_async(service)(**kwargs)
+            return await service(**kwargs)
         except ConversationNotFound:
             await self._notice(GONE)
             await self.close(code=CLOSE_NOT_FOUND)
         except PermissionDenied as exc:
             await self._notice(str(exc) or "You may not send messages in this conversation.")
         except ToolResultsRefused as exc:
-            context = {"message_id": kwargs.get("message_id"), "errors": sorted(exc.errors.items())}
+            context = {"message_id": exc.message_id, "errors": sorted(exc.errors.items())}
             await self._send_template("chat/ws/tool_results_refused.html", context)
         except ValidationError as exc:
             await self._notice(" ".join(exc.messages))
         return None
 
     async def _run_turn(self, turn: ChatTurn, slot: TurnSlot) -> None:
-        steps = 0  # tool steps answered from mocks since the user last acted
         try:
             current: ChatTurn | None = turn
             while current is not None:
                 turn = current
                 await self._stream(turn)
                 await self._send_finished(turn)
-                current = None
-                if steps < turn.conversation.auto_mock_steps:
-                    current = await self._auto_continue(turn)
-                    steps += 1
+                current = await self._auto_continue(turn)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -4,7 +4,7 @@ Definitions are kept on `Conversation.tools` in the OpenAI shape
 (`{"type": "function", "function": {"name", "description", "parameters", "strict"}}`) plus
 two keys of ours that are never sent upstream: `mocks` (saved results the user can pick, and
 that auto-mock mode answers with) and `returns_json` (a typed result must then be JSON).
-Pure checks and shaping, no writes (`chat.services.conversation_tools_update` saves). Every
+Pure checks and shaping, no writes (`chat.services.conversations.conversation_tools_update` saves). Every
 definition is checked on save by the shape rules every feature shares
 (`providers.request_rules`: `parameters` against the JSON Schema 2020-12 meta-schema) plus
 the mocks, and each problem is reported with its JSON path; nothing invalid is stored.

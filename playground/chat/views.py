@@ -49,15 +49,15 @@ from playground.chat.selectors import (
     message_list,
     message_request_get,
 )
-from playground.chat.services import (
+from playground.chat.services.conversations import (
     ConversationNotFound,
-    chat_turn_delete,
     conversation_capabilities,
     conversation_composer_update,
     conversation_create,
     conversation_settings_update,
     conversation_tools_update,
 )
+from playground.chat.services.turns import chat_turn_delete
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolsInvalid
 from playground.lib.web import HtmxHttpRequest, form_errors_add

@@ -361,7 +361,7 @@ class UsageConversationTotal(models.Model):
     conversation-day of the period (~800 k at 10 M records over 90 days). With these totals the
     ranking reads the top few conversations lying wholly inside the period from an index, and
     sums day rows only for the few that straddle the period and could still rank
-    (`analytics.selectors.top_conversations`).
+    (`analytics.selectors.conversations.top_conversations`).
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)

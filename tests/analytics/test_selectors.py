@@ -12,9 +12,21 @@ import pytest
 from django.db.models import Count, Sum
 from django.http import QueryDict
 
-from playground.analytics import selectors
 from playground.analytics.filters import Period, filters_from_query
-from playground.analytics.records import log_records
+from playground.analytics.selectors.chart_series import (
+    cache_ratio_by_affinity,
+    cost_by_group,
+    latency_distribution,
+    requests_by_status,
+    savings_over_time,
+    tokens_over_time,
+    ttft_percentiles_by_cache,
+)
+from playground.analytics.selectors.conversations import prompt_growth, top_conversations
+from playground.analytics.selectors.request_log import log_records
+from playground.analytics.selectors.rollups import buckets, chart_period, usd
+from playground.analytics.selectors.totals import log_totals
+from playground.analytics.selectors.what_if import NO_CACHE_DISCOUNT, what_if, what_if_target
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
@@ -32,13 +44,13 @@ H10 = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
 
 def test_a_day_reads_hourly_buckets_and_a_month_daily_ones(actors: Any) -> None:
     assert filters_for(actors.owner).period.hourly
-    assert len(selectors.buckets(filters_for(actors.owner))) == 24  # 12:00 yesterday to 11:00 today
+    assert len(buckets(filters_for(actors.owner))) == 24  # 12:00 yesterday to 11:00 today
     month = filters_for(actors.owner, range="30d")
-    assert not month.period.hourly and len(selectors.buckets(month)) == 31
+    assert not month.period.hourly and len(buckets(month)) == 31
 
 
 def test_cost_is_summed_per_bucket_and_model_and_leaves_other_teams_out(actors: Any, known: Known) -> None:
-    rows = selectors.cost_by_group(filters_for(actors.owner))
+    rows = cost_by_group(filters_for(actors.owner))
 
     assert [(r["bucket"], r["label"], r["cost"]) for r in rows] == [
         (H9, ENGINE_MODEL_ID, Decimal("0.00195")),
@@ -47,7 +59,7 @@ def test_cost_is_summed_per_bucket_and_model_and_leaves_other_teams_out(actors: 
 
 
 def test_cost_can_be_stacked_by_user(actors: Any, known: Known) -> None:
-    rows = selectors.cost_by_group(filters_for(actors.owner, group="user"))
+    rows = cost_by_group(filters_for(actors.owner, group="user"))
 
     assert {(r["bucket"], r["label"], r["cost"]) for r in rows} == {
         (H9, "owner", Decimal("0.00075")),
@@ -57,7 +69,7 @@ def test_cost_can_be_stacked_by_user(actors: Any, known: Known) -> None:
 
 
 def test_fresh_and_cached_tokens_with_the_share_of_known_prompts(actors: Any, known: Known) -> None:
-    rows = selectors.tokens_over_time(filters_for(actors.owner))
+    rows = tokens_over_time(filters_for(actors.owner))
 
     assert rows == [
         {"bucket": H9, "fresh": 1500, "cached": 1500, "share": 0.5},
@@ -66,7 +78,7 @@ def test_fresh_and_cached_tokens_with_the_share_of_known_prompts(actors: Any, kn
 
 
 def test_cache_hit_ratio_is_split_by_affinity_and_skips_unreported(actors: Any, known: Known) -> None:
-    rows = selectors.cache_ratio_by_affinity(filters_for(actors.owner))
+    rows = cache_ratio_by_affinity(filters_for(actors.owner))
 
     assert [(r["bucket"], r["affinity"], r["ratio"]) for r in rows] == [(H9, False, 0.0), (H9, True, 0.75)]
 
@@ -74,7 +86,7 @@ def test_cache_hit_ratio_is_split_by_affinity_and_skips_unreported(actors: Any, 
 def test_savings_are_the_cached_tokens_at_the_input_price_minus_what_they_cost(
     actors: Any, known: Known
 ) -> None:
-    rows = selectors.savings_over_time(filters_for(actors.owner))
+    rows = savings_over_time(filters_for(actors.owner))
 
     nine = next(r for r in rows if r["bucket"] == H9)
     assert nine["would_cost"] == Decimal("0.0009")  # 1,500 x $0.60/M
@@ -83,7 +95,7 @@ def test_savings_are_the_cached_tokens_at_the_input_price_minus_what_they_cost(
 
 
 def test_ttft_percentiles_split_hits_from_misses(actors: Any, known: Known) -> None:
-    rows = selectors.ttft_percentiles_by_cache(filters_for(actors.owner))
+    rows = ttft_percentiles_by_cache(filters_for(actors.owner))
 
     assert [(r["cache_state"], r["p50"], r["p95"]) for r in rows] == [
         ("hit", 450.0, 495.0),  # 420 ms in [400, 500)
@@ -92,7 +104,7 @@ def test_ttft_percentiles_split_hits_from_misses(actors: Any, known: Known) -> N
 
 
 def test_latency_distribution_combines_buckets_into_percentiles(actors: Any, known: Known) -> None:
-    result = selectors.latency_distribution(filters_for(actors.owner))
+    result = latency_distribution(filters_for(actors.owner))
 
     assert sum(result["counts"]) == 3
     assert result["counts"][9] == result["counts"][11] == result["counts"][14] == 1
@@ -100,7 +112,7 @@ def test_latency_distribution_combines_buckets_into_percentiles(actors: Any, kno
 
 
 def test_requests_by_status(actors: Any, known: Known) -> None:
-    rows = selectors.requests_by_status(filters_for(actors.owner))
+    rows = requests_by_status(filters_for(actors.owner))
 
     assert rows == [
         {"bucket": H9, "status": "ok", "requests": 2},
@@ -109,24 +121,24 @@ def test_requests_by_status(actors: Any, known: Known) -> None:
 
 
 def test_filters_narrow_every_chart(actors: Any, known: Known) -> None:
-    assert selectors.requests_by_status(filters_for(actors.owner, status="ok")) == [
+    assert requests_by_status(filters_for(actors.owner, status="ok")) == [
         {"bucket": H9, "status": "ok", "requests": 2}
     ]
-    assert [r["cost"] for r in selectors.cost_by_group(filters_for(actors.owner, affinity="on"))] == [
+    assert [r["cost"] for r in cost_by_group(filters_for(actors.owner, affinity="on"))] == [
         Decimal("0.00075")
     ]
-    assert selectors.cost_by_group(filters_for(actors.owner, user=str(actors.teammate.pk)))[0][
-        "cost"
-    ] == Decimal("0.0012")
-    assert selectors.cost_by_group(filters_for(actors.owner, model=KIMI_K26))[0]["cost"] == Decimal("0.0135")
-    assert selectors.cost_by_group(filters_for(actors.owner, path="batch")) == []
+    assert cost_by_group(filters_for(actors.owner, user=str(actors.teammate.pk)))[0]["cost"] == Decimal(
+        "0.0012"
+    )
+    assert cost_by_group(filters_for(actors.owner, model=KIMI_K26))[0]["cost"] == Decimal("0.0135")
+    assert cost_by_group(filters_for(actors.owner, path="batch")) == []
 
 
 def test_top_conversations_and_their_prompt_growth(actors: Any, known: Known) -> None:
     filters = filters_for(actors.owner)
 
-    top = selectors.top_conversations(filters)
-    growth = selectors.prompt_growth(filters)
+    top = top_conversations(filters)
+    growth = prompt_growth(filters)
 
     assert top == [
         {
@@ -157,7 +169,7 @@ def test_top_conversations_name_a_deleted_one_and_never_another_teams(actors: An
     known.conversation.delete()
 
     with clock(NOW):
-        top = selectors.top_conversations(filters_for(actors.owner))
+        top = top_conversations(filters_for(actors.owner))
 
     assert {row["conversation_id"]: row["title"] for row in top} == {
         alphas: f"Conversation #{alphas} (deleted)",
@@ -167,10 +179,10 @@ def test_top_conversations_name_a_deleted_one_and_never_another_teams(actors: An
 
 def test_what_if_reprices_the_periods_tokens_under_another_card(actors: Any, known: Known) -> None:
     k26 = PriceCard.objects.get(model__model_id=KIMI_K26)
-    target = selectors.what_if_target(str(k26.pk))
+    target = what_if_target(str(k26.pk))
     assert target is not None
 
-    rows = {r["model_id"]: r for r in selectors.what_if(filters_for(actors.owner), target=target)}
+    rows = {r["model_id"]: r for r in what_if(filters_for(actors.owner), target=target)}
 
     engine = rows[ENGINE_MODEL_ID]
     assert (engine["prompt_tokens"], engine["cached_tokens"], engine["completion_tokens"]) == (
@@ -185,10 +197,10 @@ def test_what_if_reprices_the_periods_tokens_under_another_card(actors: Any, kno
 
 
 def test_what_if_without_the_cache_discount(actors: Any, known: Known) -> None:
-    target = selectors.what_if_target(selectors.NO_CACHE_DISCOUNT)
+    target = what_if_target(NO_CACHE_DISCOUNT)
     assert target is not None
 
-    rows = {r["model_id"]: r for r in selectors.what_if(filters_for(actors.owner), target=target)}
+    rows = {r["model_id"]: r for r in what_if(filters_for(actors.owner), target=target)}
 
     assert rows[ENGINE_MODEL_ID]["repriced"] == Decimal("0.0027")  # 3,000 x $0.60 + 300 x $3.00, per M
     assert rows[ENGINE_MODEL_ID]["difference"] == Decimal("0.00075")  # = the savings
@@ -245,10 +257,9 @@ def test_top_conversations_from_totals_equal_ranking_every_conversation_day(acto
                 )
                 .order_by("-cost", "conversation_id")[:limit]
             )
-            got = selectors.top_conversations(filters, limit=limit)
+            got = top_conversations(filters, limit=limit)
             assert [(r["conversation_id"], r["cost"], r["requests"], r["prompt_tokens"]) for r in got] == [
-                (r["conversation_id"], selectors.usd(r["cost"]), r["requests"], r["prompt_tokens"])
-                for r in naive
+                (r["conversation_id"], usd(r["cost"]), r["requests"], r["prompt_tokens"]) for r in naive
             ], (first, last, limit)
         straddled += UsageConversationTotal.objects.filter(
             team=actors.team, first_bucket__lt=filters.period.start, last_bucket__gte=filters.period.start
@@ -275,15 +286,13 @@ def test_a_preset_starts_at_the_start_of_its_first_bucket(actors: Any) -> None:
 def test_a_burst_in_a_week_is_drawn_over_its_own_hours(actors: Any, known: Known) -> None:
     week = filters_for(actors.owner, range="7d")
 
-    drawn = selectors.chart_period(week)
+    drawn = chart_period(week)
 
     # Requests at 09:00 and 10:00, widened to twelve hours and kept inside the period (ends 12:00).
     assert drawn == Period(start=H9 - dt.timedelta(hours=9), end=NOW, preset="7d", hourly=True)
     zoomed = replace(week, period=drawn)
-    assert len(selectors.buckets(zoomed)) == 12
-    assert [r["cost"] for r in selectors.cost_by_group(zoomed)] == [
-        r["cost"] for r in selectors.cost_by_group(week)
-    ]
+    assert len(buckets(zoomed)) == 12
+    assert [r["cost"] for r in cost_by_group(zoomed)] == [r["cost"] for r in cost_by_group(week)]
 
 
 def test_two_days_of_a_quarter_are_drawn_hourly(actors: Any, known: Known) -> None:
@@ -297,7 +306,7 @@ def test_two_days_of_a_quarter_are_drawn_hourly(actors: Any, known: Known) -> No
         latency=200,
     )
 
-    drawn = selectors.chart_period(filters_for(actors.owner, range="90d"))
+    drawn = chart_period(filters_for(actors.owner, range="90d"))
 
     assert drawn == Period(
         start=H9 - dt.timedelta(days=1), end=H10 + dt.timedelta(hours=1), preset="90d", hourly=True
@@ -306,9 +315,9 @@ def test_two_days_of_a_quarter_are_drawn_hourly(actors: Any, known: Known) -> No
 
 def test_a_period_whose_requests_fill_half_of_it_is_drawn_whole(actors: Any, known: Known) -> None:
     day = filters_for(actors.owner, range="24h")  # the burst widened to 12 hours is half the day
-    assert selectors.chart_period(day) == day.period
+    assert chart_period(day) == day.period
     empty = filters_for(actors.owner, range="7d", model="@cf/none")
-    assert selectors.chart_period(empty) == empty.period
+    assert chart_period(empty) == empty.period
 
 
 # --- totals from the rollups equal the records' ---------------------------------------------------
@@ -357,7 +366,7 @@ def test_the_log_totals_from_rollups_equal_summing_the_records(actors: Any) -> N
                 cached=Sum("cached_tokens"),
             )
 
-            totals = selectors.log_totals(filters)
+            totals = log_totals(filters)
 
             assert (
                 totals.requests,

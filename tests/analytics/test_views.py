@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from playground.analytics import selectors, views
+from playground.analytics import views
 from playground.analytics.exports import HEADERS, formula_safe
-from playground.analytics.records import log_page
+from playground.analytics.selectors.request_log import log_page
+from playground.analytics.selectors.totals import log_totals
 from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
@@ -123,7 +124,7 @@ def test_the_detail_page_shows_every_field_and_the_filled_in_formula(actors: Any
 def test_the_log_pages_by_keyset_with_no_row_twice_or_missed(
     actors: Any, known: Known, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("playground.analytics.records.PAGE_SIZE", 1)
+    monkeypatch.setattr("playground.analytics.selectors.request_log.PAGE_SIZE", 1)
     client = client_for(actors.owner)
     seen: list[str] = []
     query: dict[str, Any] = {"range": "24h", "sort": "cost"}
@@ -351,7 +352,7 @@ def test_the_log_totals_count_every_page_of_the_filtered_set(
         params = {**params, "conversation": str(known.conversation.pk)}
     filters = filters_for(actors.owner, **params)
 
-    totals = selectors.log_totals(filters)
+    totals = log_totals(filters)
 
     got = (totals.requests, totals.prompt_tokens, totals.cached_tokens, totals.completion_tokens, totals.cost)
     assert got == (*expected[:4], Decimal(expected[4]))
@@ -360,7 +361,7 @@ def test_the_log_totals_count_every_page_of_the_filtered_set(
 
 
 def test_the_log_shows_its_totals_row_for_every_page(actors: Any, known: Known, monkeypatch: Any) -> None:
-    monkeypatch.setattr("playground.analytics.records.PAGE_SIZE", 1)
+    monkeypatch.setattr("playground.analytics.selectors.request_log.PAGE_SIZE", 1)
     client = client_for(actors.owner)
     with clock(NOW):
         page = client.get(reverse("analytics:log"), {"range": "24h"}).content.decode()

@@ -24,7 +24,7 @@ from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, catalog_seed
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
-from playground.chat.services import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
-from playground.chat.services import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
 from tests.fakes.upstream import FakeUpstream

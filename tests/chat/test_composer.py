@@ -22,12 +22,8 @@ from playground.chat.composer import (
     structured_check,
 )
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import (
-    ChatTurn,
-    chat_turn_start,
-    conversation_composer_update,
-    conversation_create,
-)
+from playground.chat.services.conversations import conversation_composer_update, conversation_create
+from playground.chat.services.turns import ChatTurn, chat_turn_start
 from playground.providers.models import ProviderConnection
 from playground.providers.request_body import recorded_body
 from playground.usage.models import UsageRecord

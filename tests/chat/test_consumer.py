@@ -376,7 +376,7 @@ async def test_a_turn_that_breaks_before_its_answer_is_stored_does_not_leave_the
     def broken(self: object, record: UsageRecord | None, outcome: object) -> None:
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr("playground.chat.services.ChatTurn._save_answer", broken)
+    monkeypatch.setattr("playground.chat.services.turns.ChatTurn._save_answer", broken)
     socket = open_socket("owner", conversation.pk)
     await socket.connect()
 

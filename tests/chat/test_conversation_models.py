@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation
-from playground.chat.services import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from tests.fakes.upstream import FakeUpstream, json_reply
 from tests.support.actors import Actors

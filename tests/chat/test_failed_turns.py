@@ -14,7 +14,8 @@ from django.urls import reverse
 from playground.accounts.models import AuditAction, AuditEvent, Membership
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import ChatTurn, ToolResultInput, chat_continue_start, chat_turn_start
+from playground.chat.services.tool_continuations import ToolResultInput, chat_continue_start
+from playground.chat.services.turns import ChatTurn, chat_turn_start
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BUDGET_EXCEEDED, UNPRICED_REFUSED
 from playground.usage.models import TeamBudget, UsageRecord, UsageStatus

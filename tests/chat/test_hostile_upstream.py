@@ -17,7 +17,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import chat_turn_start
+from playground.chat.services.turns import chat_turn_start
 from playground.usage import services as usage_services
 from playground.usage.metered_call import STREAM_FAILED
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus

@@ -19,7 +19,7 @@ from django.conf import LazySettings
 from django.test import Client
 
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
-from playground.chat.services import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_save
 from tests.fakes.upstream import FakeUpstream, error, native_frame, sse, v4_error

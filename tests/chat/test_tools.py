@@ -7,19 +7,20 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import (
+from playground.chat.services.conversations import conversation_create, conversation_tools_update
+from playground.chat.services.history import upstream_messages
+from playground.chat.services.tool_continuations import (
     ToolResultInput,
     ToolResultsRefused,
+    chat_auto_continue,
     chat_continue_start,
-    chat_turn_start,
-    conversation_create,
-    conversation_tools_update,
-    upstream_messages,
 )
+from playground.chat.services.turns import chat_turn_start
 from playground.chat.tools import (
     ToolsInvalid,
     tool_call_record,
@@ -467,3 +468,55 @@ async def test_auto_mock_answers_a_loop_of_calls_for_n_steps_then_the_model_answ
     assert [message["role"] for message in last[-4:]] == ["assistant", "tool", "assistant", "tool"]
     assert [message.get("tool_call_id") for message in last[-4:]] == [None, REPEATED_ID, None, REPEATED_ID]
     assert last[-1]["content"] == json.dumps({"temp": 18})
+
+
+# --- auto-mock mode: the turn service's rule ---------------------------------------------------
+# Async and transactional like the consumer that calls it: the service reaches the database
+# from a worker thread (`database_sync_to_async`).
+achat_turn_start = sync_to_async(chat_turn_start)
+aanswer_with_calls = sync_to_async(answer_with_calls)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_auto_mock_continues_with_the_first_mocks_counting_steps_and_stops_after_n(
+    actors: Actors, auto_mock_conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    conversation = auto_mock_conversation  # auto_mock_steps = 3
+    turn = await achat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="Weather?")
+    for step in (1, 2, 3):
+        answer = await aanswer_with_calls(conversation, (0, REPEATED_ID, '{"city": "Paris"}'))
+        turn.assistant_message = answer
+        next_turn = await chat_auto_continue(user=actors.owner, turn=turn)
+        assert next_turn is not None
+        assert (next_turn.mock_steps, next_turn.continues) == (step, answer)
+        assert [result.content for result in next_turn.tool_results] == [json.dumps({"temp": 18})]
+        turn = next_turn
+    turn.assistant_message = await aanswer_with_calls(conversation, (0, "c9", '{"city": "Oslo"}'))
+    assert await chat_auto_continue(user=actors.owner, turn=turn) is None  # the user answers the 4th
+    assert await Message.objects.filter(role=MessageRole.TOOL).acount() == 3
+    assert fake_upstream.requests == []  # the service builds turns; the consumer streams them
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_auto_mock_stops_when_a_call_has_no_mock_or_there_is_no_call(
+    actors: Actors, auto_mock_conversation: Conversation
+) -> None:
+    conversation = auto_mock_conversation
+    turn = await achat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="Weather?")
+    turn.assistant_message = await Message.objects.acreate(
+        conversation=conversation, role=MessageRole.ASSISTANT, content="No calls."
+    )
+    assert await chat_auto_continue(user=actors.owner, turn=turn) is None
+    conversation.tools = [weather_tool(returns_json=True)]  # no mocks
+    await conversation.asave()
+    turn.assistant_message = await aanswer_with_calls(conversation, (0, "c0", '{"city": "Paris"}'))
+    assert await chat_auto_continue(user=actors.owner, turn=turn) is None
+    assert not await Message.objects.filter(role=MessageRole.TOOL).aexists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_auto_mock_is_off_at_zero_steps(actors: Actors, tools_conversation: Conversation) -> None:
+    turn = await achat_turn_start(user=actors.owner, conversation_id=tools_conversation.pk, text="Weather?")
+    turn.assistant_message = await aanswer_with_calls(tools_conversation, (0, "c0", "{}"))
+    assert await chat_auto_continue(user=actors.owner, turn=turn) is None
+    assert not await Message.objects.filter(role=MessageRole.TOOL).aexists()

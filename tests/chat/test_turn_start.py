@@ -9,13 +9,9 @@ from django.core.exceptions import ValidationError
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import (
-    HISTORY_MAX_MESSAGES,
-    MAX_MESSAGE_CHARS,
-    chat_turn_start,
-    conversation_create,
-    upstream_messages,
-)
+from playground.chat.services.conversations import conversation_create
+from playground.chat.services.history import HISTORY_MAX_MESSAGES, upstream_messages
+from playground.chat.services.turns import MAX_MESSAGE_CHARS, chat_turn_start
 from playground.providers.models import ProviderConnection
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors

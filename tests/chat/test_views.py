@@ -14,7 +14,7 @@ from django.urls import reverse
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from tests.support.actors import Actors

@@ -17,7 +17,7 @@ from playground.accounts.models import Team
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.chat.models import Conversation
-from playground.chat.services import conversation_create
+from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
 from tests.fakes.upstream import FakeUpstream

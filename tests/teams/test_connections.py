@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from playground.accounts.models import AuditAction, AuditEvent
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure, connection_token
-from playground.teams import services
+from playground.teams.services.connections import connection_delete
 from tests.fakes.upstream import FakeUpstream, error, json_reply
 from tests.support.actors import Actors
 from tests.support.clients import client_for
@@ -172,7 +172,7 @@ def test_connection_delete_refuses_the_engine_connection_even_when_called_direct
     engine = connection_engine_ensure(team=actors.team)
 
     with pytest.raises(ValidationError, match="cannot be deleted"):
-        services.connection_delete(actor=actors.membership(actors.owner), connection=engine)
+        connection_delete(actor=actors.membership(actors.owner), connection=engine)
 
     assert ProviderConnection.objects.filter(pk=engine.pk).exists()
     assert not AuditEvent.objects.filter(action=AuditAction.CONNECTION_DELETED).exists()

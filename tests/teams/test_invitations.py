@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from playground.accounts.models import AuditAction, AuditEvent, Invitation, Membership, Role
-from playground.teams.services import invitation_create
+from playground.teams.services.invitations import invitation_create
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 

@@ -22,7 +22,7 @@ from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Member
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
-from playground.teams.services import invitation_create
+from playground.teams.services.invitations import invitation_create
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 

@@ -1,0 +1,8 @@
+"""Reads of the Usage pages, one module per idea; callers import from the module that holds the name.
+
+- `rollups`: which rollup table a filter reads, its rows and buckets, the span charts draw;
+  shared by the dashboard's selectors, which scan no raw usage row.
+- `totals`: the headline figures and the request log's totals row.
+- `chart_series`, `conversations`, `what_if`: the rows of the dashboard's charts.
+- `request_log`: the raw records of the request log: filtered, sorted, keyset-paginated, exported.
+"""

@@ -1,0 +1,144 @@
+"""Conversations: start one on a connection and model, and save its settings (affinity, composer, tools)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from playground.accounts.permissions import require_run_role
+from playground.chat.composer import composer_capabilities, parameters_check, response_format_check
+from playground.chat.models import Conversation
+from playground.chat.selectors import conversation_get
+from playground.chat.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
+from playground.providers.connection_check import connection_model_check
+from playground.providers.issues import Issue
+from playground.providers.request_rules import Capabilities, tools_support
+from playground.providers.selectors import connection_for_run
+
+
+class ConversationNotFound(Exception):
+    """No conversation with that id in the user's teams (answered as 404)."""
+
+
+def conversation_for_run(*, user: User, conversation_id: int) -> Conversation:
+    """The user's conversation, if they may send in it. Raises `ConversationNotFound`
+    (another team's, or none) or `PermissionDenied` (viewers)."""
+    conversation = conversation_get(user=user, conversation_id=conversation_id)
+    if conversation is None:
+        raise ConversationNotFound(conversation_id)
+    require_run_role(user=user, team_id=conversation.team_id)
+    return conversation
+
+
+def conversation_create(
+    *,
+    user: User,
+    connection_id: int,
+    model_id: str,
+    system_prompt: str = "",
+    use_affinity: bool = True,
+) -> Conversation:
+    """Raises `ValidationError` keyed by form field: see `connection_for_run`, and a model id the
+    connection does not serve when it lists its models (`connection_model_check`)."""
+    connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    connection_model_check(connection=connection, model_id=model_id)
+    return Conversation.objects.create(
+        team_id=connection.team_id,
+        user=user,
+        connection=connection,
+        model_id=model_id,
+        system_prompt=system_prompt,
+        use_affinity=use_affinity,
+        affinity_key=f"pg-{uuid.uuid4().hex}",
+    )
+
+
+def conversation_settings_update(*, user: User, conversation_id: int, use_affinity: bool) -> Conversation:
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    conversation.use_affinity = use_affinity
+    conversation.save(update_fields=["use_affinity", "updated_at"])
+    return conversation
+
+
+def conversation_composer_update(
+    *,
+    user: User,
+    conversation_id: int,
+    parameters: dict[str, Any],
+    response_format: str,
+    schema_name: str = "",
+    schema_strict: bool = False,
+    schema_text: str = "",
+) -> Conversation:
+    """Save the composer's settings, all or nothing.
+
+    Raises `ValidationError` keyed by field: a parameter the model or connection does not
+    take, `json_schema` for a model the catalogue does not say can follow one, a schema
+    that is not JSON or breaks the 2020-12 meta-schema (each error with its JSON path).
+    """
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    caps = composer_capabilities(conversation=conversation, day=timezone.now().date())
+    errors: dict[str, list[str]] = {}
+    kept: dict[str, Any] = {}
+    stored_format = None
+    try:
+        kept = parameters_check(caps=caps, parameters=parameters)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        stored_format = response_format_check(
+            caps=caps, kind=response_format, name=schema_name, strict=schema_strict, schema_text=schema_text
+        )
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    conversation.parameters = kept
+    conversation.response_format = stored_format
+    conversation.save(update_fields=["parameters", "response_format", "updated_at"])
+    return conversation
+
+
+def conversation_capabilities(*, conversation: Conversation) -> Capabilities:
+    return composer_capabilities(conversation=conversation, day=timezone.now().date())
+
+
+def conversation_tools_update(
+    *,
+    user: User,
+    conversation_id: int,
+    tools_text: str,
+    tool_choice: str,
+    parallel_tool_calls: bool,
+    auto_mock_steps: int,
+) -> Conversation:
+    """Save the tools editor, all or nothing: raises `ToolsInvalid` listing every problem
+    with its JSON path (see `chat.tools`), and refuses tools for a model that takes none."""
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    problems: list[Issue] = []
+    tools: list[dict[str, Any]] = []
+    choice: str | dict[str, Any] = "auto"
+    try:
+        tools = tools_parse(tools_text)
+        choice = tool_choice_parse(tool_choice, tools)
+    except ToolsInvalid as exc:
+        problems += exc.problems
+    if not 0 <= auto_mock_steps <= MAX_AUTO_MOCK_STEPS:
+        problems.append(Issue("auto_mock_steps", f"Between 0 and {MAX_AUTO_MOCK_STEPS}."))
+    support = tools_support(model_id=conversation.model_id)
+    if tools and not support.allowed:
+        problems.insert(0, Issue("$", support.reason))
+    if problems:
+        raise ToolsInvalid(problems)
+    conversation.tools = tools
+    conversation.tool_choice = choice
+    conversation.parallel_tool_calls = parallel_tool_calls
+    conversation.auto_mock_steps = auto_mock_steps
+    conversation.save(
+        update_fields=["tools", "tool_choice", "parallel_tool_calls", "auto_mock_steps", "updated_at"]
+    )
+    return conversation

@@ -1,0 +1,99 @@
+"""The history a request sends: saved messages in OpenAI shape, failed turns and unanswered calls left out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from playground.chat.attachments import user_content
+from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.tools import ToolCallRecord
+from playground.providers.answer_collector import FunctionCallPart, ToolCallPart
+
+# Earlier messages sent with each turn: bounds the query and the request of a long conversation.
+HISTORY_MAX_MESSAGES = 200
+
+
+def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
+
+    Only turns that were answered go out, and a turn whose tool round trip is pending (the
+    results just saved for the request being built): a turn is a user message and the answers
+    and tool results that follow it, up to an answer with text. A failed request (refused by a
+    budget, an upstream error, a timeout, stopped before any output) is left out with what
+    triggered it: the user message, or a continuation's tool results. So no user message goes
+    out twice in a row, which templates that need alternating roles refuse. An answer with
+    tool calls goes out with its `tool_calls`, followed by one `tool` message per call in
+    index order (matched by the answer and the index: Kimi's ids repeat), but only when every
+    call was answered; otherwise (the user typed a new message instead) it goes out as text,
+    or its turn not at all. Only the last `HISTORY_MAX_MESSAGES` messages are read.
+    """
+    messages: list[dict[str, Any]] = []
+    if conversation.system_prompt.strip():
+        messages.append({"role": "system", "content": conversation.system_prompt})
+    recent = list(
+        conversation.messages.select_related("usage_record")
+        .defer("usage_record__request_body")
+        .prefetch_related("attachments")
+        .order_by("-created_at", "-id")[:HISTORY_MAX_MESSAGES]
+    )
+    kept = _without_failed_turns(reversed(recent))
+    results: dict[int, list[Message]] = {}
+    for message in kept:
+        if message.role == MessageRole.TOOL and message.reply_to_id is not None:
+            results.setdefault(message.reply_to_id, []).append(message)
+    turn: list[dict[str, Any]] = []  # the turn being read, sent once an answer with text ends it
+    for message in kept:
+        if message.role == MessageRole.TOOL:
+            continue  # sent right after the answer whose call it answers
+        if message.role == MessageRole.USER:
+            turn = [_user_part(message)]  # a turn still open here was never answered: left out
+            continue
+        answered = sorted(results.get(message.pk, []), key=lambda result: result.tool_call_index or 0)
+        calls = sorted(message.tool_calls or [], key=lambda call: call["index"])
+        if calls and [call["index"] for call in calls] == [result.tool_call_index for result in answered]:
+            turn.append(
+                {
+                    "role": "assistant",
+                    "content": message.content or None,
+                    "tool_calls": [_tool_call_part(call) for call in calls],
+                }
+            )
+            turn += [
+                {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content}
+                for result in answered
+            ]
+        elif message.content:
+            messages += [*turn, {"role": "assistant", "content": message.content}]
+            turn = []
+    if turn and turn[-1]["role"] == "tool":  # the round trip this request continues
+        messages += turn
+    return messages
+
+
+def _without_failed_turns(messages: Iterable[Message]) -> list[Message]:
+    """`messages` (oldest first) without failed answers and the messages that triggered them."""
+    kept: list[Message] = []
+    trigger: list[Message] = []  # what the next answer replies to: a user message or tool results
+    for message in messages:
+        if message.role != MessageRole.ASSISTANT:
+            trigger.append(message)
+            continue
+        if not message.is_failed_answer:
+            kept += [*trigger, message]
+        trigger = []
+    return kept + trigger
+
+
+def _user_part(message: Message) -> dict[str, Any]:
+    """A user message; with its images as OpenAI content parts carrying data URLs (the text may
+    be empty)."""
+    if images := list(message.attachments.all()):
+        return {"role": "user", "content": user_content(text=message.content, attachments=images)}
+    return {"role": "user", "content": message.content}
+
+
+def _tool_call_part(call: ToolCallRecord) -> ToolCallPart:
+    """A stored call as the `tool_calls[]` item of an assistant message, with its original id."""
+    function: FunctionCallPart = {"name": call["name"], "arguments": call["arguments"]}
+    return {"id": call["id"], "type": "function", "function": function}

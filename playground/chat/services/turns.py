@@ -1,0 +1,237 @@
+"""One chat turn: check and save the user's message, build the request, and run it through the metered call.
+
+A turn is `chat_turn_start` (sync: checks, saves the user's message, builds the request)
+then `ChatTurn.events()` (async: streams normalized events) through the one metered call
+(`playground.usage.metered_call`). However the stream ends (answer, upstream error,
+timeout, Stop, a client that went away, or data nobody could read), the metered call
+writes the usage record and then the assistant message, as one step shielded from
+cancellation, and neither write can skip the other. A tool continuation is a turn too
+(`tool_continuations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import prefetch_related_objects
+from django.utils import timezone
+
+from playground.catalog.selectors import catalog_model_serving
+from playground.chat.attachments import (
+    attachment_discard,
+    attachments_for_turn,
+    attachments_link,
+    image_refusal,
+    user_content,
+)
+from playground.chat.composer import chat_request_build, structured_check
+from playground.chat.models import Attachment, Conversation, Message, MessageRole
+from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
+from playground.chat.services.history import upstream_messages
+from playground.chat.tools import ToolCallRecord, tool_call_record
+from playground.lib.storable import is_storable
+from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
+from playground.providers.answer_collector import AnswerCollector
+from playground.providers.events import StreamEvent
+from playground.usage.metered_call import MeteredCall
+from playground.usage.metering import Outcome, estimate_tokens
+from playground.usage.models import UsageRecord
+from playground.usage.services import RequestContext
+
+MAX_MESSAGE_CHARS = 100_000
+TITLE_CHARS = 80
+
+
+@dataclass
+class ChatTurn:
+    """One request/answer exchange. `assistant_message` is set once `events()` has ended.
+
+    `user_message` is the message the answer replies to: the user's question, or, for a
+    tool continuation, the last of `tool_results` (which answer `continues`' calls).
+    `mock_steps`: the continuations answered from mocks since the user last acted, this
+    one included (auto-mock mode counts them against `Conversation.auto_mock_steps`).
+    """
+
+    conversation: Conversation
+    user_message: Message
+    call: MeteredCall
+    assistant_message: Message | None = None
+    answer: AnswerCollector = field(default_factory=AnswerCollector)
+    continues: Message | None = None
+    tool_results: list[Message] = field(default_factory=list)
+    mock_steps: int = 0
+
+    def __post_init__(self) -> None:
+        self.call.after_record = self._save_answer
+
+    async def events(self) -> AsyncGenerator[StreamEvent]:
+        """The upstream's events; the metered call writes the record and then the answer."""
+        async with aclosing(self.call.events()) as events:
+            async for event in events:
+                self.answer.observe(event)
+                yield event
+
+    def _tool_calls(self) -> list[ToolCallRecord]:
+        return [tool_call_record(call, self.conversation.tools) for call in self.answer.tool_calls]
+
+    def _save_answer(self, record: UsageRecord | None, outcome: Outcome) -> None:
+        with transaction.atomic():
+            message = Message.objects.create(
+                conversation=self.conversation,
+                role=MessageRole.ASSISTANT,
+                content=self.answer.text,
+                reasoning=self.answer.reasoning,
+                tool_calls=self._tool_calls(),
+                structured=structured_check(
+                    text=self.answer.text, response_format=self.conversation.response_format
+                ),
+                usage_record=record,
+            )
+            Conversation.objects.filter(pk=self.conversation.pk).update(updated_at=message.created_at)
+        self.assistant_message = message
+
+
+def chat_turn_start(
+    *, user: User, conversation_id: int, text: str, attachment_ids: Sequence[int] = ()
+) -> ChatTurn:
+    """Check the user may send, save their message, and build the upstream request.
+
+    `attachment_ids`: images uploaded to this conversation and not sent yet; they go with
+    the message (which may then have no text) when the model reads images.
+
+    Blocking (ORM, decrypting the token, resolving the host): call via `sync_to_async`.
+    Raises `ConversationNotFound`, `PermissionDenied` or `ValidationError`.
+    """
+    text = text.strip()
+    if not text and not attachment_ids:
+        raise ValidationError("Type a message first.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ValidationError(f"A message can be at most {MAX_MESSAGE_CHARS:,} characters.")
+    if not is_storable(text):  # JSON can carry "\ud800"; neither database can store it
+        raise ValidationError(
+            "The message contains a character that cannot be stored (a lone surrogate or NUL); "
+            "nothing was sent."
+        )
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    connection = conversation.connection
+    if connection is None:
+        raise ValidationError("This conversation's connection was deleted; start a new conversation.")
+    attachments = _attachments_to_send(conversation, attachment_ids)
+    request = chat_request_build(  # parameters, response format: the composer's settings
+        conversation=conversation,
+        messages=[
+            *upstream_messages(conversation),
+            {"role": "user", "content": user_content(text=text, attachments=attachments)},
+        ],
+        day=timezone.now().date(),
+    )
+    context_window = require_fits_context(request)
+    adapter = adapter_for(connection)
+    with transaction.atomic():
+        user_message = Message.objects.create(conversation=conversation, role=MessageRole.USER, content=text)
+        attachments_link(message=user_message, attachments=attachments)
+        if not conversation.title:
+            conversation.title = text[:TITLE_CHARS] or _images_title(len(attachments))
+        conversation.save(update_fields=["title", "updated_at"])
+    prefetch_related_objects([user_message], "attachments")  # the page shows them from async code
+    return ChatTurn(
+        conversation=conversation,
+        user_message=user_message,
+        call=turn_metered_call(
+            user=user, conversation=conversation, adapter=adapter, request=request, window=context_window
+        ),
+    )
+
+
+def turn_metered_call(
+    *,
+    user: User,
+    conversation: Conversation,
+    adapter: ChatAdapter,
+    request: ChatRequest,
+    window: int | None,
+) -> MeteredCall:
+    """The metered call of a turn's request, its usage record caused by the conversation."""
+    context = RequestContext(
+        team_id=conversation.team_id,
+        user_id=user.pk,
+        connection_id=conversation.connection_id,
+        model_id=conversation.model_id,
+        conversation_id=conversation.pk,
+        affinity_key=request.affinity_key,
+        streamed=request.stream,
+    )
+    return MeteredCall(adapter=adapter, request=request, context=context, context_window=window)
+
+
+def require_fits_context(request: ChatRequest) -> int | None:
+    """Refuse a prompt that cannot fit the model's context window, before anything is sent.
+
+    The estimate is the meter's (about 4 characters per token); a model whose window the
+    catalogue does not know is not checked. Returns the window (None when unknown).
+    """
+    model = catalog_model_serving(model_id=request.model, day=timezone.now().date())
+    if model is None or model.context_window is None:
+        return None
+    estimate = estimate_tokens(request.prompt_chars)
+    if estimate >= model.context_window:
+        raise ValidationError(
+            f"This conversation is about {estimate:,} tokens (estimated), and {model.display_name} "
+            f"reads at most {model.context_window:,}: start a new conversation or send a shorter message."
+        )
+    return model.context_window
+
+
+def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> list[int]:
+    """Delete a failed turn: the failed answer `message_id` and what triggered it (the user's
+    message, or a continuation's tool results, whose calls may then be answered again). Its
+    usage record stays in the log. Returns the deleted messages' ids.
+
+    Raises `ConversationNotFound` (another team's conversation, or no such answer in it: 404),
+    `PermissionDenied` (viewers) or `ValidationError` (an answered turn stays).
+    """
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    with transaction.atomic():
+        answer = (
+            conversation.messages.select_related("usage_record")
+            .filter(pk=message_id, role=MessageRole.ASSISTANT)
+            .first()
+        )
+        if answer is None:
+            raise ConversationNotFound(message_id)
+        if not answer.is_failed_answer:
+            raise ValidationError("Only a refused or failed turn can be deleted; answered turns stay.")
+        doomed = [answer.pk]
+        newest_first = conversation.messages.filter(created_at__lte=answer.created_at).order_by(
+            "-created_at", "-id"
+        )
+        reached = False  # past the answer (messages saved in its instant after it come first)
+        for pk, role in newest_first.values_list("pk", "role").iterator():
+            if not reached:
+                reached = pk == answer.pk
+            elif role == MessageRole.ASSISTANT:
+                break  # the previous answer: the turn starts after it
+            else:
+                doomed.append(pk)
+        for attachment in Attachment.objects.filter(message_id__in=doomed):
+            attachment_discard(attachment)
+        Message.objects.filter(pk__in=doomed).delete()
+    return doomed
+
+
+def _attachments_to_send(conversation: Conversation, ids: Sequence[int]) -> list[Attachment]:
+    if not ids:
+        return []
+    refusal = image_refusal(model_id=conversation.model_id)
+    if refusal:
+        raise ValidationError(f"{refusal} Nothing was sent.")
+    return attachments_for_turn(conversation=conversation, ids=ids)
+
+
+def _images_title(count: int) -> str:
+    return "1 image" if count == 1 else f"{count} images"

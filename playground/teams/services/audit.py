@@ -1,0 +1,20 @@
+"""The team's audit log: every team write records who changed what, in its own transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+
+from playground.accounts.models import AuditEvent, Team
+
+
+def audit(*, actor: User | None, team: Team, action: str, target: str = "", **detail: Any) -> AuditEvent:
+    return AuditEvent.objects.create(
+        team=team,
+        actor=actor,
+        actor_name=actor.get_username() if actor else "",
+        action=action,
+        target=target[:200],
+        detail=detail,
+    )

@@ -1,0 +1,19 @@
+"""The audit log page: who changed what in the team."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.views.decorators.http import require_GET
+
+from playground.accounts.models import Membership
+from playground.lib.web import HtmxHttpRequest
+from playground.teams import selectors
+from playground.teams.views.page import team_page, team_view
+
+
+@require_GET
+@team_view()
+def audit_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
+    return team_page(
+        request, membership, "teams/audit.html", {"events": selectors.audit_rows(team=membership.team)}
+    )
