@@ -88,6 +88,7 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy playground
+	$(VENV)/bin/mypy tests
 
 bench: install
 	$(PY) benchmarks/engine_prefix_cache.py

@@ -155,7 +155,7 @@ def test_log_filters_for_cached_share_and_conversation(actors: Any, known: Known
             "page"
         ]
         conv = client.get(
-            reverse("analytics:log"), {"range": "24h", "conversation": known.conversation.pk}
+            reverse("analytics:log"), {"range": "24h", "conversation": str(known.conversation.pk)}
         ).context["page"]
 
     assert [r.pk for r in most.records] == [known.records[0].pk]

@@ -35,13 +35,17 @@ def _conversation(actors: Actors, connection: ProviderConnection) -> Conversatio
     )
 
 
-def _draft(actors: Actors, connection: ProviderConnection, conversation_id: int, **shared: str) -> Batch:
+def _draft(
+    actors: Actors, connection: ProviderConnection, conversation_id: int, system_prompt: str = ""
+) -> Batch:
     return batch_draft_create(
         user=actors.owner,
         connection_id=connection.pk,
         model_id=SCHEMA_MODEL,
         from_conversation_id=conversation_id,
-        source=BatchInput(kind="jsonl", stream=utf8_lines(jsonl(prompts(1))), shared=Shared(**shared)),
+        source=BatchInput(
+            kind="jsonl", stream=utf8_lines(jsonl(prompts(1))), shared=Shared(system_prompt=system_prompt)
+        ),
     )
 
 

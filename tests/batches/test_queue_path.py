@@ -20,6 +20,7 @@ from playground.batches.services.actions import batch_retry_failed
 from playground.batches.services.queue_path import SizedItem, chunk_by_size, submission_items
 from playground.batches.services.queue_results import match_responses, poll_delay, queue_reference
 from playground.batches.services.step import batch_step_run
+from playground.catalog.models import PriceCard
 from playground.catalog.selectors import price_card_for
 from playground.providers import http
 from playground.providers.http import checked_transport
@@ -70,6 +71,12 @@ def _results(batch: Batch, order: list[int], *, by: str = "reference") -> Any:
 def _step(batch: Batch) -> float | None:
     batch.refresh_from_db()
     return batch_step_run(batch_id=batch.pk, token=batch.chain_token)
+
+
+def _text(item: BatchItem) -> str:
+    """The answer text of an item that has a response."""
+    assert item.response is not None
+    return str(item.response["text"])
 
 
 def test_it_chunks_submissions_under_the_byte_limit() -> None:
@@ -125,6 +132,7 @@ def test_it_matches_results_that_arrive_out_of_order_and_records_each_item_once(
     assert batch.status == "done"
     for item in batch.items.select_related("usage_record"):
         assert item.state == ItemState.DONE
+        assert item.response is not None and item.usage_record is not None
         assert item.response["text"] == f"Answer {item.index}"
         assert item.usage_record.source == f"batch-item:{item.pk}:1"
         assert item.usage_record.prompt_tokens == 10 + item.index
@@ -151,7 +159,7 @@ def test_a_queued_items_record_has_the_turnaround_as_latency_and_no_ttft(
     records = list(UsageRecord.objects.filter(path="batch"))
     assert len(records) == 2
     assert all(record.ttft_ms is None for record in records)
-    assert all(90_000 <= record.latency_ms < 100_000 for record in records)
+    assert all(record.latency_ms is not None and 90_000 <= record.latency_ms < 100_000 for record in records)
 
 
 def test_it_matches_by_position_when_no_reference_comes_back(
@@ -165,7 +173,7 @@ def test_it_matches_by_position_when_no_reference_comes_back(
 
     _step(batch)
 
-    assert [item.response["text"] for item in batch.items.order_by("index")] == [
+    assert [_text(item) for item in batch.items.order_by("index")] == [
         "Answer 0",
         "Answer 1",
         "Answer 2",
@@ -217,14 +225,18 @@ def test_a_poll_prices_its_results_by_one_look_up_of_the_card(
     fake_upstream.script(_queued())
     _step(batch)
     looked_up: list[dict[str, Any]] = []
-    monkeypatch.setattr(
-        usage_services, "price_card_for", lambda **query: looked_up.append(query) or price_card_for(**query)
-    )
+
+    def looking_up(**query: Any) -> PriceCard | None:
+        looked_up.append(query)
+        return price_card_for(**query)
+
+    monkeypatch.setattr(usage_services, "price_card_for", looking_up)
     fake_upstream.script(_results(batch, [0, 1, 2, 3]))
     BatchSubmission.objects.update(next_poll_at=timezone.now())
 
     _step(batch)
 
+    assert batch.priced_on is not None
     card = price_card_for(model_id=batch.model_id, day=batch.priced_on, team_id=batch.team_id)
     assert card is not None
     assert [(r.price_card_id, r.total_cost > 0) for r in UsageRecord.objects.all()] == [(card.pk, True)] * 4
@@ -241,9 +253,12 @@ def test_a_step_sends_and_polls_on_one_event_loop_and_http_client(
     settings.BATCH_SUBMISSION_MAX_ITEMS, settings.BATCH_POLL_FIRST_SECONDS = 1, 0.0  # polled in the same step
     batch = running_batch(workers_connection, prompts(3))
     clients: list[httpx.Limits] = []
-    monkeypatch.setattr(
-        http, "checked_transport", lambda limits: clients.append(limits) or checked_transport(limits)
-    )
+
+    def counting(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+        clients.append(limits)
+        return checked_transport(limits)
+
+    monkeypatch.setattr(http, "checked_transport", counting)
     fake_upstream.script(
         _queued("req-1"), _queued("req-2"), _queued("req-3"), _pending(), _pending(), _pending()
     )
@@ -290,7 +305,8 @@ def test_a_step_that_fails_while_recording_leaves_no_record_without_its_result(
     assert _step(batch) is None
     assert UsageRecord.objects.count() == 4
     assert {
-        (item.state, item.usage_record.source) for item in batch.items.select_related("usage_record")
+        (item.state, item.usage_record and item.usage_record.source)
+        for item in batch.items.select_related("usage_record")
     } == {(ItemState.DONE, item.source) for item in batch.items.all()}
 
 
@@ -470,7 +486,9 @@ def test_the_oldest_open_submission_is_polled_by_the_time_since_the_last_results
 
     _step(batch)
 
-    second.refresh_from_db(), third.refresh_from_db()
+    second.refresh_from_db()
+    third.refresh_from_db()
+    assert second.next_poll_at is not None and third.next_poll_at is not None
     assert (second.next_poll_at - timezone.now()).total_seconds() == pytest.approx(2.0, abs=0.5)  # 20 s / 10
     # An in-order queue finishes the second first: the third is not also polled every tenth of 100 s.
     assert (third.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(8), abs=0.5)
@@ -495,8 +513,11 @@ def test_when_results_come_in_the_next_oldest_submission_is_polled_soon_not_afte
 
     countdown = _step(batch)
 
-    first.refresh_from_db(), second.refresh_from_db(), third.refresh_from_db()
+    first.refresh_from_db()
+    second.refresh_from_db()
+    third.refresh_from_db()
     assert first.state == SubmissionState.DONE
+    assert second.next_poll_at is not None
     assert (second.next_poll_at - timezone.now()).total_seconds() == pytest.approx(poll_delay(0), abs=0.5)
     assert countdown == pytest.approx(poll_delay(0), abs=0.5)
     assert third.next_poll_at == later  # behind the second, it keeps its backoff
@@ -596,7 +617,7 @@ def test_an_item_the_provider_refuses_fails_alone_and_the_others_are_sent_again_
     assert items[1].input_refused and items[4].input_refused and items[1].error_code == "8001"
     for index in (0, 2, 3, 5):
         assert items[index].state == ItemState.DONE and items[index].error == ""
-        assert items[index].response["text"] == f"About Question {index}"
+        assert _text(items[index]) == f"About Question {index}"
     submitted = [r.json["requests"] for r in fake_upstream.requests if r.json and "requests" in r.json]
     assert [len(requests) for requests in submitted] == [6, 5, 4]  # each time without the refused one
     assert [r["max_tokens"] for r in submitted[-1]] == [50, 50, 50, 50]

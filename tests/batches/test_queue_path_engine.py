@@ -88,7 +88,8 @@ def test_the_engine_refuses_one_items_schema_and_only_that_item_fails(
     assert "requests[" not in failed.error  # the submission's numbering is not the user's
     for index in (0, 1, 2, 4):
         assert items[index].state == ItemState.DONE, items[index].error
-        assert items[index].error == "" and items[index].response["text"]
+        response = items[index].response
+        assert items[index].error == "" and response is not None and response["text"]
     assert UsageRecord.objects.filter(path="batch", status="ok").count() == 4
     assert BatchSubmission.objects.get().item_count == 5
 

@@ -8,7 +8,7 @@ import io
 import json
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -29,12 +29,15 @@ from tests.support.actors import Actors
 from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
 from tests.support.clients import client_for
 
+if TYPE_CHECKING:
+    from tests.support.clients import TestResponse
+
 pytestmark = pytest.mark.django_db
 
 
 def _post(
     client: Client, connection: ProviderConnection, text: str, *, model: str = NO_QUEUE_MODEL, **extra: str
-) -> object:
+) -> TestResponse:
     data = {
         "connection": connection.pk,
         "model_id": model,
@@ -197,6 +200,7 @@ def test_opening_a_stalled_batch_starts_no_chain_but_its_progress_poll_takes_it_
     after_poll = Batch.objects.get(pk=batch.pk)
 
     assert page.status_code == 200 and poll.status_code == 200
+    assert after_get.next_step_at is not None
     assert after_get.chain_token == dead_chain and after_get.next_step_at < timezone.now()
     assert after_poll.chain_token != dead_chain and after_poll.next_step_at is not None
     assert after_poll.next_step_at > after_get.next_step_at

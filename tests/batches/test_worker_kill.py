@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,22 +69,20 @@ def worker_env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[
             dropper()
 
 
-def _fresh_postgres_database() -> tuple[str, Any]:
+def _fresh_postgres_database() -> tuple[str, Callable[[], None]]:
     import psycopg
+    from psycopg.conninfo import make_conninfo
 
     db = settings.DATABASES["default"]
     name = f"batches_worker_{uuid.uuid4().hex[:10]}"
-    conninfo = {
-        "host": db["HOST"],
-        "port": db["PORT"] or 5432,
-        "user": db["USER"],
-        "password": db["PASSWORD"],
-    }
-    with psycopg.connect(dbname="postgres", autocommit=True, **conninfo) as conn:
+    conninfo = make_conninfo(
+        host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], password=db["PASSWORD"], dbname="postgres"
+    )
+    with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
 
     def drop() -> None:
-        with psycopg.connect(dbname="postgres", autocommit=True, **conninfo) as conn:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""

@@ -18,6 +18,7 @@ from playground.batches.models import Batch, BatchItem, BatchPath, BatchStatus, 
 from playground.batches.services.drafts import BatchInput, batch_draft_create
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
+from playground.providers.models import ProviderConnection
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, fake_workers_connection, log_in
@@ -29,7 +30,12 @@ REFUSED = "The provider refused this item: `temperature` must be a number from 0
 
 
 def _batch(
-    actors: Actors, connection: object, name: str, states: list[str], *, refused: bool = False
+    actors: Actors,
+    connection: ProviderConnection,
+    name: str,
+    states: list[ItemState],
+    *,
+    refused: bool = False,
 ) -> Batch:
     now = timezone.now()
     finished = all(state in (ItemState.DONE, ItemState.FAILED) for state in states)

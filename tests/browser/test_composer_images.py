@@ -177,7 +177,9 @@ def test_two_images_reach_a_vision_model_as_data_urls_an_svg_is_refused_and_the_
     assert (attachments[1].width, attachments[1].height) == (640, 480)
     assert not Attachment.objects.filter(message__isnull=True).exists()
     # The request kept on the usage record ("View request") has each image's hash, type and size.
-    kept = UsageRecord.objects.get().request_body["messages"][-1]["content"]
+    request_body = UsageRecord.objects.get().request_body
+    assert request_body is not None
+    kept = request_body["messages"][-1]["content"]
     assert [part["image_url"]["url"] for part in kept[1:]] == [
         {"sha256": attachment.sha256, "content_type": content_type, "bytes": attachment.size_bytes}
         for attachment, content_type in zip(attachments, expected_types, strict=True)

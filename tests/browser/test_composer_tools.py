@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ANSWER_TIMEOUT_MS = 120_000
 FIRST_ID, SECOND_ID = "functions.get_weather:0", "functions.get_weather:1"  # Kimi's id shape
-WEATHER_TOOL = {
+WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import FloatRect, Locator, Page, ViewportSize, expect
 
 from playground.chat.models import Conversation, Message, MessageRole
 from tests.fakes.upstream import FakeUpstream
@@ -21,15 +21,15 @@ from tests.support.browser import Console, LiveApp, browser_page, fake_workers_c
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-LAPTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+LAPTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 # A line of prose needs about this many pixels to read comfortably (some 60 characters).
 READABLE_PX = 480
 LINT_DELAY_MS = 800  # the editor lints 300 ms after the last change
 TOP_LINKS = ["Conversations", "Batches", "Team", "Usage", "Request log"]
 
 
-def box(locator: Locator) -> dict[str, float]:
+def box(locator: Locator) -> FloatRect:
     found = locator.bounding_box()
     assert found is not None, f"{locator} is not rendered"
     return found

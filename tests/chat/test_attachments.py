@@ -7,6 +7,7 @@ import base64
 import hashlib
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -34,7 +35,7 @@ TEXT_ONLY = "Gemma 3 270M (embedded engine) reads text only: it cannot be sent i
 
 
 @pytest.fixture(autouse=True)
-def media_root(settings, tmp_path: Path) -> Path:
+def media_root(settings: Any, tmp_path: Path) -> Path:
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT
 
@@ -77,6 +78,7 @@ def test_a_member_uploads_two_images_and_gets_a_chip_with_a_hidden_id_for_each(
     for attachment in (first, second):
         assert f'name="attachment" value="{attachment.pk}"' in html
         assert reverse("chat:attachment", args=[attachment.pk]) in html
+        assert attachment.file.name is not None
         data = (media_root / attachment.file.name).read_bytes()  # under the private MEDIA_ROOT
         assert hashlib.sha256(data).hexdigest() == attachment.sha256
         assert len(data) == attachment.size_bytes
@@ -92,7 +94,7 @@ def test_an_svg_named_png_is_refused_with_the_reason_and_nothing_is_stored(
 
 
 def test_a_file_over_the_size_limit_is_named_and_refused(
-    actors: Actors, vision_chat: Conversation, settings
+    actors: Actors, vision_chat: Conversation, settings: Any
 ) -> None:
     settings.ATTACHMENT_MAX_BYTES = 2_000
 
@@ -143,9 +145,10 @@ def test_an_upload_needs_the_csrf_token(actors: Actors, vision_chat: Conversatio
 
 
 def test_a_waiting_image_can_be_removed_and_its_file_goes_too(
-    actors: Actors, vision_chat: Conversation, media_root: Path, django_capture_on_commit_callbacks
+    actors: Actors, vision_chat: Conversation, media_root: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
     attachment = stored(vision_chat, png())
+    assert attachment.file.name is not None
     path = media_root / attachment.file.name
 
     with django_capture_on_commit_callbacks(execute=True):  # the file goes once the delete commits
@@ -207,7 +210,7 @@ def test_an_anonymous_visitor_is_sent_to_the_login(vision_chat: Conversation) ->
     assert response.status_code == 302 and "/login/" in response["Location"]
 
 
-def test_there_is_no_public_media_url(settings) -> None:
+def test_there_is_no_public_media_url(settings: Any) -> None:
     assert not settings.MEDIA_URL or settings.MEDIA_URL == "/"  # Django's default: nothing served
     from django.urls import get_resolver
 
@@ -390,4 +393,5 @@ def test_clean_image_is_what_is_stored(vision_chat: Conversation) -> None:
     attachment = attachment_store(conversation=vision_chat, image=image)
 
     assert attachment.sha256 == hashlib.sha256(image.data).hexdigest()
-    assert attachment.file.name.startswith("attachments/") and attachment.file.name.endswith(".png")
+    name = attachment.file.name
+    assert name is not None and name.startswith("attachments/") and name.endswith(".png")

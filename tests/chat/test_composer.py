@@ -241,7 +241,8 @@ def test_an_answer_is_validated_against_the_schema_with_each_error_at_its_path()
         "valid": False,
         "errors": [{"path": "$", "message": "Not valid JSON: Expecting value at line 1, column 1."}],
     }
-    assert structured_check(text="[1]", response_format={"type": "json_object"})["errors"][0]["path"] == "$"
+    array_check = structured_check(text="[1]", response_format={"type": "json_object"})
+    assert array_check is not None and array_check["errors"][0]["path"] == "$"
     assert structured_check(text="hello", response_format=None) is None
 
 
@@ -315,6 +316,7 @@ def test_a_token_pasted_into_a_message_is_sent_but_not_stored(
 
     received = fake_upstream.requests[0].json
     stored = UsageRecord.objects.get().request_body
+    assert received is not None and stored is not None
     assert received["messages"][-1]["content"] == f"my key is {WORKERS_TOKEN}, is it safe?"
     assert stored["messages"][-1]["content"] == "my key is [redacted], is it safe?"
     assert WORKERS_TOKEN not in json.dumps(stored)

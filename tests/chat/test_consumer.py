@@ -29,7 +29,9 @@ def delta_frames(frames: list[str], user_message_id: int) -> list[str]:
 
 
 async def last_user_message(conversation: Conversation) -> Message:
-    return await Message.objects.filter(conversation=conversation, role=MessageRole.USER).alast()
+    message = await Message.objects.filter(conversation=conversation, role=MessageRole.USER).alast()
+    assert message is not None
+    return message
 
 
 async def the_record(conversation: Conversation) -> UsageRecord:

@@ -11,14 +11,14 @@ from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation
 from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
-from tests.fakes.upstream import FakeUpstream, json_reply
+from tests.fakes.upstream import FakeUpstream, JsonReply, json_reply
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
 
 
-def models(*ids: str) -> object:
+def models(*ids: str) -> JsonReply:
     return json_reply({"object": "list", "data": [{"id": model_id, "object": "model"} for model_id in ids]})
 
 

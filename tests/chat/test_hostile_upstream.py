@@ -18,9 +18,9 @@ from channels.db import database_sync_to_async
 
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.turns import chat_turn_start
-from playground.usage import services as usage_services
 from playground.usage.metered_call import STREAM_FAILED
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
+from playground.usage.pricing import Cost, cost_for
 from playground.usage.services import RECORD_WRITE_FAILED
 from tests.fakes.upstream import FakeUpstream, native_frame, openai_chunk, sse, usage
 from tests.support.actors import Actors
@@ -145,12 +145,12 @@ async def test_the_answer_is_saved_even_when_no_record_at_all_can_be_written(
 async def test_a_second_cancellation_while_the_record_is_written_loses_neither_record_nor_answer(
     actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_cost_for, writing = usage_services.cost_for, threading.Event()
+    writing = threading.Event()
 
-    def slow_cost_for(**kwargs: Any) -> Any:
+    def slow_cost_for(**kwargs: Any) -> Cost:
         writing.set()
         time.sleep(0.3)
-        return real_cost_for(**kwargs)
+        return cost_for(**kwargs)
 
     monkeypatch.setattr("playground.usage.services.cost_for", slow_cost_for)
     fake_upstream.script(sse([native_frame(f"word{i} ") for i in range(30)], delay=0.2))

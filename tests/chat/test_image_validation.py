@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import pytest
 from PIL import Image
@@ -28,7 +29,7 @@ def opened(data: bytes) -> Image.Image:
     ("make", "content_type"),
     [(png, "image/png"), (jpeg_with_gps, "image/jpeg"), (webp, "image/webp"), (animated_gif, "image/png")],
 )
-def test_png_jpeg_webp_and_gif_are_accepted(make, content_type: str) -> None:
+def test_png_jpeg_webp_and_gif_are_accepted(make: Callable[[], bytes], content_type: str) -> None:
     image = image_clean(make())
 
     assert image.content_type == content_type

@@ -3,7 +3,7 @@ and a way back, with DEBUG off as in production."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.contrib.auth.decorators import login_not_required
@@ -14,6 +14,9 @@ from django.urls import path
 from playground.urls import urlpatterns as app_urlpatterns
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+
+if TYPE_CHECKING:
+    from tests.support.clients import TestResponse
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +39,7 @@ def production_debug(settings: Any) -> None:
     settings.DEBUG = False
 
 
-def assert_app_look(response: HttpResponse, status: int, heading: str, back: str = 'href="/"') -> str:
+def assert_app_look(response: TestResponse, status: int, heading: str, back: str = 'href="/"') -> str:
     assert response.status_code == status
     page = response.content.decode()
     assert '<link rel="stylesheet" href="/static/css/app.css">' in page

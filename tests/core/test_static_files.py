@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 PLOTLY = "vendor/plotly-4.1.1.min.js"
@@ -15,6 +16,6 @@ async def test_a_static_file_streams_asynchronously() -> None:
 
     assert response.status_code == 200
     assert response["content-type"].startswith("text/javascript")
-    assert response.is_async
+    assert isinstance(response, StreamingHttpResponse) and response.is_async
     body = b"".join([part async for part in response.streaming_content])
     assert body == (settings.BASE_DIR / "static" / PLOTLY).read_bytes()

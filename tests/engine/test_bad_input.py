@@ -10,12 +10,13 @@ import httpx
 import openai
 import pytest
 from cloudflare import BadRequestError, Cloudflare
+from cloudflare.types.ai.ai_run_params import MessagesMessage
 from openai import OpenAI
 
 from tests.engine.helpers import still_serves
 from tests.support.engine import EngineProcess
 
-HELLO = [{"role": "user", "content": "Hello"}]
+HELLO: list[MessagesMessage] = [{"role": "user", "content": "Hello"}]
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
 # (what, body, HTTP status, Workers AI code, words the message must contain)

@@ -5,12 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from cloudflare import Cloudflare
+from cloudflare.types.ai.ai_run_params import MessagesMessage
 from openai import OpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.engine.helpers import sse_payloads
 from tests.support.engine import EngineProcess
 
-QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+ASKED = "What is the capital of France?"
+# Each SDK types its messages its own way (OpenAI's roles are literals), so one list per SDK.
+QUESTION: list[MessagesMessage] = [{"role": "user", "content": ASKED}]
+OA_QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": ASKED}]
 
 
 def _check_usage(usage: dict[str, Any], *, max_completion: int) -> None:
@@ -69,7 +74,7 @@ def test_it_gives_the_same_greedy_answer_streamed_or_not(cf: Cloudflare, engine:
 
 def test_it_serves_plain_openai_objects_on_the_v1_route(oa: OpenAI, engine: EngineProcess) -> None:
     completion = oa.chat.completions.create(
-        model=engine.model_id, messages=QUESTION, max_tokens=8, temperature=0
+        model=engine.model_id, messages=OA_QUESTION, max_tokens=8, temperature=0
     )
 
     assert completion.object == "chat.completion"
@@ -86,14 +91,14 @@ def test_it_sends_a_usage_chunk_on_the_v1_route_only_when_asked(oa: OpenAI, engi
     with_usage = list(
         oa.chat.completions.create(
             model=engine.model_id,
-            messages=QUESTION,
+            messages=OA_QUESTION,
             max_tokens=4,
             stream=True,
             stream_options={"include_usage": True},
         )
     )
     without = list(
-        oa.chat.completions.create(model=engine.model_id, messages=QUESTION, max_tokens=4, stream=True)
+        oa.chat.completions.create(model=engine.model_id, messages=OA_QUESTION, max_tokens=4, stream=True)
     )
 
     assert with_usage[-1].choices == [] and with_usage[-1].usage is not None
@@ -109,7 +114,10 @@ def test_it_lists_its_own_model_and_never_pretends_to_be_kimi(oa: OpenAI) -> Non
 def test_it_folds_the_system_prompt_into_the_first_turn_and_counts_it(
     cf: Cloudflare, engine: EngineProcess
 ) -> None:
-    system = {"role": "system", "content": "You are a geography teacher who answers in one short sentence."}
+    system: MessagesMessage = {
+        "role": "system",
+        "content": "You are a geography teacher who answers in one short sentence.",
+    }
     bare: Any = cf.ai.run(engine.model_id, account_id="test", messages=QUESTION, max_tokens=1)
     with_system: Any = cf.ai.run(
         engine.model_id, account_id="test", messages=[system, *QUESTION], max_tokens=1
@@ -120,12 +128,14 @@ def test_it_folds_the_system_prompt_into_the_first_turn_and_counts_it(
 
 
 def test_it_stops_at_a_stop_sequence(oa: OpenAI, engine: EngineProcess) -> None:
-    free = oa.chat.completions.create(model=engine.model_id, messages=QUESTION, max_tokens=12, temperature=0)
+    free = oa.chat.completions.create(
+        model=engine.model_id, messages=OA_QUESTION, max_tokens=12, temperature=0
+    )
     text = free.choices[0].message.content or ""
     stop = text.split()[1]  # a word the greedy answer is known to contain
 
     stopped = oa.chat.completions.create(
-        model=engine.model_id, messages=QUESTION, max_tokens=12, temperature=0, stop=[stop]
+        model=engine.model_id, messages=OA_QUESTION, max_tokens=12, temperature=0, stop=[stop]
     )
 
     assert stopped.choices[0].message.content == text[: text.index(stop)]
@@ -145,7 +155,7 @@ def test_it_reuses_the_cache_on_a_second_turn_with_session_affinity(
         extra_headers=affinity,
     )
     answer: Any = first.parse()
-    history = [
+    history: list[MessagesMessage] = [
         *QUESTION,
         {"role": "assistant", "content": answer["choices"][0]["message"]["content"]},
         {"role": "user", "content": "And the capital of Italy?"},

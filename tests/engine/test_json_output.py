@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonschema
 from cloudflare import Cloudflare
+from cloudflare.types.ai.ai_run_params import MessagesMessage
 from openai import OpenAI
 
 from tests.support.engine import EngineProcess
@@ -21,7 +22,7 @@ PERSON = {
     "required": ["name", "age", "pet"],
     "additionalProperties": False,
 }
-ASK = [{"role": "user", "content": "Invent a person."}]
+ASK: list[MessagesMessage] = [{"role": "user", "content": "Invent a person."}]
 
 
 def test_it_answers_json_that_validates_against_the_schema(cf: Cloudflare, engine: EngineProcess) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from cloudflare import Cloudflare
+from cloudflare.types.ai.ai_run_params import MessagesMessage
 from openai import OpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.engine.helpers import sse_payloads
 from tests.support.engine import EngineProcess
@@ -28,7 +30,10 @@ TOOLS: list[Any] = [
     {"type": "function", "function": {"name": "get_time", "description": "Local time", "parameters": TIME}},
 ]
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
-ASK = [{"role": "user", "content": "What is the weather in Paris and in London?"}]
+ASKED = "What is the weather in Paris and in London?"
+# Each SDK types its messages its own way (OpenAI's roles are literals), so one list per SDK.
+ASK: list[MessagesMessage] = [{"role": "user", "content": ASKED}]
+OA_ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": ASKED}]
 
 
 def _check_call(name: str, arguments: str) -> None:
@@ -62,7 +67,8 @@ def test_it_round_trips_a_tool_call(cf: Cloudflare, engine: EngineProcess) -> No
     second: Any = cf.ai.run(
         engine.model_id,
         account_id="test",
-        messages=history,
+        # Cloudflare's message type knows no tool calls; the engine takes OpenAI's tool turns.
+        messages=cast("list[MessagesMessage]", history),
         tools=TOOLS,
         max_tokens=12,
         temperature=0,
@@ -84,7 +90,12 @@ def test_it_round_trips_a_tool_call(cf: Cloudflare, engine: EngineProcess) -> No
 
 def test_it_returns_parallel_tool_calls_with_unique_ids(oa: OpenAI, engine: EngineProcess) -> None:
     completion = oa.chat.completions.create(
-        model=engine.model_id, messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=64, temperature=0
+        model=engine.model_id,
+        messages=OA_ASK,
+        tools=TOOLS,
+        tool_choice="required",
+        max_tokens=64,
+        temperature=0,
     )
 
     choice = completion.choices[0]
@@ -99,7 +110,7 @@ def test_it_returns_parallel_tool_calls_with_unique_ids(oa: OpenAI, engine: Engi
 def test_it_makes_a_single_call_when_parallel_calls_are_off(oa: OpenAI, engine: EngineProcess) -> None:
     completion = oa.chat.completions.create(
         model=engine.model_id,
-        messages=ASK,
+        messages=OA_ASK,
         tools=TOOLS,
         tool_choice="required",
         parallel_tool_calls=False,
@@ -114,7 +125,7 @@ def test_it_makes_a_single_call_when_parallel_calls_are_off(oa: OpenAI, engine: 
 def test_it_streams_tool_calls_as_openai_deltas(oa: OpenAI, engine: EngineProcess) -> None:
     stream = oa.chat.completions.create(
         model=engine.model_id,
-        messages=ASK,
+        messages=OA_ASK,
         tools=TOOLS,
         tool_choice="required",
         max_tokens=64,

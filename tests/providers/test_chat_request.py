@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from playground.providers.adapters import ChatRequest
 
@@ -15,11 +16,11 @@ WEATHER = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {"name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
 }
-MESSAGES = [{"role": "user", "content": "Weather in Paris?"}]
+MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris?"}]
 
 
 def test_tool_definitions_count_as_the_json_sent() -> None:
@@ -32,7 +33,7 @@ def test_tool_definitions_count_as_the_json_sent() -> None:
 
 def test_assistant_tool_calls_count_their_names_and_arguments() -> None:
     arguments = json.dumps({"city": "Paris", "unit": "celsius"})
-    messages = [
+    messages: list[dict[str, Any]] = [
         *MESSAGES,
         {
             "role": "assistant",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from typing import Any
 
 from playground.providers.adapters import ChatRequest
 from playground.providers.images import IMAGE_PROMPT_CHARS, image_part, redact_images, text_part
@@ -80,7 +81,7 @@ def test_the_prompt_estimate_counts_text_parts_and_a_fixed_figure_per_image_neve
 
 
 def test_the_prompt_estimate_of_plain_text_and_tool_call_messages_is_unchanged() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hello"},
         {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
         {"role": "tool", "tool_call_id": "1", "content": "42"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import cast
 
 from django.db import connection
 from django.test import RequestFactory
@@ -12,6 +13,7 @@ from django_htmx.middleware import HtmxDetails
 from pytest_django import DjangoAssertNumQueries
 
 from playground.accounts.models import Membership, Role, Team
+from playground.lib.web import HtmxHttpRequest
 from playground.teams.context import topbar
 from playground.usage.budgets import budget_month
 from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget
@@ -45,7 +47,7 @@ def test_the_top_bar_reads_every_team_and_its_banner_in_one_query(
     actors: Actors, django_assert_num_queries: DjangoAssertNumQueries
 ) -> None:
     _three_teams_over_budget(actors)
-    request = RequestFactory().get("/chat/")
+    request = cast("HtmxHttpRequest", RequestFactory().get("/chat/"))  # as the middleware hands it on
     request.user = actors.owner
     request.htmx = HtmxDetails(request)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.urls import URLPattern, get_resolver
+from django.urls import URLPattern, URLResolver, get_resolver
 
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Membership, Role
 from playground.catalog.models import CatalogModel, PriceCard
@@ -69,7 +69,13 @@ ACTORS = [*Role.values, "outsider"]
 def team_routes() -> dict[str, URLPattern]:
     resolver = get_resolver()
     teams = next(entry for entry in resolver.url_patterns if getattr(entry, "namespace", None) == "teams")
-    return {pattern.name: pattern for pattern in teams.url_patterns if pattern.name}
+    assert isinstance(teams, URLResolver)
+    routes: dict[str, URLPattern] = {}
+    for pattern in teams.url_patterns:
+        assert isinstance(pattern, URLPattern), "a nested include would hide its routes from this check"
+        if pattern.name:
+            routes[pattern.name] = pattern
+    return routes
 
 
 def test_every_team_route_has_a_decision() -> None:

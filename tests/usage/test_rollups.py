@@ -17,6 +17,8 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.metering import Outcome
 from playground.usage.models import (
     HISTOGRAM_EDGES_MS,
+    LATENCY_COLUMNS,
+    TTFT_COLUMNS,
     UsageDaily,
     UsageHourly,
     UsageSource,
@@ -166,7 +168,8 @@ def test_one_record_lands_in_its_hour_and_day_with_its_histogram_buckets(actors:
         4_000_000,
     )
     assert hour.total_cost_e10 == 11_150_000
-    assert hour.ttft_h06 == 1 and hour.latency_h11 == 1  # [400, 500) and [2000, 3000)
+    # Histogram columns are made from the edges (typed by name only): [400, 500) and [2000, 3000)
+    assert getattr(hour, TTFT_COLUMNS[6]) == 1 and getattr(hour, LATENCY_COLUMNS[11]) == 1
     assert histogram_bucket(420) == 6 and histogram_bucket(2600) == 11 and histogram_bucket(10**9) == 19
 
 

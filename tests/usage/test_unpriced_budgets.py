@@ -17,7 +17,7 @@ from playground.usage.budgets import UNPRICED_REFUSED, UnpricedRefused, budget_r
 from playground.usage.metered_call import MeteredCall
 from playground.usage.models import TeamBudget, UsageStatus
 from playground.usage.services import RequestContext, price_card_known
-from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
+from tests.fakes.upstream import FakeUpstream, Sse, openai_chunk, sse, usage, usage_chunk
 from tests.support.actors import Actors
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def call(actors: Actors, upstream: FakeUpstream) -> MeteredCall:
     )
 
 
-def answer() -> object:
+def answer() -> Sse:
     return sse([openai_chunk("ok", finish_reason="stop"), usage_chunk(usage(5, 10))])
 
 
