@@ -36,14 +36,25 @@ def celery_worker_thread(settings: LazySettings) -> Iterator[None]:
 
     saved = (app.conf.broker_url, app.conf.task_always_eager)
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    app.conf.update(broker_url="memory://", task_always_eager=False)
+    _broker_use(app, "memory://", eager=False)
     try:
         with start_worker(
             app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
         ):
             yield
     finally:
-        app.conf.update(broker_url=saved[0], task_always_eager=saved[1])
+        _broker_use(app, saved[0], eager=saved[1])
+
+
+def _broker_use(app: Any, url: str, *, eager: bool) -> None:  # Any: the pools are private (no public reset)
+    """Point the app at `url`. A connection pool an earlier test made (an alert task enqueued
+    after its commit builds one) still points at the old broker, and producers would publish
+    there while the worker reads `url`: the batch then waited at 0 % in a whole-suite run."""
+    app.conf.update(broker_url=url, task_always_eager=eager)
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
 
 
 def test_a_member_submits_a_jsonl_batch_watches_it_finish_and_downloads_the_results(
