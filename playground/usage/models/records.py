@@ -1,0 +1,135 @@
+"""One row per upstream request: the heart of the observability side.
+
+Written only by `playground.usage.services.usage_record_create`; costs are computed only by
+`playground.usage.pricing`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, OrderBy
+
+from playground.accounts.models import Team
+from playground.catalog.models import PriceCard
+from playground.providers.models import ProviderConnection
+
+
+class UsageStatus(models.TextChoices):
+    OK = "ok", "OK"
+    UPSTREAM_ERROR = "upstream_error", "Upstream error"
+    TIMEOUT = "timeout", "Timeout"
+    CLIENT_DISCONNECTED = "client_disconnected", "Client disconnected"
+    REJECTED = "rejected", "Rejected"
+
+
+class UsageSource(models.TextChoices):
+    PROVIDER = "provider", "Reported by the provider"
+    ESTIMATED = "estimated", "Estimated (provider sent no usage)"
+
+
+class RequestPath(models.TextChoices):
+    CHAT = "chat", "Chat"
+    BATCH = "batch", "Batch item"
+
+
+class NullsLastIndex(models.Index):
+    """An index in `ORDER BY x DESC NULLS LAST` order, on SQLite too.
+
+    SQLite refuses NULLS LAST in an index, but it sorts NULL lowest, so plain DESC already
+    puts NULLs last there.
+    """
+
+    def create_sql(self, model: Any, schema_editor: Any, using: str = "", **kwargs: Any) -> Any:
+        if schema_editor.connection.vendor != "sqlite":
+            return super().create_sql(model, schema_editor, using=using, **kwargs)
+        plain = self.clone()
+        plain.expressions = tuple(
+            OrderBy(part.expression, descending=part.descending) if isinstance(part, OrderBy) else part
+            for part in self.expressions
+        )
+        return models.Index.create_sql(plain, model, schema_editor, using=using, **kwargs)
+
+
+class UsageRecord(models.Model):
+    request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_records")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    connection = models.ForeignKey(ProviderConnection, null=True, on_delete=models.SET_NULL, related_name="+")
+    model_id = models.CharField(max_length=200)
+    # The conversation of a chat turn, by id and not by foreign key: usage stands below chat and
+    # a record outlives its conversation. Labels and links: `playground.usage.sources`.
+    conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    path = models.CharField(max_length=10, choices=RequestPath.choices, default=RequestPath.CHAT)
+    affinity_key = models.CharField(max_length=120, blank=True)
+    streamed = models.BooleanField(default=True)
+    status = models.CharField(max_length=24, choices=UsageStatus.choices)
+
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    # NULL means the provider did not say; it is not the same as zero.
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage_source = models.CharField(max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER)
+    raw_usage = models.JSONField(null=True, blank=True)
+    usage_implausible = models.BooleanField(
+        default=False,
+        help_text="The provider's figures were absurd (not finite, negative or out of range): "
+        "the tokens are estimated and raw_usage keeps what it sent",
+    )
+
+    price_card = models.ForeignKey(
+        PriceCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # The card's name as shown beside this record's cost, for the request's day (an alias or a
+    # model priced as another says so): `catalog.selectors.price_card_label`.
+    price_label = models.CharField(max_length=300, blank=True)
+    input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    cached_input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    output_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    total_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    upstream_request_id = models.CharField(max_length=200, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    error_text = models.TextField(blank=True, help_text="Upstream error, secrets redacted")
+    # What caused the request, for paths without a key of their own here (e.g. "batch-item:42:1"):
+    # unique when set, so a redelivered task cannot write a second record for the same attempt.
+    source = models.CharField(max_length=64, blank=True)
+    # The body as sent upstream: no secrets, and each image replaced by its hash, type and size.
+    request_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        # The request log's filters: each walks (created_at, id) backwards inside its column, so a
+        # first page or a keyset page reads about one page of index entries.
+        indexes = [
+            models.Index(fields=["team", "created_at", "id"], name="usage_log_team_time"),
+            models.Index(fields=["team", "model_id", "created_at", "id"], name="usage_log_team_model"),
+            models.Index(fields=["team", "status", "created_at", "id"], name="usage_log_team_status"),
+            models.Index(fields=["team", "user", "created_at", "id"], name="usage_log_team_user"),
+            models.Index(fields=["team", "connection", "created_at", "id"], name="usage_log_team_conn"),
+            models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
+            models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
+            # The log sorts these slowest first with the unmeasured (NULL) last.
+            NullsLastIndex(
+                "team", F("latency_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_latency"
+            ),
+            NullsLastIndex(
+                "team", F("ttft_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_ttft"
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source"], condition=~models.Q(source=""), name="one_usage_record_per_source"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.model_id} {self.status}"
