@@ -26,7 +26,7 @@ from playground.catalog.selectors import catalog_model_serving
 from playground.chat.models import Conversation
 from playground.chat.tools import tools_request_fields
 from playground.providers.adapters import ChatRequest
-from playground.providers.issues import Issue, json_path
+from playground.providers.json_problems import Issue, json_path
 from playground.providers.kinds import WireFormat
 from playground.providers.request_rules import (
     JSON_OBJECT,

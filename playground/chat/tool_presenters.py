@@ -15,7 +15,7 @@ from playground.chat.tools import (
     tool_choice_name,
     tools_token_estimate,
 )
-from playground.providers.issues import Issue
+from playground.providers.json_problems import Issue
 from playground.providers.request_rules import ToolSupport
 
 MOCK_LABEL_CHARS = 60

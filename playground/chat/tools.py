@@ -27,7 +27,7 @@ from jsonschema.exceptions import ValidationError as SchemaViolation
 from playground.chat.models import Conversation
 from playground.lib.storable import is_storable
 from playground.providers.answer_collector import ToolCall
-from playground.providers.issues import Issue
+from playground.providers.json_problems import Issue
 from playground.providers.request_rules import MAX_TOOLS, TOOL_CHOICES, tool_shape_problems, tools_support
 from playground.usage.metering import estimate_tokens
 

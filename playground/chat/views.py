@@ -61,7 +61,7 @@ from playground.chat.services.turns import chat_turn_delete
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolsInvalid
 from playground.lib.web import HtmxHttpRequest, form_errors_add
-from playground.providers.issues import Issue
+from playground.providers.json_problems import Issue
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import tools_support
 from playground.providers.selectors import connection_get, connection_list_runnable

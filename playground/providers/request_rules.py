@@ -34,7 +34,7 @@ from jsonschema import Draft202012Validator
 from playground.catalog.models import CatalogModel
 from playground.catalog.seed import KIMI_K25, KIMI_K26
 from playground.catalog.selectors import catalog_model_serving
-from playground.providers.issues import Issue
+from playground.providers.json_problems import Issue
 from playground.providers.kinds import KindSpec
 
 TEXT, JSON_OBJECT, JSON_SCHEMA = "text", "json_object", "json_schema"

@@ -15,7 +15,7 @@ from playground.chat.models import Conversation
 from playground.chat.selectors import conversation_get
 from playground.chat.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
 from playground.providers.connection_check import connection_model_check
-from playground.providers.issues import Issue
+from playground.providers.json_problems import Issue
 from playground.providers.request_rules import Capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 
