@@ -47,13 +47,13 @@ def celery_worker_thread(settings: LazySettings) -> Iterator[None]:
 
 
 def _broker_use(app: Any, url: str, *, eager: bool) -> None:  # Any: the pools are private (no public reset)
-    """Point the app at `url`. A connection pool an earlier test made (an alert task enqueued
-    after its commit builds one) still points at the old broker, and producers would publish
-    there while the worker reads `url`: the batch then waited at 0 % in a whole-suite run."""
+    """Point the app at `url`. The pools an earlier test made (even an eager task acquires a
+    producer) still point at the old broker, and producers would publish there while the
+    worker reads `url`: the batch then waited at 0 % in a whole-suite run. They are dropped,
+    not closed: kombu keeps producer pools per broker URL, and a later test on the old URL
+    gets the same pool back."""
     app.conf.update(broker_url=url, task_always_eager=eager)
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    app._pool = None
     app.amqp._producer_pool = None
 
 
