@@ -203,7 +203,7 @@ def test_an_owner_sets_a_budget_and_a_members_request_is_refused_in_the_chat(
             box.fill("Summarise the quarterly report.")
             box.press("Enter")
             refusal = member.locator(".answer-error")
-            expect(refusal).to_contain_text("This request could cost up to $0.0164", timeout=20_000)
+            expect(refusal).to_contain_text("This request could cost up to $0.0164", timeout=60_000)
             expect(refusal).to_contain_text("$0.01 of the team's $0.01 budget remains this month")
             member.screenshot(path=artifacts / "teams-07-refused-in-chat.png", full_page=True)
         finally:
