@@ -70,6 +70,17 @@ class Filters:
     group: str = "model"
     sort: str = "newest"
 
+    def column_lookups(self) -> dict[str, str | int]:
+        """The equality filters that records and rollups both carry as columns (those set)."""
+        lookups: dict[str, str | int | None] = {
+            "model_id": self.model_id,
+            "user_id": self.user_id,
+            "connection_id": self.connection_id,
+            "path": self.path,
+            "status": self.status,
+        }
+        return {column: value for column, value in lookups.items() if value}
+
 
 def _choices(options: dict[str, str], any_label: str) -> list[tuple[str, str]]:
     return [("", any_label), *options.items()]

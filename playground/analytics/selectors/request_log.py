@@ -46,18 +46,11 @@ class BadCursor(ValueError):
 def log_records(filters: Filters) -> QuerySet[UsageRecord]:
     """The filtered records of the filters' team and period (the team is the caller's: see filters)."""
     records = UsageRecord.objects.filter(
-        team=filters.team, created_at__gte=filters.period.start, created_at__lt=filters.period.end
+        team=filters.team,
+        created_at__gte=filters.period.start,
+        created_at__lt=filters.period.end,
+        **filters.column_lookups(),
     )
-    if filters.model_id:
-        records = records.filter(model_id=filters.model_id)
-    if filters.user_id:
-        records = records.filter(user_id=filters.user_id)
-    if filters.connection_id:
-        records = records.filter(connection_id=filters.connection_id)
-    if filters.path:
-        records = records.filter(path=filters.path)
-    if filters.status:
-        records = records.filter(status=filters.status)
     if filters.affinity:
         records = (
             records.exclude(affinity_key="") if filters.affinity == "on" else records.filter(affinity_key="")

@@ -84,17 +84,8 @@ def rollup_rows(filters: Filters, *, by_people: bool = False) -> QuerySet[Any]:
         team=filters.team,
         bucket__gte=bucket_floor(period.start, hourly=period.hourly),
         bucket__lt=period.end,
+        **filters.column_lookups(),
     )
-    if filters.model_id:
-        rows = rows.filter(model_id=filters.model_id)
-    if filters.user_id:
-        rows = rows.filter(user_id=filters.user_id)
-    if filters.connection_id:
-        rows = rows.filter(connection_id=filters.connection_id)
-    if filters.path:
-        rows = rows.filter(path=filters.path)
-    if filters.status:
-        rows = rows.filter(status=filters.status)
     if filters.affinity:
         rows = rows.filter(affinity=filters.affinity == "on")
     return rows.order_by()
