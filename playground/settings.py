@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "playground.teams",
     "playground.batches",
     "playground.analytics",
+    "playground.gateway",
 ]
 
 MIDDLEWARE = [
@@ -232,6 +233,10 @@ UPSTREAM_FIRST_TOKEN_TIMEOUT = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT", 120.0)
 UPSTREAM_TOTAL_TIMEOUT = env_float("UPSTREAM_TOTAL_TIMEOUT", 600.0)
 UPSTREAM_MAX_RETRIES = env_int("UPSTREAM_MAX_RETRIES", 2)
 UPSTREAM_MAX_RETRY_AFTER = env_float("UPSTREAM_MAX_RETRY_AFTER", 20.0)
+
+# --- gateway (playground.gateway) ---
+# The largest request body the gateway reads (images travel base64 inside it).
+GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 20_000_000)
 
 # --- budgets ---
 # Output tokens reserved for a request that sets no max_tokens (see playground.usage.budgets).

@@ -49,6 +49,7 @@ class UpstreamError:
     code: str = ""
     is_timeout: bool = False
     upstream_request_id: str = ""
+    retry_after: float | None = None  # seconds, when the upstream said (Retry-After)
 
 
 # Workers AI's codes for a request at fault: invalid input (a value out of range, a bad
@@ -74,4 +75,33 @@ class Replayed:
     turnaround_ms: int
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish | UpstreamError | Replayed
+@dataclass(frozen=True)
+class WireHead:
+    """A pass-through request's upstream answered 2xx: what the reply will be relayed as.
+
+    Only a `PassthroughAdapter` (the gateway) yields this and `WireBytes`; everyone else
+    ignores them (the meter reads the normalized events that come with them)."""
+
+    status: int
+    content_type: str
+    upstream_request_id: str = ""
+
+
+@dataclass(frozen=True)
+class WireBytes:
+    """Bytes of the upstream's reply exactly as they arrived, to relay unchanged."""
+
+    data: bytes
+
+
+StreamEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallDelta
+    | UsageReport
+    | Finish
+    | UpstreamError
+    | Replayed
+    | WireHead
+    | WireBytes
+)

@@ -130,6 +130,19 @@ class UpstreamResponse:
                 raise transport_error(exc, request_id=self.request_id) from exc
             yield line
 
+    async def chunks(self) -> AsyncGenerator[bytes]:
+        """The body as it arrives (content decoding undone), each read under the deadline."""
+        chunks = self._response.aiter_bytes()
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except (TimeoutError, httpx.TransportError) as exc:
+                raise transport_error(exc, request_id=self.request_id) from exc
+            yield chunk
+
     async def read(self) -> bytes:
         try:
             async with asyncio.timeout_at(self._deadline):

@@ -37,7 +37,7 @@ def topbar_teams(*, user: AnyUser) -> list[Team]:
     time zone, which the caller compares in Python (`budget_month`)."""
     alerts = BudgetAlert.objects.filter(team=OuterRef("pk")).order_by("-month", "-threshold")
     ledgers = BudgetLedger.objects.filter(
-        team=OuterRef("pk"), user__isnull=True, month=OuterRef("alert_month")
+        team=OuterRef("pk"), user__isnull=True, api_key__isnull=True, month=OuterRef("alert_month")
     )
     return list(
         team_list_for_user(user=user).annotate(

@@ -25,6 +25,7 @@ from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import StreamEvent, UpstreamError
 from playground.usage.budgets import (
     BudgetExceeded,
+    KeyBudget,
     Reservation,
     budget_reconcile,
     budget_reserve_for_request,
@@ -62,6 +63,8 @@ class MeteredCall:
     # all its items at once, `budgets.budget_reserve`, and reconciles the chunk itself): the
     # call neither reserves nor reconciles. Replaying a queued result must never be refused.
     budget_held: bool = False
+    # A gateway request's API key, whose own monthly budget is held with the team's and the member's.
+    key_budget: KeyBudget | None = None
     record: UsageRecord | None = field(default=None, init=False)
     outcome: Outcome | None = field(default=None, init=False)
     # The budget held for this request until its record is written (playground.usage.budgets),
@@ -120,6 +123,7 @@ class MeteredCall:
                 user_id=self.context.user_id,
                 card=card,
                 label=self.context.source or self.context.path,
+                key=self.key_budget,
             )
         except BudgetExceeded as exc:
             self.refusal, self.refusal_code = str(exc), exc.code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,28 @@ class KnownCard:
 
 
 @dataclass(frozen=True)
+class Attribution:
+    """What a gateway request said about itself (its key and headers); empty for the app's own paths."""
+
+    api_key_id: int | None = None
+    end_user: str = ""
+    session: str = ""
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+    trace_id: str = ""
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "api_key_id": self.api_key_id,
+            "end_user": self.end_user,
+            "session": self.session,
+            "tags": f",{','.join(self.tags)}," if self.tags else "",
+            "metadata": self.metadata,
+            "trace_id": self.trace_id,
+        }
+
+
+@dataclass(frozen=True)
 class RequestContext:
     """Who sent what, where: the part of a record known before the request is sent."""
 
@@ -53,6 +76,10 @@ class RequestContext:
     price_card: KnownCard | None = None
     # The body as sent upstream, secrets and images redacted (the metered call fills it in).
     request_body: dict[str, Any] | None = None
+    attribution: Attribution = Attribution()
+    # The record's `request_id`, when the caller must name it before the record exists (the
+    # gateway sends it in the answer's headers); None: a new one.
+    request_id: uuid.UUID | None = None
 
 
 def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
@@ -145,4 +172,6 @@ def _identity(context: RequestContext) -> dict[str, Any]:
         "conversation_id": context.conversation_id,
         "path": context.path,
         "source": context.source,
+        **context.attribution.record_fields(),
+        **({"request_id": context.request_id} if context.request_id is not None else {}),
     }

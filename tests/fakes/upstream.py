@@ -23,7 +23,7 @@ Scripting: `fake_upstream.script(*replies)` queues replies; each request takes t
 one. With an empty queue the server answers like a healthy upstream: it streams
 `fake_upstream.default_text` word by word in the format the path implies (native
 `{"response"}` frames plus a `{"response":"","usage"}` trailer for `/ai/run/`, OpenAI
-chunks plus a usage chunk otherwise), or a JSON reply when the body has `"stream": false`.
+chunks plus a usage chunk otherwise), or a JSON reply unless the body has `"stream": true` (as the real APIs do).
 
 Replies:
 - `sse(frames, delay=0, first_delay=0, status=200, headers=None, done=True, abort=False)`:
@@ -394,7 +394,8 @@ class FakeUpstream:
         words[-1] = words[-1].rstrip()
         counts = usage(10, len(words), cached=0)
         headers = {"cf-ray": f"fake-ray-{len(self.requests)}"}
-        streaming = not (isinstance(request.json, dict) and request.json.get("stream") is False)
+        # Like the real APIs: a body without `"stream": true` gets a whole JSON answer.
+        streaming = isinstance(request.json, dict) and request.json.get("stream") is True
         if "/ai/run/" in request.path:
             if not streaming:
                 return json_reply(envelope({"response": self.default_text, "usage": counts}), headers=headers)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import Any
+
 from django.conf import settings
 
 from playground.providers.adapters.base import ChatAdapter
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
+from playground.providers.adapters.passthrough import PassthroughAdapter
 from playground.providers.adapters.request import ChatRequest
 from playground.providers.adapters.workers_ai import DEFAULT_BASE_URL, WorkersAIAdapter
 from playground.providers.kinds import ConnectionKind, WireFormat
@@ -17,10 +21,19 @@ from playground.providers.services import (
     engine_account_id,
 )
 
-__all__ = ["ChatAdapter", "ChatRequest", "adapter_for", "queue_client_for"]
+__all__ = [
+    "ChatAdapter",
+    "ChatRequest",
+    "PassthroughAdapter",
+    "PassthroughRoute",
+    "RouteNotServed",
+    "adapter_for",
+    "passthrough_for",
+    "queue_client_for",
+]
 
 
-def adapter_for(connection: ProviderConnection) -> ChatAdapter:
+def adapter_for(connection: ProviderConnection) -> WorkersAIAdapter | OpenAICompatAdapter:
     """The adapter for a connection's wire format, with its base URL and decrypted token.
 
     Blocking (it resolves the host to re-check the base-URL policy right before use, as a
@@ -57,3 +70,40 @@ def queue_client_for(connection: ProviderConnection) -> QueueClient | None:
     if not isinstance(adapter, WorkersAIAdapter):
         return None
     return QueueClient(base_url=adapter.base_url, account_id=adapter.account_id, token=adapter.token)
+
+
+class PassthroughRoute(StrEnum):
+    """Which API a pass-through request speaks, as the client called it."""
+
+    RUN = "run"  # Workers AI's native POST .../ai/run/{model}
+    CHAT_COMPLETIONS = "chat-completions"  # OpenAI's POST .../chat/completions
+
+
+class RouteNotServed(ValueError):
+    """The connection does not speak the API the client called."""
+
+
+def passthrough_for(
+    connection: ProviderConnection,
+    *,
+    route: PassthroughRoute,
+    request: ChatRequest,
+    body: dict[str, Any],
+    client_wants_usage: bool,
+) -> PassthroughAdapter:
+    """A pass-through of `body` to the connection's endpoint for `route` (blocking, like `adapter_for`).
+
+    A Workers AI connection (or the engine) serves both APIs; an OpenAI-compatible one only
+    chat completions: asked for `/ai/run`, it raises `RouteNotServed`.
+    """
+    adapter = adapter_for(connection)
+    if route == PassthroughRoute.CHAT_COMPLETIONS:
+        url = adapter.openai_endpoint()
+    elif isinstance(adapter, WorkersAIAdapter):
+        url = adapter.endpoint(request)
+    else:
+        raise RouteNotServed(
+            f"This key's connection ({connection.spec.label}) speaks OpenAI's API only: "
+            "send the request to /v1/chat/completions instead."
+        )
+    return PassthroughAdapter(url=url, token=adapter.token, body=body, client_wants_usage=client_wants_usage)

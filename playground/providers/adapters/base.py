@@ -78,12 +78,7 @@ class HTTPChatAdapter(ABC):
         return recorded_body(self.payload(request), secrets=[self.token] if self.token else [])
 
     def headers(self, request: ChatRequest) -> dict[str, str]:
-        headers = {"accept": "text/event-stream, application/json"}
-        if self.token:
-            headers["authorization"] = f"Bearer {self.token}"
-        if request.affinity_key:
-            headers["x-session-affinity"] = request.affinity_key
-        return headers
+        return request_headers(request, token=self.token)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]:
         policy = TimeoutPolicy.from_settings()
@@ -95,7 +90,7 @@ class HTTPChatAdapter(ABC):
                 async for event in events:
                     yield event
         except UpstreamHTTPError as exc:
-            yield self._error_event(exc)
+            yield upstream_error_event(exc, token=self.token)
 
     async def _attempt(
         self, request: ChatRequest, policy: TimeoutPolicy, deadline: float
@@ -126,12 +121,25 @@ class HTTPChatAdapter(ABC):
             for event in assembler.finish(complete=complete):
                 yield event
 
-    def _error_event(self, exc: UpstreamHTTPError) -> UpstreamError:
-        code, message = error_details(json_or_none(exc.body)) if exc.body else ("", "")
-        return UpstreamError(
-            message=redact(message or exc.message, [self.token] if self.token else []),
-            http_status=exc.status,
-            code=code or exc.code,
-            is_timeout=exc.is_timeout,
-            upstream_request_id=exc.request_id,
-        )
+
+def request_headers(request: ChatRequest, *, token: str) -> dict[str, str]:
+    """What every chat request sends besides its body: the token, and the affinity key if any."""
+    headers = {"accept": "text/event-stream, application/json"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    if request.affinity_key:
+        headers["x-session-affinity"] = request.affinity_key
+    return headers
+
+
+def upstream_error_event(exc: UpstreamHTTPError, *, token: str) -> UpstreamError:
+    """The failure as the one event a stream ends with; its message redacted of `token`."""
+    code, message = error_details(json_or_none(exc.body)) if exc.body else ("", "")
+    return UpstreamError(
+        message=redact(message or exc.message, [token] if token else []),
+        http_status=exc.status,
+        code=code or exc.code,
+        is_timeout=exc.is_timeout,
+        upstream_request_id=exc.request_id,
+        retry_after=exc.retry_after,
+    )

@@ -13,8 +13,11 @@ class OpenAICompatAdapter(HTTPChatAdapter):
         super().__init__(token=token)
         self.base_url = base_url.rstrip("/")
 
-    def endpoint(self, request: ChatRequest) -> str:
+    def openai_endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
+
+    def endpoint(self, request: ChatRequest) -> str:
+        return self.openai_endpoint()
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
         return {"model": request.model, **super().payload(request)}

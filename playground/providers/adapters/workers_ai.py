@@ -22,6 +22,10 @@ class WorkersAIAdapter(HTTPChatAdapter):
         self.base_url = base_url.rstrip("/")
         self.account_id = account_id
 
+    def openai_endpoint(self) -> str:
+        """Workers AI's OpenAI-compatible chat completions (the model goes in the body)."""
+        return f"{self.base_url}/accounts/{quote(self.account_id, safe='')}/ai/v1/chat/completions"
+
     def endpoint(self, request: ChatRequest) -> str:
         # The model id (e.g. "@cf/moonshotai/kimi-k2.5") goes in the path, not the body: both
         # parts are encoded so that neither can climb the path or start a query string.

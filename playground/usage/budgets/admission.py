@@ -8,6 +8,7 @@ the card, so none can skip that rule.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import transaction
@@ -39,19 +40,40 @@ class UnpricedRefused(BudgetExceeded):
     code = UNPRICED_REFUSED
 
 
+@dataclass(frozen=True)
+class KeyBudget:
+    """The API key a gateway request came with, and its own monthly limit (None: none)."""
+
+    id: int
+    name: str
+    limit: Decimal | None
+
+
 def budget_reserve_for_request(
-    *, request: ChatRequest, team_id: int, user_id: int | None, card: KnownCard, label: str = ""
+    *,
+    request: ChatRequest,
+    team_id: int,
+    user_id: int | None,
+    card: KnownCard,
+    label: str = "",
+    key: KeyBudget | None = None,
 ) -> Reservation:
     """Reserve a request's worst case by `card`, the one that will price its record; raises
     `BudgetExceeded` (or `UnpricedRefused`) with the refusal message."""
     amount = request_worst_case_cost(request=request, team_id=team_id, model_id=card.model_id, card=card)
-    return budget_reserve(team_id=team_id, user_id=user_id, amount=amount, card=card, label=label)
+    return budget_reserve(team_id=team_id, user_id=user_id, amount=amount, card=card, label=label, key=key)
 
 
 def budget_reserve(
-    *, team_id: int, user_id: int | None, amount: Decimal, card: KnownCard, label: str = ""
+    *,
+    team_id: int,
+    user_id: int | None,
+    amount: Decimal,
+    card: KnownCard,
+    label: str = "",
+    key: KeyBudget | None = None,
 ) -> Reservation:
-    """Hold `amount` on the team's (and the member's) ledger of this month, or refuse.
+    """Hold `amount` on the team's, the member's and the API key's ledgers of this month, or refuse.
 
     For a batch chunk sent as one upstream request, `amount` is the sum of its items'
     worst cases and `card` the one card that prices them all. Every reservation must end in
@@ -72,21 +94,35 @@ def budget_reserve(
         if user_id is not None
         else None
     )
-    if card.card is None and not allow_unpriced and (team_limit is not None or member_limit is not None):
-        whose = "the team's" if team_limit is not None else "your"
+    key_limit = key.limit if key is not None else None
+    limits = (team_limit, member_limit, key_limit)
+    if card.card is None and not allow_unpriced and any(limit is not None for limit in limits):
+        whose = (
+            "the team's"
+            if team_limit is not None
+            else "your"
+            if member_limit is not None
+            else _key_whose(key)
+        )
         raise UnpricedRefused(_unpriced_refusal(card, whose=whose))
     team_ledger = ledger_for_month(team=team, user_id=None, month=month)
     member_ledger = ledger_for_month(team=team, user_id=user_id, month=month) if user_id is not None else None
+    key_ledger = (
+        ledger_for_month(team=team, user_id=None, month=month, api_key_id=key.id) if key is not None else None
+    )
     with transaction.atomic():
         if not ledger_hold(team_ledger, amount, team_limit):
             raise BudgetExceeded(_refusal(team_ledger, amount, team_limit, whose="the team's"))
+        # leaving the block with an exception rolls back the holds made before it as well
         if member_ledger is not None and not ledger_hold(member_ledger, amount, member_limit):
-            # leaving the block with the exception rolls back the team's hold as well
             raise BudgetExceeded(_refusal(member_ledger, amount, member_limit, whose="your"))
+        if key_ledger is not None and not ledger_hold(key_ledger, amount, key_limit):
+            raise BudgetExceeded(_refusal(key_ledger, amount, key_limit, whose=_key_whose(key)))
         reservation = BudgetReservation.objects.create(
             team_id=team_id,
             team_ledger=team_ledger,
             member_ledger=member_ledger,
+            key_ledger=key_ledger,
             amount_usd=amount,
             label=label[:120],
         )
@@ -100,6 +136,10 @@ def _refusal(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None, *, wh
         f"This request could cost up to {money(amount)}; {money(remaining)} of {whose} "
         f"{money(Decimal(limit or 0))} budget remains this month."
     )
+
+
+def _key_whose(key: KeyBudget | None) -> str:
+    return f"the API key {key.name!r}'s" if key is not None else "the key's"
 
 
 def _unpriced_refusal(card: KnownCard, *, whose: str) -> str:

@@ -66,7 +66,7 @@ def budget_alert_email_send(*, alert_id: int) -> bool:
     team = alert.team
     limit = TeamBudget.objects.filter(team=team).values_list("monthly_limit_usd", flat=True).first()
     spent = (
-        BudgetLedger.objects.filter(team=team, user__isnull=True, month=alert.month)
+        BudgetLedger.objects.filter(team=team, user__isnull=True, api_key__isnull=True, month=alert.month)
         .values_list("spent_usd", flat=True)
         .first()
     )

@@ -35,20 +35,32 @@ class Reservation:
     amount: Decimal
 
 
-def ledger_for_month(*, team: Team, user_id: int | None, month: dt.date) -> BudgetLedger:
-    """The ledger row of the month, created with what the month's records already cost."""
-    scope: dict[str, Any] = {"user_id": user_id} if user_id is not None else {"user__isnull": True}
+def ledger_for_month(
+    *, team: Team, user_id: int | None, month: dt.date, api_key_id: int | None = None
+) -> BudgetLedger:
+    """The ledger row of the month (the team's, a member's or an API key's), created with what
+    the month's records already cost."""
+    scope: dict[str, Any]
+    if api_key_id is not None:
+        scope = {"api_key_id": api_key_id}
+    elif user_id is not None:
+        scope = {"user_id": user_id}
+    else:
+        scope = {"user__isnull": True, "api_key__isnull": True}
     ledger = BudgetLedger.objects.filter(team=team, month=month, **scope).first()
     if ledger is not None:
         return ledger
     start, end = month_bounds(team, month)
     records = UsageRecord.objects.filter(team=team, created_at__gte=start, created_at__lt=end)
-    if user_id is not None:
+    if api_key_id is not None:
+        records = records.filter(api_key_id=api_key_id)
+    elif user_id is not None:
         records = records.filter(user_id=user_id)
     spent = records.aggregate(total=Sum("total_cost"))["total"] or ZERO
+    owner = {"api_key_id": api_key_id} if api_key_id is not None else {"user_id": user_id}
     try:
         with transaction.atomic():
-            return BudgetLedger.objects.create(team=team, user_id=user_id, month=month, spent_usd=spent)
+            return BudgetLedger.objects.create(team=team, month=month, spent_usd=spent, **owner)
     except IntegrityError:  # another request created it first
         return BudgetLedger.objects.get(team=team, month=month, **scope)
 

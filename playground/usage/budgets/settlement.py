@@ -32,7 +32,7 @@ def budget_reconcile(*, reservation: Reservation, actual: Decimal) -> bool:
         if not settled:
             return False
         row = BudgetReservation.objects.get(pk=reservation.id)
-        ledger_ids = [row.team_ledger_id, *([row.member_ledger_id] if row.member_ledger_id else [])]
+        ledger_ids = [row.team_ledger_id, *(i for i in (row.member_ledger_id, row.key_ledger_id) if i)]
         BudgetLedger.objects.filter(pk__in=ledger_ids).update(
             reserved_usd=F("reserved_usd") - row.amount_usd, spent_usd=F("spent_usd") + actual
         )

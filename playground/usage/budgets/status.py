@@ -38,7 +38,9 @@ def budget_status(*, team: Team, now: dt.datetime | None = None) -> BudgetStatus
     """This month's figures for the budgets page and the banner (reads only)."""
     now = now or timezone.now()
     month = budget_month(team, now=now)
-    ledger = BudgetLedger.objects.filter(team=team, user__isnull=True, month=month).first()
+    ledger = BudgetLedger.objects.filter(
+        team=team, user__isnull=True, api_key__isnull=True, month=month
+    ).first()
     if ledger is not None:
         spent, reserved = ledger.spent_usd, ledger.reserved_usd
     else:

@@ -1,9 +1,11 @@
 """The usage floor's tables: one row per request (`records`), the rollups the charts read
-(`rollups`) and the budget ledgers (`budgets`). Django finds models through this module, so
+(`rollups`), the budget ledgers (`budgets`) and the team API keys the gateway meters
+(`api_keys`). Django finds models through this module, so
 it names them all."""
 
 from __future__ import annotations
 
+from playground.usage.models.api_keys import KEY_PREFIX, ApiKey
 from playground.usage.models.budgets import (
     DEFAULT_ALERT_THRESHOLDS,
     BudgetAlert,
@@ -45,8 +47,10 @@ __all__ = [
     "DEFAULT_ALERT_THRESHOLDS",
     "HISTOGRAM_BUCKETS",
     "HISTOGRAM_EDGES_MS",
+    "KEY_PREFIX",
     "LATENCY_COLUMNS",
     "TTFT_COLUMNS",
+    "ApiKey",
     "BudgetAlert",
     "BudgetLedger",
     "BudgetReservation",

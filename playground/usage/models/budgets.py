@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from playground.accounts.models import Team
+from playground.usage.models.api_keys import ApiKey
 
 # --- budgets -----------------------------------------------------------------------------------
 # Made in `accounts` and moved here, where their behaviour is (`playground.usage.budgets`),
@@ -44,7 +45,8 @@ class TeamBudget(models.Model):
 
 
 class BudgetLedger(models.Model):
-    """What a team (user NULL) or one member spent and has reserved in one budget month.
+    """What a team (user and key NULL), one member or one API key spent and has reserved in one
+    budget month.
 
     The row every admission updates with one conditional UPDATE (`playground.usage.budgets.ledger`):
     `spent + reserved + cost <= limit` is checked and `reserved` raised in the same statement,
@@ -53,6 +55,7 @@ class BudgetLedger(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_ledgers")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE)
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     month = models.DateField(help_text="The first day of the month, in the team's time zone")
     spent_usd = models.DecimalField(max_digits=18, decimal_places=10, default=Decimal(0))
     reserved_usd = models.DecimalField(max_digits=18, decimal_places=10, default=Decimal(0))
@@ -62,13 +65,18 @@ class BudgetLedger(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["team", "month"],
-                condition=models.Q(user__isnull=True),
+                condition=models.Q(user__isnull=True, api_key__isnull=True),
                 name="one_team_ledger_per_month",
             ),
             models.UniqueConstraint(
                 fields=["team", "month", "user"],
                 condition=models.Q(user__isnull=False),
                 name="one_member_ledger_per_month",
+            ),
+            models.UniqueConstraint(
+                fields=["team", "month", "api_key"],
+                condition=models.Q(api_key__isnull=False),
+                name="one_key_ledger_per_month",
             ),
         ]
 
@@ -86,6 +94,9 @@ class BudgetReservation(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_reservations")
     team_ledger = models.ForeignKey(BudgetLedger, on_delete=models.CASCADE, related_name="+")
     member_ledger = models.ForeignKey(
+        BudgetLedger, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    key_ledger = models.ForeignKey(
         BudgetLedger, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     amount_usd = models.DecimalField(max_digits=18, decimal_places=10)

@@ -16,6 +16,7 @@ from django.db.models import F, OrderBy
 from playground.accounts.models import Team
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
+from playground.usage.models.api_keys import ApiKey
 
 
 class UsageStatus(models.TextChoices):
@@ -34,6 +35,7 @@ class UsageSource(models.TextChoices):
 class RequestPath(models.TextChoices):
     CHAT = "chat", "Chat"
     BATCH = "batch", "Batch item"
+    GATEWAY = "gateway", "Gateway"
 
 
 class NullsLastIndex(models.Index):
@@ -103,6 +105,16 @@ class UsageRecord(models.Model):
     source = models.CharField(max_length=64, blank=True)
     # The body as sent upstream: no secrets, and each image replaced by its hash, type and size.
     request_body = models.JSONField(null=True, blank=True)
+
+    # --- attribution: what a gateway request said about itself (empty for the app's own paths) ---
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    end_user = models.CharField(max_length=1024, blank=True, help_text="x-playground-user")
+    session = models.CharField(max_length=1024, blank=True, help_text="x-playground-session")
+    # x-playground-tags as ",a,b," (leading and trailing commas), so one tag is `contains=",a,"`
+    # on every database (SQLite has no JSON containment).
+    tags = models.CharField(max_length=1100, blank=True)
+    metadata = models.JSONField(null=True, blank=True, help_text="x-playground-metadata")
+    trace_id = models.CharField(max_length=32, blank=True, help_text="From traceparent")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -115,6 +127,9 @@ class UsageRecord(models.Model):
             models.Index(fields=["team", "status", "created_at", "id"], name="usage_log_team_status"),
             models.Index(fields=["team", "user", "created_at", "id"], name="usage_log_team_user"),
             models.Index(fields=["team", "connection", "created_at", "id"], name="usage_log_team_conn"),
+            models.Index(fields=["team", "api_key", "created_at", "id"], name="usage_log_team_key"),
+            models.Index(fields=["team", "end_user", "created_at", "id"], name="usage_log_team_end_user"),
+            models.Index(fields=["team", "session", "created_at", "id"], name="usage_log_team_session"),
             models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.

@@ -1,0 +1,135 @@
+"""Admission: who is calling, whether they may, and the metered call that will carry the request.
+
+One blocking step (run in the worker thread): the key and its connection, the model it may
+call, its rate limits, the idempotency claim, and the `MeteredCall`, which then holds the
+budget (the team's, the key creator's and the key's own) before sending, exactly as a chat
+turn does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from playground.gateway.attribution import RequestAttribution
+from playground.gateway.bodies import ClientRequest
+from playground.gateway.errors import GatewayError
+from playground.gateway.idempotency import Claim, Replay, idempotency_claim
+from playground.gateway.ratelimits import RateState, rate_admit
+from playground.providers.adapters import (
+    PassthroughAdapter,
+    PassthroughRoute,
+    RouteNotServed,
+    passthrough_for,
+)
+from playground.usage.api_keys import api_key_for_secret, api_key_touch
+from playground.usage.budgets import KeyBudget
+from playground.usage.metered_call import MeteredCall
+from playground.usage.models import ApiKey, RequestPath
+from playground.usage.services import RequestContext
+
+
+@dataclass
+class Admitted:
+    key: ApiKey
+    adapter: PassthroughAdapter
+    call: MeteredCall
+    rate: RateState
+    claim: Claim | None = None
+
+
+def api_key_authenticate(secret: str | None) -> ApiKey:
+    """The usable key with this secret, or a `GatewayError` (401, 403) saying why not."""
+    if not secret:
+        raise GatewayError(
+            401,
+            "invalid_api_key",
+            "No API key: send `Authorization: Bearer <key>` (or `x-api-key`). A team admin creates "
+            "keys on the team's API keys page.",
+        )
+    key = api_key_for_secret(secret)
+    if key is None:
+        raise GatewayError(401, "invalid_api_key", "Incorrect API key: no key of any team has this secret.")
+    if key.revoked_at is not None:
+        raise GatewayError(
+            401,
+            "invalid_api_key",
+            f"The API key {key.name!r} was revoked on {key.revoked_at:%Y-%m-%d %H:%M} UTC.",
+        )
+    if key.expires_at is not None and key.expires_at <= timezone.now():
+        raise GatewayError(
+            401,
+            "invalid_api_key",
+            f"The API key {key.name!r} expired on {key.expires_at:%Y-%m-%d %H:%M} UTC.",
+        )
+    if key.connection is None:
+        raise GatewayError(
+            403,
+            "no_connection",
+            f"The API key {key.name!r} has no connection (it was deleted): a team admin can edit the key.",
+        )
+    return key
+
+
+def gateway_admit(
+    *,
+    secret: str | None,
+    route: PassthroughRoute,
+    client: ClientRequest,
+    headers: RequestAttribution,
+    idempotency_key: str | None = None,
+    digest: str = "",
+) -> Admitted | Replay:
+    """Everything before sending (blocking), or the stored answer of an idempotent repeat."""
+    key = api_key_authenticate(secret)
+    if key.allowed_models and client.model not in key.allowed_models:
+        raise GatewayError(
+            403,
+            "model_not_allowed",
+            f"The API key {key.name!r} may not call {client.model}: "
+            f"it may call {', '.join(key.allowed_models)}.",
+        )
+    assert key.connection is not None
+    try:
+        adapter = passthrough_for(
+            key.connection,
+            route=route,
+            request=client.chat,
+            body=client.body,
+            client_wants_usage=client.client_wants_usage,
+        )
+    except RouteNotServed as exc:
+        raise GatewayError(400, "route_not_served", str(exc)) from None
+    except ValidationError as exc:
+        raise GatewayError(
+            503, "connection_unusable", f"The key's connection cannot be used now: {' '.join(exc.messages)}"
+        ) from None
+    claim = None
+    if idempotency_key is not None and not client.stream:
+        outcome = idempotency_claim(api_key=key, key=idempotency_key, digest=digest)
+        if isinstance(outcome, Replay):
+            return outcome
+        claim = outcome
+    rate = rate_admit(key)
+    api_key_touch(key)
+    context = RequestContext(
+        team_id=key.team_id,
+        user_id=key.created_by_id,
+        connection_id=key.connection_id,
+        model_id=client.model,
+        affinity_key=headers.affinity_key,
+        streamed=client.stream,
+        path=RequestPath.GATEWAY,
+        attribution=replace(headers.attribution, api_key_id=key.pk),
+        request_id=uuid.uuid4(),
+    )
+    call = MeteredCall(
+        adapter=adapter,
+        request=client.chat,
+        context=context,
+        key_budget=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
+    )
+    return Admitted(key=key, adapter=adapter, call=call, rate=rate, claim=claim)

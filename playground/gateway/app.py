@@ -1,0 +1,289 @@
+"""The gateway's endpoints: a plain ASGI app that `playground.asgi` serves beside Django's.
+
+Why not Django views: every request through Django runs the whole middleware stack
+(sessions, CSRF, authentication, django-htmx, the page security headers), built for pages;
+an API call authenticated by its key needs none of it, and the gateway's added time to first
+token is a figure users compare (issue 24). This app does only what an API call needs, and
+stays on the same spine as every other path: `gateway_admit` (the key, its limits) and the
+one `MeteredCall` (the budget, the meter, the one record writer, the one cost function).
+
+Its ORM work runs in asgiref's one shared worker thread (`sync_to_async`, thread
+sensitive), whose database connection is kept between requests (`lib.db.connections_heal`
+closes it only when it broke).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import aclosing, suppress
+from decimal import Decimal
+from typing import Any
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from playground.gateway.admission import Admitted, api_key_authenticate, gateway_admit
+from playground.gateway.attribution import attribution_read
+from playground.gateway.bodies import BATCHES_HINT, client_request_read
+from playground.gateway.errors import ErrorShape, GatewayError
+from playground.gateway.idempotency import Replay, body_digest, idempotency_release, idempotency_store
+from playground.gateway.models_list import models_for_key
+from playground.gateway.ratelimits import rate_count_tokens
+from playground.gateway.routes import Action, Endpoint, endpoint_for, shape_for
+from playground.gateway.upstream_errors import error_for_failed_call
+from playground.lib.db import connections_heal
+from playground.providers.events import UpstreamError, WireBytes, WireHead
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class ClientGone(Exception):
+    """The client hung up before its request was read whole: nothing to answer, nothing sent."""
+
+
+async def gateway_app(scope: Scope, receive: Receive, send: Send) -> None:
+    started = time.perf_counter()
+    path: str = scope["path"]
+    shape = shape_for(path)
+    try:
+        endpoint = endpoint_for(path)
+        if endpoint is None:
+            raise GatewayError(404, "not_found", f"No gateway endpoint at {path}.")
+        if scope["method"] != endpoint.method:
+            raise GatewayError(
+                405, "method_not_allowed", f"{path} takes {endpoint.method}, not {scope['method']}."
+            )
+        headers = _headers(scope)
+        if endpoint.action == Action.MODELS:
+            await _send_json(send, 200, await _models(headers))
+            return
+        await _chat(scope, receive, send, endpoint, headers, started)
+    except GatewayError as error:
+        await _send_error(send, error, shape)
+    except ClientGone:
+        pass
+
+
+async def _models(headers: dict[str, str]) -> dict[str, Any]:
+    def listing() -> dict[str, Any]:
+        connections_heal()
+        key = api_key_authenticate(_secret(headers))
+        data = [
+            {"id": model, "object": "model", "created": 0, "owned_by": "playground"}
+            for model in models_for_key(key)
+        ]
+        return {"object": "list", "data": data}
+
+    result: dict[str, Any] = await sync_to_async(listing)()
+    return result
+
+
+async def _chat(
+    scope: Scope, receive: Receive, send: Send, endpoint: Endpoint, headers: dict[str, str], started: float
+) -> None:
+    if (
+        parse_qs(scope.get("query_string", b"").decode("latin-1")).get("queueRequest", [""])[0].lower()
+        == "true"
+    ):
+        raise GatewayError(400, "queue_not_supported", BATCHES_HINT)
+    raw = await _read_body(receive)
+    attribution = attribution_read(headers)
+    client = client_request_read(
+        raw, route=endpoint.route, path_model=endpoint.path_model, affinity_key=attribution.affinity_key
+    )
+    idempotency_key = headers.get("idempotency-key")
+
+    def admit() -> Admitted | Replay:
+        connections_heal()
+        return gateway_admit(
+            secret=_secret(headers),
+            route=endpoint.route,
+            client=client,
+            headers=attribution,
+            idempotency_key=idempotency_key,
+            digest=body_digest(raw) if idempotency_key is not None else "",
+        )
+
+    admitted = await sync_to_async(admit)()
+    if isinstance(admitted, Replay):
+        await _send(send, admitted.status, {**admitted.headers, "idempotent-replayed": "true"}, admitted.body)
+        return
+    relay = _Relay(send, admitted, endpoint.shape, started, stream=client.stream)
+    finished = await _until_disconnected(relay.run(), receive)
+    if not finished and admitted.claim is not None:
+        await sync_to_async(idempotency_release)(admitted.claim)
+
+
+class _Relay:
+    """One admitted request: its metered call's bytes to the client, then what follows the record."""
+
+    def __init__(
+        self, send: Send, admitted: Admitted, shape: ErrorShape, started: float, *, stream: bool
+    ) -> None:
+        self.send = send
+        self.admitted = admitted
+        self.shape = shape
+        self.started = started
+        self.stream = stream
+        self.head: WireHead | None = None
+        self.error: UpstreamError | None = None
+        self.body = bytearray()  # a whole answer, sent once its record exists
+        self.sent_start = False
+        self.status = 0
+        self.headers_sent: dict[str, str] = {}
+
+    async def run(self) -> None:
+        call = self.admitted.call
+        async with aclosing(call.events()) as events:
+            async for event in events:
+                match event:
+                    case WireHead():
+                        self.head = event
+                    case WireBytes(data=data) if self.stream:
+                        await self._stream_bytes(data)
+                    case WireBytes(data=data):
+                        self.body += data
+                    case UpstreamError():
+                        self.error = event
+        if self.sent_start:  # a stream: its last bytes went out as they came
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            await self._answer_whole()
+        await self._after()
+
+    async def _stream_bytes(self, data: bytes) -> None:
+        if not self.sent_start:
+            assert self.head is not None
+            await self._start(self.head.status, {"content-type": self.head.content_type})
+        await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def _answer_whole(self) -> None:
+        """A non-streamed answer (with its cost), or an error no byte of which was relayed yet."""
+        record = self.admitted.call.record
+        if self.head is not None and self.body:
+            headers = {"content-type": self.head.content_type}
+            if record is not None:
+                headers["x-playground-cost-usd"] = _usd(record.total_cost)
+            await self._start(self.head.status, headers)
+        else:
+            error = error_for_failed_call(self.admitted.call, self.error)
+            self.body = bytearray(error.body(self.shape))
+            await self._start(error.status, {"content-type": "application/json", **error.headers})
+        await self.send({"type": "http.response.body", "body": bytes(self.body), "more_body": False})
+
+    async def _start(self, status: int, headers: dict[str, str]) -> None:
+        adapter = self.admitted.adapter
+        overhead_ms = (time.perf_counter() - self.started - adapter.upstream_seconds) * 1000
+        context = self.admitted.call.context
+        headers = {
+            **headers,
+            **self.admitted.rate.headers,
+            "x-playground-request-id": str(context.request_id),
+            "x-playground-overhead-ms": f"{max(0.0, overhead_ms):.2f}",
+            "x-playground-attempts": str(adapter.attempts),
+        }
+        self.status, self.headers_sent = status, headers
+        self.sent_start = True
+        await self.send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
+
+    async def _after(self) -> None:
+        """The key's tokens this minute, and the answer kept for an idempotent repeat (one blocking step)."""
+        key, claim, record = self.admitted.key, self.admitted.claim, self.admitted.call.record
+        tokens = record.prompt_tokens + record.completion_tokens if record is not None else 0
+        if claim is None and not (key.tokens_per_minute and tokens):
+            return
+
+        def after() -> None:
+            rate_count_tokens(key, tokens)
+            if claim is not None:
+                kept = {
+                    name: value
+                    for name, value in self.headers_sent.items()
+                    if not name.startswith("x-ratelimit-")
+                }
+                idempotency_store(claim, status=self.status, headers=kept, body=bytes(self.body))
+
+        await sync_to_async(after)()
+
+
+async def _until_disconnected(work: Awaitable[None], receive: Receive) -> bool:
+    """Run `work` until it ends or the client hangs up (then it is cancelled: the metered call
+    still writes its record, `client_disconnected`). Returns whether it ended by itself."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watcher.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
+    return not task.cancelled()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        body += message.get("body", b"")
+        if len(body) > settings.GATEWAY_MAX_BODY_BYTES:
+            raise GatewayError(
+                413,
+                "request_too_large",
+                f"The body is over {settings.GATEWAY_MAX_BODY_BYTES // 1_000_000} MB.",
+            )
+        if not message.get("more_body"):
+            return bytes(body)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {
+        name.decode("latin-1").lower(): value.decode("utf-8", "replace") for name, value in scope["headers"]
+    }
+
+
+def _secret(headers: dict[str, str]) -> str | None:
+    authorization = headers.get("authorization", "")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return headers.get("x-api-key") or None
+
+
+def _usd(amount: Decimal) -> str:
+    return f"{Decimal(amount):.10f}"
+
+
+def _encoded(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.encode("latin-1"), value.encode("latin-1", "replace")) for name, value in headers.items()]
+
+
+async def _send(send: Send, status: int, headers: dict[str, str], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _send_json(send: Send, status: int, value: Any) -> None:
+    await _send(send, status, {"content-type": "application/json"}, json.dumps(value).encode())
+
+
+async def _send_error(send: Send, error: GatewayError, shape: ErrorShape) -> None:
+    await _send(send, error.status, {"content-type": "application/json", **error.headers}, error.body(shape))

@@ -1,0 +1,89 @@
+"""Per-key rate limits (requests and tokens per minute) with the `limits` library.
+
+Counted in Redis in the production profile, so a key's limit holds across every web
+process; in memory in the embedded profile (one web process). Fixed one-minute windows:
+one counter per key and window, one INCR per check. Requests are counted when admitted;
+tokens once the answer's usage is known, so a request is admitted while the minute's
+tokens are not used up, and its own tokens count against the rest of the minute (a request's
+size cannot be known before it runs).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from limits import RateLimitItemPerMinute, storage, strategies
+
+from playground.gateway.errors import GatewayError
+from playground.usage.models import ApiKey
+
+
+@functools.cache
+def _limiter() -> strategies.FixedWindowRateLimiter:
+    uri = settings.REDIS_URL or "memory://"
+    return strategies.FixedWindowRateLimiter(storage.storage_from_string(uri))
+
+
+@functools.cache
+def _per_minute(amount: int) -> RateLimitItemPerMinute:
+    return RateLimitItemPerMinute(amount, namespace="gateway")
+
+
+@dataclass(frozen=True)
+class RateState:
+    """What the answer's `x-ratelimit-*` headers say (OpenAI's names)."""
+
+    headers: dict[str, str]
+
+
+def rate_admit(key: ApiKey) -> RateState:
+    """Count the request against its key's limits, or a `GatewayError` (429 with `Retry-After`)."""
+    headers: dict[str, str] = {}
+    limiter = _limiter()
+    if key.tokens_per_minute:
+        item = _per_minute(key.tokens_per_minute)
+        stats = limiter.get_window_stats(item, "tokens", str(key.pk))
+        if stats.remaining <= 0:
+            raise _limited(key, "tokens", key.tokens_per_minute, stats.reset_time)
+        headers |= _headers("tokens", key.tokens_per_minute, stats.remaining, stats.reset_time)
+    if key.requests_per_minute:
+        item = _per_minute(key.requests_per_minute)
+        admitted = limiter.hit(item, "requests", str(key.pk))
+        stats = limiter.get_window_stats(item, "requests", str(key.pk))
+        if not admitted:
+            raise _limited(key, "requests", key.requests_per_minute, stats.reset_time)
+        headers |= _headers("requests", key.requests_per_minute, stats.remaining, stats.reset_time)
+    return RateState(headers)
+
+
+def rate_count_tokens(key: ApiKey, tokens: int) -> None:
+    """Add a finished request's tokens (in and out) to its key's minute."""
+    if key.tokens_per_minute and tokens > 0:
+        _limiter().hit(_per_minute(key.tokens_per_minute), "tokens", str(key.pk), cost=tokens)
+
+
+def _headers(kind: str, limit: int, remaining: int, reset_time: float) -> dict[str, str]:
+    return {
+        f"x-ratelimit-limit-{kind}": str(limit),
+        f"x-ratelimit-remaining-{kind}": str(max(0, remaining)),
+        f"x-ratelimit-reset-{kind}": f"{_seconds_left(reset_time)}s",
+    }
+
+
+def _limited(key: ApiKey, kind: str, limit: int, reset_time: float) -> GatewayError:
+    wait = _seconds_left(reset_time)
+    return GatewayError(
+        429,
+        "rate_limit_exceeded",
+        f"The API key {key.name!r} may send {limit} {kind} a minute and has used them: "
+        f"try again in {wait} s. Nothing was sent.",
+        headers={"retry-after": str(wait), **_headers(kind, limit, 0, reset_time)},
+    )
+
+
+def _seconds_left(reset_time: float) -> int:
+    return max(1, math.ceil(reset_time - time.time()))
