@@ -1,15 +1,25 @@
-"""Gateway fixtures: a team API key on a connection to the loopback fake upstream."""
+"""Gateway fixtures: the live app (uvicorn on loopback), and team API keys on a connection to the
+loopback fake upstream or to the real engine, with the official SDKs pointed at the gateway."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from cloudflare import Cloudflare
+from django.conf import LazySettings
+from openai import AsyncOpenAI, OpenAI
 
 from playground.providers.models import ProviderConnection
 from playground.usage.api_keys import api_key_issue
 from playground.usage.models import ApiKey
 from tests.support.actors import Actors
+from tests.support.browser import LiveApp, engine_connection
+from tests.support.engine import EngineProcess
+
+KIMI = "@cf/moonshotai/kimi-k2.5"
 
 
 @dataclass(frozen=True)
@@ -17,10 +27,56 @@ class IssuedKey:
     key: ApiKey
     secret: str
 
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.secret}"}
 
-@pytest.fixture
-def gateway_key(actors: Actors, workers_connection: ProviderConnection) -> IssuedKey:
+
+def issue(
+    actors: Actors, connection: ProviderConnection, *, name: str = "billing-agent", **limits: Any
+) -> IssuedKey:
     key, secret = api_key_issue(
-        team_id=actors.team.pk, name="billing-agent", connection_id=workers_connection.pk, created_by_id=actors.owner.pk
+        team_id=connection.team_id,
+        name=name,
+        connection_id=connection.pk,
+        created_by_id=actors.owner.pk,
+        **limits,
     )
     return IssuedKey(key, secret)
+
+
+@pytest.fixture
+def gateway(live_app: LiveApp) -> LiveApp:
+    """The live app: gateway tests need a real server (the SDKs, streams, disconnects)."""
+    return live_app
+
+
+@pytest.fixture
+def gateway_key(transactional_db: None, actors: Actors, workers_connection: ProviderConnection) -> IssuedKey:
+    return issue(actors, workers_connection)
+
+
+@pytest.fixture
+def oa(gateway: LiveApp, gateway_key: IssuedKey) -> Iterator[OpenAI]:
+    with OpenAI(base_url=gateway.url + "/v1", api_key=gateway_key.secret, max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def aoa(gateway: LiveApp, gateway_key: IssuedKey) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=gateway.url + "/v1", api_key=gateway_key.secret, max_retries=0)
+
+
+@pytest.fixture
+def cf(gateway: LiveApp, gateway_key: IssuedKey) -> Iterator[Cloudflare]:
+    with Cloudflare(
+        base_url=gateway.url + "/client/v4", api_token=gateway_key.secret, max_retries=0
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def engine_key(
+    transactional_db: None, actors: Actors, settings: LazySettings, running_engine: EngineProcess
+) -> IssuedKey:
+    return issue(actors, engine_connection(actors, settings, running_engine), name="engine-agent")
