@@ -3,6 +3,7 @@ loopback fake upstream or to the real engine, with the official SDKs pointed at 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -10,11 +11,12 @@ from typing import Any
 import pytest
 from cloudflare import Cloudflare
 from django.conf import LazySettings
+from django.db import OperationalError
 from openai import AsyncOpenAI, OpenAI
 
 from playground.providers.models import ProviderConnection
 from playground.usage.api_keys import api_key_issue
-from playground.usage.models import ApiKey
+from playground.usage.models import ApiKey, UsageRecord
 from tests.support.actors import Actors
 from tests.support.browser import LiveApp, engine_connection
 from tests.support.engine import EngineProcess
@@ -80,3 +82,18 @@ def engine_key(
     transactional_db: None, actors: Actors, settings: LazySettings, running_engine: EngineProcess
 ) -> IssuedKey:
     return issue(actors, engine_connection(actors, settings, running_engine), name="engine-agent")
+
+
+def records_written(count: int, *, timeout: float = 10.0) -> list[UsageRecord]:
+    """The usage records, once `count` exist. A stream's record is written after its last byte
+    went out (an SDK stops reading at [DONE]), so a test may ask before the gateway wrote it;
+    SQLite's shared-cache test database says "table is locked" meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            records = list(UsageRecord.objects.order_by("id"))
+        except OperationalError:
+            records = []
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        time.sleep(0.02)

@@ -7,9 +7,8 @@ from decimal import Decimal
 
 import httpx
 
-from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream, json_reply, sse
-from tests.gateway.conftest import KIMI, IssuedKey
+from tests.gateway.conftest import KIMI, IssuedKey, records_written
 from tests.support.browser import LiveApp
 
 # A Kimi stream as Workers AI's OpenAI-compatible route sends it: reasoning first, then text,
@@ -55,7 +54,7 @@ def test_a_recorded_stream_reaches_the_client_unchanged_but_for_the_usage_chunk_
     received = _stream(gateway, gateway_key, body)
 
     assert received == _wire(RECORDED[:-1])
-    (record,) = UsageRecord.objects.all()
+    (record,) = records_written(1)
     assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (2400, 2048, 35)
     by_hand = ((2400 - 2048) * K26["input"] + 2048 * K26["cached"] + 35 * K26["output"]) / 1_000_000
     assert record.total_cost == by_hand == Decimal("0.00080208")
@@ -75,7 +74,7 @@ def test_a_client_that_asks_for_usage_gets_every_byte(
         "stream_options": {"include_usage": True},
     }
     assert _stream(gateway, gateway_key, body) == _wire(RECORDED)
-    assert UsageRecord.objects.get().cached_tokens == 2048
+    assert records_written(1)[0].cached_tokens == 2048
 
 
 def test_a_non_streamed_answer_is_the_upstreams_body_and_status(
@@ -96,5 +95,5 @@ def test_a_non_streamed_answer_is_the_upstreams_body_and_status(
     assert response.status_code == 200
     assert response.content == raw.encode()
     assert json.loads(response.content)["choices"][0]["message"]["reasoning_content"] == "short"
-    record = UsageRecord.objects.get()
+    (record,) = records_written(1)
     assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (7, 0, 1)

@@ -6,13 +6,14 @@ import json
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from cloudflare import Cloudflare
 from openai import AsyncOpenAI, OpenAI
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
-from playground.usage.models import RequestPath, UsageRecord, UsageStatus
+from playground.usage.models import RequestPath, UsageStatus
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
-from tests.gateway.conftest import KIMI, IssuedKey
+from tests.gateway.conftest import KIMI, IssuedKey, records_written
 from tests.support.browser import LiveApp
 from tests.support.engine import EngineProcess
 
@@ -38,10 +39,6 @@ CITY_SCHEMA = {
 }
 
 
-def _records() -> list[UsageRecord]:
-    return list(UsageRecord.objects.order_by("id"))
-
-
 def test_the_openai_sdk_streams_and_the_record_has_the_providers_tokens(
     oa: OpenAI, gateway_key: IssuedKey, fake_upstream: FakeUpstream
 ) -> None:
@@ -63,7 +60,7 @@ def test_the_openai_sdk_streams_and_the_record_has_the_providers_tokens(
     sent = fake_upstream.requests[0]
     assert sent.path.endswith("/ai/v1/chat/completions")
     assert sent.json is not None and sent.json["stream_options"] == {"include_usage": True}
-    (record,) = _records()
+    (record,) = records_written(1)
     assert (record.path, record.status, record.api_key_id) == (
         RequestPath.GATEWAY,
         UsageStatus.OK,
@@ -92,7 +89,7 @@ def test_the_openai_sdk_non_streamed_answer_carries_the_record_id_and_cost(
     completion = raw.parse()
 
     assert completion.choices[0].message.content
-    (record,) = _records()
+    (record,) = records_written(1)
     assert raw.headers["x-playground-request-id"] == str(record.request_id)
     assert raw.headers["x-playground-cost-usd"] == f"{record.total_cost:.10f}"
     assert record.total_cost > 0
@@ -107,8 +104,7 @@ async def test_the_async_openai_sdk_streams_and_not(aoa: AsyncOpenAI, fake_upstr
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     assert whole.choices[0].message.content == text == fake_upstream.default_text
-    statuses = await UsageRecord.objects.values_list("status", flat=True).acount()
-    assert statuses == 2
+    assert len(await sync_to_async(records_written)(2)) == 2
 
 
 def test_tools_and_json_schema_pass_as_sent(oa: OpenAI, fake_upstream: FakeUpstream) -> None:
@@ -151,7 +147,7 @@ def test_tools_and_json_schema_pass_as_sent(oa: OpenAI, fake_upstream: FakeUpstr
     assert first["tools"] == [WEATHER] and first["tool_choice"] == "auto"
     assert (first["temperature"], first["top_p"]) == (0.2, 0.9)
     assert second["response_format"] == CITY_SCHEMA
-    assert _records()[0].completion_tokens == 9
+    assert records_written(2)[0].completion_tokens == 9
 
 
 def test_the_cloudflare_sdk_runs_natively_with_the_affinity_header(
@@ -181,7 +177,7 @@ def test_the_cloudflare_sdk_runs_natively_with_the_affinity_header(
     assert (
         first.headers["authorization"] == "Bearer cf-test-token-abcdef"
     )  # the connection's token, not the key
-    records = _records()
+    records = records_written(2)
     assert [r.affinity_key for r in records] == ["ses-42", ""]
     assert [r.streamed for r in records] == [False, True]
     assert all(r.status == UsageStatus.OK and r.completion_tokens > 0 for r in records)
@@ -232,7 +228,7 @@ def test_the_sdks_through_the_gateway_in_front_of_the_real_engine(
     content = schema.choices[0].message.content
     assert content is not None and {"name", "population"} <= json.loads(content).keys()
     assert native["choices"][0]["message"]["content"]
-    records = _records()
+    records = records_written(5)
     assert len(records) == 5
     assert all(r.status == UsageStatus.OK and r.usage_source == "provider" for r in records)
     assert all(r.cached_tokens is not None for r in records)
