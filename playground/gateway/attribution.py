@@ -19,7 +19,8 @@ from playground.lib.storable import storable_json
 from playground.usage.services import Attribution
 
 VALUE_MAX_BYTES = 1024
-TOTAL_MAX_BYTES = 8192
+METADATA_MAX_BYTES = 4096  # a JSON object says more than a name
+TOTAL_MAX_BYTES = 6144  # less than the caps summed (7.3 KiB), so it is a cap of its own
 TAGS_MAX = 20
 AFFINITY_MAX = 120  # the record's column; Workers AI keys are short ids
 ATTRIBUTION_HEADERS = (
@@ -46,14 +47,14 @@ def attribution_read(headers: Mapping[str, str]) -> RequestAttribution:
     total = sum(len(value.encode()) for value in present.values())
     if total > TOTAL_MAX_BYTES:
         raise _invalid(
-            f"The x-playground-*, x-session-affinity and traceparent headers hold {total} bytes; "
+            f"The x-playground-*, x-session-affinity and traceparent headers hold {total} bytes together; "
             f"at most {TOTAL_MAX_BYTES} are accepted."
         )
     for name, value in present.items():
-        if len(value.encode()) > VALUE_MAX_BYTES:
+        cap = METADATA_MAX_BYTES if name == "x-playground-metadata" else VALUE_MAX_BYTES
+        if len(value.encode()) > cap:
             raise _invalid(
-                f"The {name} header is {len(value.encode())} bytes long; "
-                f"at most {VALUE_MAX_BYTES} are accepted."
+                f"The {name} header is {len(value.encode())} bytes long; at most {cap} are accepted."
             )
     affinity = present.get("x-session-affinity", "")
     if len(affinity) > AFFINITY_MAX:

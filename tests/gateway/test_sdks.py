@@ -10,6 +10,7 @@ from asgiref.sync import sync_to_async
 from cloudflare import Cloudflare
 from openai import AsyncOpenAI, OpenAI
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from openai.types.shared_params import ResponseFormatJSONSchema
 
 from playground.usage.models import RequestPath, UsageStatus
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
@@ -26,7 +27,7 @@ WEATHER: ChatCompletionToolParam = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
-CITY_SCHEMA = {
+CITY_SCHEMA: ResponseFormatJSONSchema = {
     "type": "json_schema",
     "json_schema": {
         "name": "city",
@@ -139,7 +140,7 @@ def test_tools_and_json_schema_pass_as_sent(oa: OpenAI, fake_upstream: FakeUpstr
         for c in stream
         if c.choices and c.choices[0].delta.tool_calls and c.choices[0].delta.tool_calls[0].function
     )
-    oa.chat.completions.create(model=KIMI, messages=HELLO, response_format=CITY_SCHEMA)  # type: ignore[arg-type]
+    oa.chat.completions.create(model=KIMI, messages=HELLO, response_format=CITY_SCHEMA)
 
     assert json.loads(arguments) == {"city": "Oslo"}
     first, second = (request.json for request in fake_upstream.requests)
@@ -209,7 +210,7 @@ def test_the_sdks_through_the_gateway_in_front_of_the_real_engine(
             messages=HELLO,
             response_format=CITY_SCHEMA,
             max_tokens=60,
-            temperature=0,  # type: ignore[arg-type]
+            temperature=0,
         )
         native: Any = cf.ai.run(
             model,
