@@ -155,46 +155,66 @@ class _Relay:
                         self.body += data
                     case UpstreamError():
                         self.error = event
-        if self.sent_start:  # a stream: its last bytes went out as they came
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        if self.sent_start:  # a stream: its bytes went out as they came
+            await self._after()
+            tail = self._stream_error() if self.error is not None else b""
+            await self.send({"type": "http.response.body", "body": tail, "more_body": False})
         else:
             await self._answer_whole()
-        await self._after()
+            await self._after()
 
     async def _stream_bytes(self, data: bytes) -> None:
         if not self.sent_start:
             assert self.head is not None
-            await self._start(self.head.status, {"content-type": self.head.content_type})
+            self._answer(self.head.status, {"content-type": self.head.content_type})
+            await self._send_start()
         await self.send({"type": "http.response.body", "body": data, "more_body": True})
 
+    def _stream_error(self) -> bytes:
+        """The failure of a stream already started, as a last event in the API's shape (the
+        `openai` SDK raises an `{"error"}` event as an APIError): a stream cut short must not
+        look finished."""
+        assert self.error is not None
+        error = GatewayError(502, self.error.code or "upstream_error", f"Upstream: {self.error.message}")
+        return b"data: " + error.body(self.shape) + b"\n\n"
+
     async def _answer_whole(self) -> None:
-        """A non-streamed answer (with its cost), or an error no byte of which was relayed yet."""
+        """A non-streamed answer (with its cost), or an error no byte of which was relayed yet.
+
+        Kept for an idempotent repeat before it is sent: a client that repeats the moment it
+        has the answer gets the answer again, never a 409."""
         record = self.admitted.call.record
         if self.head is not None and self.body:
             headers = {"content-type": self.head.content_type}
             if record is not None:
                 headers["x-playground-cost-usd"] = _usd(record.total_cost)
-            await self._start(self.head.status, headers)
+            self._answer(self.head.status, headers)
         else:
             error = error_for_failed_call(self.admitted.call, self.error)
             self.body = bytearray(error.body(self.shape))
-            await self._start(error.status, {"content-type": "application/json", **error.headers})
+            self._answer(error.status, {"content-type": "application/json", **error.headers})
+        await self._after()
+        await self._send_start()
         await self.send({"type": "http.response.body", "body": bytes(self.body), "more_body": False})
 
-    async def _start(self, status: int, headers: dict[str, str]) -> None:
+    def _answer(self, status: int, headers: dict[str, str]) -> None:
+        """The answer's status and headers, with the gateway's own; the overhead is measured now."""
         adapter = self.admitted.adapter
         overhead_ms = (time.perf_counter() - self.started - adapter.upstream_seconds) * 1000
-        context = self.admitted.call.context
-        headers = {
+        self.status = status
+        self.headers_sent = {
             **headers,
             **self.admitted.rate.headers,
-            "x-playground-request-id": str(context.request_id),
+            "x-playground-request-id": str(self.admitted.call.context.request_id),
             "x-playground-overhead-ms": f"{max(0.0, overhead_ms):.2f}",
             "x-playground-attempts": str(adapter.attempts),
         }
-        self.status, self.headers_sent = status, headers
+
+    async def _send_start(self) -> None:
         self.sent_start = True
-        await self.send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
+        await self.send(
+            {"type": "http.response.start", "status": self.status, "headers": _encoded(self.headers_sent)}
+        )
 
     async def _after(self) -> None:
         """The key's tokens this minute, and the answer kept for an idempotent repeat (one blocking step)."""
