@@ -132,4 +132,5 @@ def gateway_admit(
         context=context,
         key_budget=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
     )
+    call.reserve()  # here, in this worker thread, rather than in a second one from events()
     return Admitted(key=key, adapter=adapter, call=call, rate=rate, claim=claim)

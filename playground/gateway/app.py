@@ -120,6 +120,8 @@ async def _chat(
         return
     relay = _Relay(send, admitted, endpoint.shape, started, stream=client.stream)
     finished = await _until_disconnected(relay.run(), receive)
+    if admitted.call.outcome is None:  # the client left before the call began: its budget was held
+        await admitted.call.abandon()
     if not finished and admitted.claim is not None:
         await sync_to_async(idempotency_release)(admitted.claim)
 

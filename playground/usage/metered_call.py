@@ -75,6 +75,7 @@ class MeteredCall:
     # Set by the caller before it cancels the stream because the user asked to (Stop): the
     # record then says so, where a cancellation alone reads as a client that went away.
     stopped_by_user: bool = field(default=False, init=False)
+    _reserved: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         # The record keeps the body as the adapter sends it (redacted), whatever path sent it.
@@ -84,8 +85,9 @@ class MeteredCall:
         meter = UsageMeter(prompt_chars=self.request.prompt_chars, context_window=self.context_window)
         cancelled = True  # until the stream ends by itself
         try:
-            # Shielded: a reservation made in the worker thread is never lost to a cancellation.
-            await finish_even_if_cancelled(sync_to_async(self._reserve)())
+            if not self._reserved:
+                # Shielded: a reservation made in the worker thread is never lost to a cancellation.
+                await finish_even_if_cancelled(sync_to_async(self.reserve)())
             if self.refusal:  # nothing is sent; the record says why, at cost 0
                 refusal = UpstreamError(self.refusal, code=self.refusal_code)
                 meter.observe(refusal)
@@ -107,11 +109,25 @@ class MeteredCall:
             )
             await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
 
-    def _reserve(self) -> None:
+    async def abandon(self) -> None:
+        """For a caller that reserved (`reserve`) and then never iterated `events()` (its client
+        left first): the record, `client_disconnected` with nothing sent, and the hold given back."""
+        if self.outcome is not None:
+            return
+        self.outcome = UsageMeter(prompt_chars=0).outcome(cancelled=True, rejected_reason=self.refusal)
+        await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
+
+    def reserve(self) -> None:
         """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed).
 
+        `events()` calls it first, in a worker thread. A caller already in a worker thread (the
+        gateway's admission) may call it there instead and save `events()` that step; either
+        way it runs once, and `events()` then reports a refusal without sending anything.
         The card is looked up once, here, and kept in the context: the reservation and the
         record are priced by the same one."""
+        if self._reserved:
+            return
+        self._reserved = True
         if self.budget_held:
             return
         try:

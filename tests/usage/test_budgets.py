@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection, connections
 from django.utils import timezone
 
@@ -128,6 +129,23 @@ def test_an_admitted_request_is_reconciled_to_its_actual_cost(
     assert (ledger.spent_usd, ledger.reserved_usd) == (Decimal("0.01"), Decimal(0))
     reservation = BudgetReservation.objects.get()
     assert reservation.settled_at is not None and reservation.actual_usd == Decimal("0.01")
+
+
+def test_a_call_reserved_ahead_then_abandoned_is_recorded_and_gives_its_hold_back(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "5")
+    metered = call(actors, fake_upstream)
+    metered.reserve()  # as the gateway does, in its own worker thread
+    assert team_ledger(actors).reserved_usd > 0
+
+    async_to_sync(metered.abandon)()  # its client left before events() began
+
+    assert metered.record is not None
+    assert (metered.record.status, metered.record.total_cost) == (UsageStatus.CLIENT_DISCONNECTED, 0)
+    ledger = team_ledger(actors)
+    assert (ledger.spent_usd, ledger.reserved_usd) == (Decimal(0), Decimal(0))
+    assert fake_upstream.requests == []
 
 
 def test_a_request_over_the_budget_is_refused_never_sent_and_recorded_as_rejected_at_no_cost(
