@@ -48,7 +48,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='usagerecord',
             name='end_user',
-            field=models.CharField(blank=True, help_text='x-playground-user', max_length=1024),
+            field=models.CharField(db_default='', blank=True, help_text='x-playground-user', max_length=1024),
         ),
         migrations.AddField(
             model_name='usagerecord',
@@ -58,17 +58,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='usagerecord',
             name='session',
-            field=models.CharField(blank=True, help_text='x-playground-session', max_length=1024),
+            field=models.CharField(db_default='', blank=True, help_text='x-playground-session', max_length=1024),
         ),
         migrations.AddField(
             model_name='usagerecord',
             name='tags',
-            field=models.CharField(blank=True, max_length=1100),
+            field=models.CharField(db_default='', blank=True, max_length=1100),
         ),
         migrations.AddField(
             model_name='usagerecord',
             name='trace_id',
-            field=models.CharField(blank=True, help_text='From traceparent', max_length=32),
+            field=models.CharField(db_default='', blank=True, help_text='From traceparent', max_length=32),
         ),
         migrations.AlterField(
             model_name='usagedaily',
