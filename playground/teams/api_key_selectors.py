@@ -27,7 +27,7 @@ class ApiKeyRow:
     state: str  # ACTIVE, EXPIRED or REVOKED
     spent: str  # this budget month, in the team's time zone
     budget: str  # "" when the key has no budget of its own
-    limits: str  # "60 requests/min · 20,000 tokens/min", or "" for none
+    limits: list[str]  # ["60 requests/min", "20,000 tokens/min"], or none
 
 
 def api_key_rows(*, team: Team, key_id: int | None = None, now: dt.datetime | None = None) -> list[ApiKeyRow]:
@@ -58,13 +58,13 @@ def api_key_state(key: ApiKey, *, now: dt.datetime) -> str:
     return ACTIVE
 
 
-def _limits(key: ApiKey) -> str:
+def _limits(key: ApiKey) -> list[str]:
     parts = []
     if key.requests_per_minute is not None:
         parts.append(f"{key.requests_per_minute:,} requests/min")
     if key.tokens_per_minute is not None:
         parts.append(f"{key.tokens_per_minute:,} tokens/min")
-    return " · ".join(parts)
+    return parts
 
 
 def api_key_for(*, team_id: int, key_id: int) -> ApiKey | None:
