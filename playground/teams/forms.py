@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import zoneinfo
 from collections.abc import Sequence
 from decimal import Decimal
@@ -269,6 +270,15 @@ class ApiKeyForm(forms.Form):
 
     def expiry_fields(self) -> list[forms.BoundField]:
         return [self["expires_at"]]
+
+    def clean_expires_at(self) -> dt.datetime | None:
+        """The key's own expiry when the field still shows it: the field has minutes only, and
+        saving other settings must not move (nor re-check) an expiry nobody touched."""
+        value: dt.datetime | None = self.cleaned_data.get("expires_at")
+        kept = self.initial.get("expires_at")
+        if value and isinstance(kept, dt.datetime) and value == kept.replace(second=0, microsecond=0):
+            return kept
+        return value
 
     def clean_other_models(self) -> list[str]:
         raw = str(self.cleaned_data.get("other_models") or "")

@@ -3,6 +3,7 @@ shown once after the redirect, htmx's models field and revoke row, and their pla
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from decimal import Decimal
@@ -10,6 +11,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from playground.accounts.models import AuditEvent
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_models_store
 from playground.usage.api_keys import api_key_issue
@@ -151,6 +153,34 @@ def test_an_edit_saves_the_new_settings_and_keeps_the_key(
     )
     assert key.expires_at is not None and key.expires_at.isoformat() == "2099-01-31T12:00:00+00:00"
     assert ApiKey.objects.get(secret_sha256=key.secret_sha256).pk == key.pk and secret
+
+
+def test_saving_an_expired_key_without_touching_its_expiry_keeps_it_to_the_second(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    expired = (timezone.now() - dt.timedelta(days=2)).replace(second=42, microsecond=123456)
+    key, _secret = api_key_issue(
+        team_id=actors.team.pk,
+        name="agent",
+        connection_id=workers_connection.pk,
+        created_by_id=None,
+        expires_at=expired,
+    )
+    owner = client_for(actors.owner)
+    shown = re.search(
+        r'name="expires_at" value="([^"]+)"', owner.get(keys_url(actors, f"{key.pk}/")).content.decode()
+    )
+    assert shown, "the form shows the expiry"
+
+    response = owner.post(
+        keys_url(actors, f"{key.pk}/"),
+        {"name": "agent-renamed", "connection": workers_connection.pk, "expires_at": shown.group(1)},
+    )
+
+    assert response.status_code == 302
+    key.refresh_from_db()
+    assert (key.name, key.expires_at) == ("agent-renamed", expired)
+    assert AuditEvent.objects.get().detail == {"name": "agent-renamed", "previous": {"name": "agent"}}
 
 
 def test_revoking_over_htmx_answers_with_the_revoked_row(

@@ -114,20 +114,22 @@ def api_key_create_view(request: HtmxHttpRequest, membership: Membership) -> Htt
 @team_view(read=ROLES_THAT_CAN_MANAGE)
 def api_key_edit_view(request: HtmxHttpRequest, membership: Membership, key_id: int) -> HttpResponse:
     key = _key(membership, key_id)
-    options = _options(_chosen_connection(request, membership, default=key.connection))
+    connection = _chosen_connection(request, membership, default=key.connection)
+    options = _options(connection)
+    initial = {
+        "name": key.name,
+        "connection": key.connection,
+        # Another connection serves other models: its list starts unticked.
+        "allowed_models": list(key.allowed_models) if connection == key.connection else [],
+        "monthly_budget_usd": key.monthly_budget_usd,
+        "requests_per_minute": key.requests_per_minute,
+        "tokens_per_minute": key.tokens_per_minute,
+        "expires_at": key.expires_at,
+    }
     if request.method == "GET":
-        initial = {
-            "name": key.name,
-            "connection": key.connection,
-            "allowed_models": list(key.allowed_models),
-            "monthly_budget_usd": key.monthly_budget_usd,
-            "requests_per_minute": key.requests_per_minute,
-            "tokens_per_minute": key.tokens_per_minute,
-            "expires_at": key.expires_at,
-        }
         form = _form(request, membership, options, initial=initial)
         return _form_response(request, membership, form, options, key=key)
-    form = _form(request, membership, options, data=request.POST)
+    form = _form(request, membership, options, data=request.POST, initial=initial)
     if form.is_valid():
         try:
             key = api_key_update(actor=membership, key_id=key.pk, settings=form.key_settings())
