@@ -100,6 +100,9 @@ class AuditAction(models.TextChoices):
     BUDGET_CHANGED = "budget.changed", "Changed the team budget"
     MEMBER_BUDGET_CHANGED = "budget.member_changed", "Changed a member's budget"
     UNPRICED_REQUESTS_CHANGED = "budget.unpriced_changed", "Changed whether unpriced requests are allowed"
+    API_KEY_CREATED = "api_key.created", "Created an API key"
+    API_KEY_UPDATED = "api_key.updated", "Changed an API key"
+    API_KEY_REVOKED = "api_key.revoked", "Revoked an API key"
 
 
 class AuditEvent(models.Model):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -126,16 +126,25 @@ def connection_models_served(connection: ProviderConnection) -> list[str] | None
 
 def connection_model_check(*, connection: ProviderConnection, model_id: str) -> None:
     """Refuse a model id the connection does not serve, keyed by the form's `model_id` field."""
+    connection_models_check(connection=connection, model_ids=[model_id], field="model_id")
+
+
+def connection_models_check(*, connection: ProviderConnection, model_ids: Sequence[str], field: str) -> None:
+    """Refuse model ids the connection does not serve when it lists its models (blocking: the
+    engine is asked), naming them all in one error keyed by `field`."""
+    if not model_ids:
+        return
     served = connection_models_served(connection)
-    if served is None or model_id in served:
+    missing = [model_id for model_id in model_ids if served is not None and model_id not in served]
+    if served is None or not missing:
         return
     more = " …" if len(served) > MODELS_NAMED_IN_ERRORS else ""
     named = ", ".join(served[:MODELS_NAMED_IN_ERRORS]) + more
     source = "it serves" if connection.kind == ConnectionKind.ENGINE else "its last test listed"
     raise ValidationError(
         {
-            "model_id": f"{connection.name} does not serve {model_id}: {source} {named or 'no models'}. "
-            "Choose one of those (or test the connection again on the Connections page if its "
+            field: f"{connection.name} does not serve {', '.join(missing)}: {source} {named or 'no models'}. "
+            "Choose among those (or test the connection again on the Connections page if its "
             "models changed)."
         }
     )

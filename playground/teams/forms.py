@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import zoneinfo
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -10,11 +12,13 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 
 from playground.accounts.models import Role
 from playground.catalog.models import CatalogModel
 from playground.providers.kinds import KINDS, ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
+from playground.teams.services.api_keys import KeySettings
 
 MONEY: dict[str, Any] = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal(0)}
 PRICE: dict[str, Any] = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal(0)}
@@ -195,3 +199,99 @@ class UnpricedForm(forms.Form):
 
 class MemberBudgetForm(forms.Form):
     monthly_budget_usd = forms.DecimalField(label="Monthly budget (USD)", required=False, **MONEY)
+
+
+# --- API keys ----------------------------------------------------------------------------------------
+
+
+class ApiKeyForm(forms.Form):
+    """A key's settings; the service checks them against the team and the connection."""
+
+    name = forms.CharField(max_length=120, label="Name", help_text="What uses it, e.g. billing-agent.")
+    connection = forms.ModelChoiceField(
+        queryset=ProviderConnection.objects.none(),
+        empty_label=None,
+        label="Connection",
+        help_text="Where its requests go. The key decides the connection, whatever the client asks.",
+    )
+    allowed_models = forms.MultipleChoiceField(
+        required=False, label="Allowed models", widget=forms.CheckboxSelectMultiple
+    )
+    other_models = forms.CharField(
+        required=False, max_length=2000, label="…or type model ids", help_text="Comma-separated."
+    )
+    monthly_budget_usd = forms.DecimalField(
+        label="Monthly budget (USD)",
+        required=False,
+        help_text="Its own, on top of the team's and its creator's. Blank: none of its own.",
+        **MONEY,
+    )
+    requests_per_minute = forms.IntegerField(
+        label="Requests per minute", required=False, min_value=1, help_text="Blank: no limit."
+    )
+    tokens_per_minute = forms.IntegerField(
+        label="Tokens per minute", required=False, min_value=1, help_text="Blank: no limit."
+    )
+    expires_at = forms.DateTimeField(
+        label="Expires (UTC)",
+        required=False,
+        help_text="Blank: never.",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+    )
+
+    def __init__(
+        self,
+        *args: Any,
+        connections: QuerySet[ProviderConnection],
+        model_ids: Sequence[str],
+        models_url: str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        connection = self.fields["connection"]
+        assert isinstance(connection, forms.ModelChoiceField)
+        connection.queryset = connections
+        # Swap the models field for the chosen connection's (`models_url` answers htmx with it).
+        connection.widget.attrs.update(
+            {"hx-get": models_url, "hx-target": "#key-models", "hx-swap": "outerHTML", "hx-trigger": "change"}
+        )
+        # The connection's models, and any ticked already (a key's, or one posted) that it no
+        # longer lists: the service says which it does not serve.
+        models = self.fields["allowed_models"]
+        assert isinstance(models, forms.MultipleChoiceField)
+        ticked = [str(model_id) for model_id in self["allowed_models"].value() or []]
+        models.choices = [(model_id, model_id) for model_id in dict.fromkeys([*model_ids, *ticked])]
+
+    def head_fields(self) -> list[forms.BoundField]:
+        return [self["name"], self["connection"]]
+
+    def limit_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in ("monthly_budget_usd", "requests_per_minute", "tokens_per_minute")]
+
+    def expiry_fields(self) -> list[forms.BoundField]:
+        return [self["expires_at"]]
+
+    def clean_expires_at(self) -> dt.datetime | None:
+        """The key's own expiry when the field still shows it: the field has minutes only, and
+        saving other settings must not move (nor re-check) an expiry nobody touched."""
+        value: dt.datetime | None = self.cleaned_data.get("expires_at")
+        kept = self.initial.get("expires_at")
+        if value and isinstance(kept, dt.datetime) and value == kept.replace(second=0, microsecond=0):
+            return kept
+        return value
+
+    def clean_other_models(self) -> list[str]:
+        raw = str(self.cleaned_data.get("other_models") or "")
+        return [part.strip() for part in raw.replace("\n", ",").split(",") if part.strip()]
+
+    def key_settings(self) -> KeySettings:
+        data = self.cleaned_data
+        return KeySettings(
+            name=data["name"].strip(),
+            connection_id=data["connection"].pk,
+            allowed_models=(*data["allowed_models"], *data["other_models"]),
+            monthly_budget_usd=data["monthly_budget_usd"],
+            requests_per_minute=data["requests_per_minute"],
+            tokens_per_minute=data["tokens_per_minute"],
+            expires_at=data["expires_at"],
+        )

@@ -176,6 +176,7 @@ AUDIT_LABELS = {
     "cached_input_per_m": "cached input $/M",
     "output_per_m": "output $/M",
     "limit": "limit (USD)",
+    "monthly_budget": "monthly budget (USD)",
 }
 
 

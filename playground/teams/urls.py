@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.teams.views import audit, budgets, catalogue, connections, joining, members
+from playground.teams.views import api_keys, audit, budgets, catalogue, connections, joining, members
 
 app_name = "teams"
 urlpatterns: list[URLPattern] = [
@@ -56,5 +56,9 @@ urlpatterns: list[URLPattern] = [
     path(
         "<int:team_id>/budgets/members/<int:membership_id>/", budgets.member_budget_view, name="member-budget"
     ),
+    path("<int:team_id>/api-keys/", api_keys.api_keys_view, name="api-keys"),
+    path("<int:team_id>/api-keys/new/", api_keys.api_key_create_view, name="api-key-create"),
+    path("<int:team_id>/api-keys/<int:key_id>/", api_keys.api_key_edit_view, name="api-key-edit"),
+    path("<int:team_id>/api-keys/<int:key_id>/revoke/", api_keys.api_key_revoke_view, name="api-key-revoke"),
     path("<int:team_id>/audit/", audit.audit_view, name="audit"),
 ]

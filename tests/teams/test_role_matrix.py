@@ -23,6 +23,8 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
 from playground.teams.services.invitations import invitation_create
+from playground.usage.api_keys import api_key_issue
+from playground.usage.models import ApiKey
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 
@@ -56,6 +58,10 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
     "budget-unpriced": {"GET": NOT_ALLOWED, "POST": OWNERS},
     "member-budget": {"GET": NOT_ALLOWED, "POST": MANAGERS},
     "audit": {"GET": EVERYONE, "POST": NOT_ALLOWED},
+    "api-keys": {"GET": EVERYONE, "POST": NOT_ALLOWED},
+    "api-key-create": {"GET": MANAGERS, "POST": MANAGERS},
+    "api-key-edit": {"GET": MANAGERS, "POST": MANAGERS},
+    "api-key-revoke": {"GET": NOT_ALLOWED, "POST": MANAGERS},
 }
 # Routes that are not about one team, and why.
 NOT_TEAM_SCOPED = {
@@ -103,6 +109,16 @@ def a_connection(team: int) -> ProviderConnection:
         ),
         token="sk-test-token-0000",
     )
+
+
+def an_api_key(team: int) -> ApiKey:
+    key, _secret = api_key_issue(
+        team_id=team,
+        name=f"key {ApiKey.objects.count()}",
+        connection_id=a_connection(team).pk,
+        created_by_id=None,
+    )
+    return key
 
 
 def an_invitation(actors: Actors) -> Invitation:
@@ -167,6 +183,16 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
         ),
         "budget-unpriced": lambda: (f"/teams/{team}/budgets/unpriced/", {"allow_unpriced": "on"}),
         "audit": lambda: (f"/teams/{team}/audit/", {}),
+        "api-keys": lambda: (f"/teams/{team}/api-keys/", {}),
+        "api-key-create": lambda: (
+            f"/teams/{team}/api-keys/new/",
+            {"name": f"new {ApiKey.objects.count()}", "connection": a_connection(team).pk},
+        ),
+        "api-key-edit": lambda: (
+            f"/teams/{team}/api-keys/{an_api_key(team).pk}/",
+            {"name": f"renamed {ApiKey.objects.count()}", "connection": a_connection(team).pk},
+        ),
+        "api-key-revoke": lambda: (f"/teams/{team}/api-keys/{an_api_key(team).pk}/revoke/", {}),
     }
     return build[name]()
 

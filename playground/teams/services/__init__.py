@@ -10,4 +10,6 @@ members but never an owner (nor make one); the last owner can neither leave nor 
 - `connections`: the team's provider connections.
 - `prices`: price overrides and global price cards.
 - `budgets`: the team's and each member's monthly limits, and unpriced requests.
+- `api_keys`: the team's API keys for the gateway (created, changed, revoked); also what
+  `manage.py gateway_key_create` calls.
 """

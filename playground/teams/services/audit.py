@@ -9,11 +9,14 @@ from django.contrib.auth.models import User
 from playground.accounts.models import AuditEvent, Team
 
 
-def audit(*, actor: User | None, team: Team, action: str, target: str = "", **detail: Any) -> AuditEvent:
+def audit(
+    *, actor: User | None, team: Team, action: str, target: str = "", actor_name: str = "", **detail: Any
+) -> AuditEvent:
+    """`actor_name` names an actor who is no account (a management command); a user's is their username."""
     return AuditEvent.objects.create(
         team=team,
         actor=actor,
-        actor_name=actor.get_username() if actor else "",
+        actor_name=actor.get_username() if actor else actor_name,
         action=action,
         target=target[:200],
         detail=detail,

@@ -31,7 +31,7 @@ from playground.usage.budgets.settlement import (
     budget_reservations_sweep,
     record_cost_for_budget,
 )
-from playground.usage.budgets.status import BudgetStatus, budget_status, member_spend
+from playground.usage.budgets.status import BudgetStatus, budget_status, key_spend, member_spend
 from playground.usage.budgets.worst_case import request_worst_case_cost
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "budget_reserve",
     "budget_reserve_for_request",
     "budget_status",
+    "key_spend",
     "member_spend",
     "record_cost_for_budget",
     "request_worst_case_cost",

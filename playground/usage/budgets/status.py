@@ -74,13 +74,29 @@ def month_end_forecast(*, team: Team, spent: Decimal, now: dt.datetime) -> Decim
 
 def member_spend(*, team: Team, month: dt.date) -> dict[int, Decimal]:
     """Each member's spend in `month` (ledgers where they exist, else their records)."""
+    return _spend_by(team=team, month=month, owner="user")
+
+
+def key_spend(*, team: Team, month: dt.date) -> dict[int, Decimal]:
+    """Each API key's spend in `month` (its own ledger where it exists, else its records)."""
+    return _spend_by(team=team, month=month, owner="api_key")
+
+
+def _spend_by(*, team: Team, month: dt.date, owner: str) -> dict[int, Decimal]:
+    """Spend in `month` by `owner` ("user" or "api_key"), keyed by its id: the records summed,
+    then the owner's ledger where one exists (it also holds what the records predating it cost)."""
     start, end = month_bounds(team, month)
+    column = f"{owner}_id"
     rows = (
-        UsageRecord.objects.filter(team=team, created_at__gte=start, created_at__lt=end, user__isnull=False)
-        .values("user_id")
+        UsageRecord.objects.filter(
+            team=team, created_at__gte=start, created_at__lt=end, **{f"{owner}__isnull": False}
+        )
+        .values(column)
         .annotate(total=Sum("total_cost"))
     )
-    spend = {row["user_id"]: row["total"] or ZERO for row in rows}
-    for ledger in BudgetLedger.objects.filter(team=team, month=month, user__isnull=False):
-        spend[ledger.user_id] = ledger.spent_usd  # type: ignore[index]
+    spend = {row[column]: row["total"] or ZERO for row in rows}
+    for ledger_owner, spent in BudgetLedger.objects.filter(
+        team=team, month=month, **{f"{owner}__isnull": False}
+    ).values_list(column, "spent_usd"):
+        spend[ledger_owner] = spent
     return spend

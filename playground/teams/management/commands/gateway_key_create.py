@@ -1,0 +1,75 @@
+"""`manage.py gateway_key_create --team TEAM --name NAME [--connection NAME]`: a team API key for
+automation, made through the same service as the API keys page; the key alone on the last line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from playground.accounts.models import Team
+from playground.providers.models import ProviderConnection
+from playground.teams.services.api_keys import KeySettings, api_key_create_by_operator
+
+
+class Command(BaseCommand):
+    help = (
+        "Create a team API key for the gateway and print it (shown this once) alone on the last line. "
+        "Its connection is --connection, else the team's default connection, else its only one."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--team", required=True, help="The team's id or name")
+        parser.add_argument("--name", required=True, help="The key's name: what uses it")
+        parser.add_argument("--connection", help="The name of one of the team's connections")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        team = team_named(str(options["team"]))
+        connection = connection_named(team, options["connection"])
+        try:
+            key, secret = api_key_create_by_operator(
+                team=team, settings=KeySettings(name=str(options["name"]), connection_id=connection.pk)
+            )
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from None
+        self.stderr.write(
+            f"Created the API key {key.name!r} ({key.prefix}…) of {team.name} (#{team.pk}) on "
+            f"{connection.name}. It is shown this once; only its hash is stored."
+        )
+        self.stdout.write(secret)
+
+
+def team_named(value: str) -> Team:
+    """The team with this id, else the one team with this name."""
+    if value.isdigit() and (team := Team.objects.filter(pk=int(value)).first()):
+        return team
+    teams = list(Team.objects.filter(name=value).order_by("pk"))
+    if not teams:
+        raise CommandError(f"No team has the id or name {value!r}.")
+    if len(teams) > 1:
+        ids = ", ".join(str(team.pk) for team in teams)
+        raise CommandError(f"{len(teams)} teams are named {value!r} (ids {ids}): pass --team with the id.")
+    return teams[0]
+
+
+def connection_named(team: Team, name: str | None) -> ProviderConnection:
+    """The team's connection named `name`; without a name its default one, else its only one."""
+    connections = list(ProviderConnection.objects.filter(team=team).order_by("name"))
+    names = ", ".join(repr(connection.name) for connection in connections) or "none"
+    if name is not None:
+        chosen = [connection for connection in connections if connection.name == name]
+        if not chosen:
+            raise CommandError(f"{team.name} has no connection named {name!r}: its connections are {names}.")
+        return chosen[0]
+    default = [connection for connection in connections if connection.is_default]
+    if default:
+        return default[0]
+    if len(connections) == 1:
+        return connections[0]
+    if not connections:
+        raise CommandError(f"{team.name} has no connection: add one on its Connections page first.")
+    raise CommandError(
+        f"{team.name} has {len(connections)} connections and none is the default: "
+        f"pass --connection with one of {names}."
+    )
