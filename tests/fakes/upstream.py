@@ -23,7 +23,8 @@ Scripting: `fake_upstream.script(*replies)` queues replies; each request takes t
 one. With an empty queue the server answers like a healthy upstream: it streams
 `fake_upstream.default_text` word by word in the format the path implies (native
 `{"response"}` frames plus a `{"response":"","usage"}` trailer for `/ai/run/`, OpenAI
-chunks plus a usage chunk otherwise), or a JSON reply unless the body has `"stream": true` (as the real APIs do).
+chunks plus a usage chunk otherwise), or a JSON reply unless the body has `"stream": true`
+(as the real APIs do).
 
 Replies:
 - `sse(frames, delay=0, first_delay=0, status=200, headers=None, done=True, abort=False)`:
