@@ -17,7 +17,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import StrIndex
 
 from playground.accounts.selectors import AnyUser
 from playground.analytics.filters import Filters
@@ -50,7 +51,14 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
         created_at__gte=filters.period.start,
         created_at__lt=filters.period.end,
         **filters.column_lookups(),
+        **filters.attribution_lookups(),
     )
+    if filters.session:
+        records = records.filter(session=filters.session)
+    if filters.tag:
+        # Tags are stored as ",a,b,", so one tag is ",a," inside them. StrIndex (strpos, instr)
+        # matches case and all on both databases, where SQLite's LIKE would ignore case.
+        records = records.alias(tag_at=StrIndex("tags", Value(f",{filters.tag},"))).filter(tag_at__gt=0)
     if filters.affinity:
         records = (
             records.exclude(affinity_key="") if filters.affinity == "on" else records.filter(affinity_key="")
@@ -109,9 +117,8 @@ def log_page(filters: Filters, *, cursor: str = "", size: int = PAGE_SIZE) -> Lo
     if cursor:
         value, last_id = decode_cursor(cursor, filters.sort)
         records = _after(records, filters.sort, value, last_id)
-    page = list(
-        _ordered(records, filters.sort).select_related("user", "connection", "price_card")[: size + 1]
-    )
+    ordered = _ordered(records, filters.sort).select_related("user", "connection", "price_card", "api_key")
+    page = list(ordered[: size + 1])
     more = len(page) > size
     page = page[:size]
     return LogPage(records=page, next_cursor=encode_cursor(page[-1], filters.sort) if more and page else "")
@@ -155,7 +162,7 @@ def usage_record_get(*, user: AnyUser, request_id: str) -> UsageRecord | None:
         return None
     return (
         UsageRecord.objects.filter(request_id=request_id, team__memberships__user_id=user.pk)
-        .select_related("team", "user", "connection", "price_card", "price_card__model")
+        .select_related("team", "user", "connection", "price_card", "price_card__model", "api_key")
         .first()
     )
 
