@@ -3,20 +3,25 @@ totals, the record's attribution, and cost by API key and by end user from their
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import zipfile
 from decimal import Decimal
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from playground.analytics.exports import HEADERS
 from playground.analytics.selectors.attribution import cost_by_end_user, cost_by_key
 from playground.analytics.selectors.request_log import log_page, log_records
 from playground.analytics.selectors.totals import log_totals
 from playground.usage.models import UsageRecord
-from tests.support.analytics import NOW, TRACE_ID, GatewayKnown, Known, filters_for
+from tests.support.analytics import NOW, TRACE_ID, GatewayKnown, Known, body, filters_for
 from tests.support.clients import client_for
 from tests.support.clock import clock
 
@@ -255,3 +260,74 @@ def test_a_chart_or_headline_its_rollups_cannot_answer_says_so_instead_of_drawin
     assert 'data-stat="spend"' in headline and 'data-stat="errors"' not in headline
     assert "Filtered by API key or end user" in headline
     assert "$0.00205" in headline  # shop-bot's spend
+
+
+# --- exports ------------------------------------------------------------------------------------
+
+GATEWAY_COLUMNS = ["api_key_name", "api_key_prefix", "end_user", "session", "tags", "metadata", "trace_id"]
+
+
+def _xlsx_rows(data: bytes) -> list[dict[str, str]]:
+    """The sheet's rows as {header: text} (XlsxWriter's constant-memory mode writes strings inline
+    and leaves empty cells out, so each cell is placed by its reference)."""
+    ns = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+    with zipfile.ZipFile(io.BytesIO(data)) as book:
+        sheet = ElementTree.fromstring(book.read("xl/worksheets/sheet1.xml"))
+    rows = []
+    for row in sheet.iter(f"{ns}row"):
+        cells = {}
+        for cell in row.iter(f"{ns}c"):
+            letters = "".join(ch for ch in cell.get("r", "") if ch.isalpha())
+            column = 0
+            for letter in letters:
+                column = column * 26 + ord(letter) - ord("A") + 1
+            cells[column - 1] = "".join(cell.itertext())
+        rows.append(cells)
+    headers = [rows[0][i] for i in sorted(rows[0])]
+    return [{header: row.get(i, "") for i, header in enumerate(headers)} for row in rows]
+
+
+def test_the_exports_carry_each_gateway_requests_key_end_user_session_tags_metadata_and_trace(
+    actors: Any, known: Known, gateway: GatewayKnown
+) -> None:
+    client = client_for(actors.owner)
+    first = gateway.records[0]
+    with clock(NOW):
+        exports = {
+            fmt: body(
+                client.get(reverse("analytics:export", args=[fmt]), {"range": "24h", "path": "gateway"})
+            )
+            for fmt in ("csv", "jsonl", "xlsx")
+        }
+
+    rows = list(csv.DictReader(io.StringIO(exports["csv"].decode().removeprefix("\ufeff"))))
+    assert HEADERS[HEADERS.index("source") + 1 :][:7] == GATEWAY_COLUMNS
+    assert len(rows) == 3  # Alpha's gateway requests, never Bravo's
+    row = next(row for row in rows if row["request_id"] == str(first.request_id))  # x-playground-request-id
+    assert [row[name] for name in GATEWAY_COLUMNS[:5]] == [
+        "shop-bot",
+        gateway.shop_bot.prefix,
+        "ana",
+        "s-1",
+        "prod,eu",
+    ]
+    assert json.loads(row["metadata"]) == {"order": 42, "note": "naïve <b>"}
+    assert "naïve" in row["metadata"]  # readable, not "na\u00efve", on SQLite too
+    assert row["trace_id"] == TRACE_ID
+
+    line = next(
+        json.loads(text) for text in exports["jsonl"].decode().splitlines() if str(first.request_id) in text
+    )
+    assert line["metadata"] == {"order": 42, "note": "naïve <b>"}  # an object in JSON lines
+    assert (line["api_key_name"], line["tags"], line["end_user"]) == ("shop-bot", "prod,eu", "ana")
+
+    sheet = _xlsx_rows(exports["xlsx"])
+    assert list(sheet[0]) == HEADERS
+    cells = next(cells for cells in sheet[1:] if cells["request_id"] == str(first.request_id))
+    assert (cells["api_key_name"], cells["tags"], cells["metadata"]) == (
+        "shop-bot",
+        "prod,eu",
+        row["metadata"],
+    )
+    for data in exports.values():
+        assert gateway.shop_bot.secret_sha256.encode() not in data
