@@ -389,6 +389,8 @@ def top_conversations(rows: list[dict[str, Any]]) -> Chart:
 
 
 RANKING_SUMS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "cost")
+RANKING_BAR_HEIGHT = 28  # px per bar, so one key is a bar, not a block
+RANKING_MIN_HEIGHT = 170
 
 
 def cost_ranking(rows: list[dict[str, Any]], *, name: str) -> Chart:
@@ -402,6 +404,9 @@ def cost_ranking(rows: list[dict[str, Any]], *, name: str) -> Chart:
     figure = _cost_bars(rows, y=positions, color=colors)
     ticks = [_short(row["label"], 32) for row in rows]
     figure["layout"]["yaxis"].update(tickmode="array", tickvals=positions[::-1], ticktext=ticks[::-1])
+    figure["layout"]["height"] = max(
+        RANKING_MIN_HEIGHT, 70 + RANKING_BAR_HEIGHT * len(rows)
+    )  # bars of one height
     table = Table(
         [name, "Requests", "Input tokens", "Cached tokens", "Output tokens", "Cost (USD)"],
         [[_ranked_name(row), *(row[column] for column in RANKING_SUMS)] for row in rows],

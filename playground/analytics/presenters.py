@@ -167,10 +167,7 @@ def headline_tiles(headline: Headline) -> list[Tile]:
 
 # --- what a rollup cannot answer ------------------------------------------------------------------
 
-NOT_BY_ATTRIBUTION = (
-    "Not kept per API key or end user: this chart reads rollups without them. "
-    "Clear the key and end-user filters to see it; Cost by API key and Cost by end user follow them."
-)
+NOT_BY_ATTRIBUTION = "Not kept per API key or end user: clear those filters to see this chart."
 
 
 def attribution_unserved(filters: Filters) -> str:
