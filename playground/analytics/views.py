@@ -230,7 +230,7 @@ def dashboard_view(request: HtmxHttpRequest) -> HttpResponse:
         return _invalid(request, "analytics/dashboard.html", error)
     context = _page_context(request, filters, form)
     context["charts"] = [{"name": name, "title": spec.title} for name, spec in CHARTS.items()]
-    if filters is not None:
+    if filters is not None and not filters.by_attribution:  # else no chart over time is drawn
         drawn = chart_period(filters)
         context["chart_period"] = drawn if drawn != filters.period else None
     return render(request, _template(request, "analytics/dashboard.html"), context)

@@ -177,13 +177,7 @@ def at_input_price(card: PriceCard, cached_tokens: int) -> Decimal:
 
 def _active_buckets(filters: Filters) -> tuple[dt.datetime, dt.datetime] | None:
     """The first and last bucket with a request under the filters (the period's grain)."""
-    if not filters.by_attribution:
-        rows = rollup_rows(filters)
-    elif not filters.beyond_attribution():
-        rows = attribution_rows(filters)
-    else:  # no chart over time can be drawn for these filters
-        return None
-    span = rows.aggregate(first=Min("bucket"), last=Max("bucket"))
+    span = rollup_rows(filters).aggregate(first=Min("bucket"), last=Max("bucket"))
     return None if span["first"] is None else (span["first"], span["last"])
 
 
