@@ -168,6 +168,10 @@ def headline_tiles(headline: Headline) -> list[Tile]:
 # --- what a rollup cannot answer ------------------------------------------------------------------
 
 NOT_BY_ATTRIBUTION = "Not kept per API key or end user: clear those filters to see this chart."
+HEADLINE_BY_ATTRIBUTION = (
+    "Filtered by API key or end user: the rollups kept per key hold spend, requests and tokens; "
+    "cached share, savings, error rate and time to first token need those filters cleared."
+)
 
 
 def attribution_unserved(filters: Filters) -> str:

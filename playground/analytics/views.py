@@ -34,6 +34,7 @@ from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
 from playground.analytics.presenters import (
+    HEADLINE_BY_ATTRIBUTION,
     NOT_BY_ATTRIBUTION,
     attribution_tiles,
     attribution_unserved,
@@ -248,9 +249,7 @@ def headline_view(request: HtmxHttpRequest) -> HttpResponse:
     unserved = attribution_unserved(filters)
     context = {
         "tiles": [] if unserved else attribution_tiles(attribution_totals(filters)),
-        "note": unserved
-        or "Filtered by API key or end user: the rollups kept per key hold spend, requests and tokens; "
-        "cached share, savings, error rate and time to first token need those filters cleared.",
+        "note": unserved or HEADLINE_BY_ATTRIBUTION,
     }
     return render(request, "analytics/_headline.html", context)
 

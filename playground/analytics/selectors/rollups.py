@@ -104,14 +104,6 @@ def rollup_rows(filters: Filters, *, by_people: bool = False) -> QuerySet[Any]:
     return rows
 
 
-def attribution_served(filters: Filters) -> bool:
-    """Whether the rollups by key and end user hold every dimension the filters choose: the
-    period, key, end user and path, and none of model, user, connection, status or affinity."""
-    return not (
-        filters.model_id or filters.user_id or filters.connection_id or filters.status or filters.affinity
-    )
-
-
 def attribution_rows(filters: Filters, *, by_end_user: bool = False) -> QuerySet[Any]:
     """The gateway's rollup rows by API key (or, with `by_end_user` or an end user chosen, by end
     user) of the filters' team, period, key, end user and path; only for filters that choose
