@@ -346,25 +346,31 @@ def requests_by_status(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datet
     )
 
 
-def top_conversations(rows: list[dict[str, Any]]) -> Chart:
-    ordered = list(reversed(rows))  # the costliest at the top of a horizontal bar chart
-    labels = [_short(f"#{row['conversation_id']} {row['title']}") for row in ordered]
+def _cost_bars(rows: list[dict[str, Any]], *, y: list[str], color: str | list[str]) -> dict[str, Any]:
+    """Horizontal bars of the rows' costs, the first row on top (plotly draws the last
+    category on top), each hovered with its cost and requests."""
     places = money_places(row["cost"] for row in rows)
     data = [
         {
             "type": "bar",
             "orientation": "h",
             "name": "Cost",
-            "x": [_num(row["cost"]) for row in ordered],
-            "y": labels,
-            "marker": {"color": PALETTE[0]},
-            "hovertemplate": _money_hover("x", places, named=False),
+            "x": [_num(row["cost"]) for row in reversed(rows)],
+            "y": y[::-1],
+            "customdata": [row["requests"] for row in reversed(rows)],
+            "marker": {"color": color[::-1] if isinstance(color, list) else color},
+            "hovertemplate": f"%{{x:$,.{places}f}} · %{{customdata:,}} requests<extra></extra>",
         }
     ]
     layout = _layout(y_title="", hovermode="closest", showlegend=False)
     layout["xaxis"]["tickformat"] = _money_axis(places)
     layout["yaxis"] = {"automargin": True, "type": "category"}
     layout["margin"]["l"] = 10
+    return {"data": data, "layout": layout}
+
+
+def top_conversations(rows: list[dict[str, Any]]) -> Chart:
+    labels = [_short(f"#{row['conversation_id']} {row['title']}") for row in rows]
     table = Table(
         ["Conversation", "Title", "Requests", "Prompt tokens", "Cached tokens", "Cost (USD)"],
         [
@@ -379,7 +385,37 @@ def top_conversations(rows: list[dict[str, Any]]) -> Chart:
             for row in rows
         ],
     )
-    return Chart(figure={"data": data, "layout": layout}, table=table, empty=not rows)
+    return Chart(figure=_cost_bars(rows, y=labels, color=PALETTE[0]), table=table, empty=not rows)
+
+
+RANKING_SUMS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "cost")
+RANKING_BAR_HEIGHT = 28  # px per bar, so one key is a bar, not a block
+RANKING_MIN_HEIGHT = 170
+
+
+def cost_ranking(rows: list[dict[str, Any]], *, name: str) -> Chart:
+    """The costliest first, and "other" (key None) in grey at the bottom. `name`: what a row is
+    ("API key", "End user"), the table's first column.
+
+    Bars stand at positions named by tick labels: two labels that read alike once shortened
+    (end users are the caller's text) stay two bars."""
+    positions = [str(i) for i in range(len(rows))]
+    colors = [PALETTE[-1] if row["key"] is None else PALETTE[0] for row in rows]
+    figure = _cost_bars(rows, y=positions, color=colors)
+    ticks = [_short(row["label"], 32) for row in rows]
+    figure["layout"]["yaxis"].update(tickmode="array", tickvals=positions[::-1], ticktext=ticks[::-1])
+    figure["layout"]["height"] = max(
+        RANKING_MIN_HEIGHT, 70 + RANKING_BAR_HEIGHT * len(rows)
+    )  # bars of one height
+    table = Table(
+        [name, "Requests", "Input tokens", "Cached tokens", "Output tokens", "Cost (USD)"],
+        [[_ranked_name(row), *(row[column] for column in RANKING_SUMS)] for row in rows],
+    )
+    return Chart(figure=figure, table=table, empty=not rows)
+
+
+def _ranked_name(row: dict[str, Any]) -> str:
+    return f"{row['label']} ({row['detail']})" if row["detail"] else str(row["label"])
 
 
 def _short(text: str, limit: int = 40) -> str:

@@ -45,7 +45,7 @@ from django.db import connections, models, transaction
 from django.db.models import F
 
 from playground.analytics.filters import Filters
-from playground.analytics.selectors.request_log import export_chunks, log_records
+from playground.analytics.selectors.request_log import EXPORT_COMPUTED, export_chunks, log_records
 from playground.lib.asyncutil import finish_even_if_cancelled
 
 # (header, field of records.EXPORT_FIELDS)
@@ -62,6 +62,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("affinity_key", "affinity_key"),
     ("conversation_id", "conversation_id"),
     ("source", "source"),
+    ("api_key_name", "api_key__name"),
+    ("api_key_prefix", "api_key__prefix"),
+    ("end_user", "end_user"),
+    ("session", "session"),
+    ("tags", "tag_list"),
+    ("metadata", "metadata_json"),
+    ("trace_id", "trace_id"),
     ("prompt_tokens", "prompt_tokens"),
     ("cached_tokens", "cached_tokens"),
     ("completion_tokens", "completion_tokens"),
@@ -243,6 +250,8 @@ def json_row(row: dict[str, Any]) -> dict[str, Any]:
             value = _isoformat(value)
         elif field == "request_id":
             value = str(value)
+        elif field == "metadata_json" and value is not None:
+            value = json.loads(value)  # an object here, its JSON text in the CSV and XLSX
         out[header] = value
     return out
 
@@ -283,7 +292,7 @@ def copy_sql(filters: Filters, *, flavour: str = SPREADSHEET) -> tuple[str, tupl
     """
     records = log_records(filters).order_by("-created_at", "-id")
     quote = connections[records.db].ops.quote_name
-    own: dict[str, F] = {"row_id": F("id")}
+    own: dict[str, Any] = {"row_id": F("id")}
     joined: dict[str, list[str]] = {}  # relation -> its formatted cells
     cells = []
     sql_cells = _SQL_CELLS[flavour]
@@ -295,7 +304,7 @@ def copy_sql(filters: Filters, *, flavour: str = SPREADSHEET) -> tuple[str, tupl
             joined.setdefault(relation, []).append(f"{cell} AS c{i}")
             cells.append(f"j_{relation}.c{i} AS {quote(header)}")
         else:
-            own[f"c{i}"] = F(field)
+            own[f"c{i}"] = EXPORT_COMPUTED.get(field, F(field))
             cells.append(f"{sql_cells[kind].format(c=f'e.c{i}')} AS {quote(header)}")
     joins = []
     for relation, selected in joined.items():

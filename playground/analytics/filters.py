@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from playground.accounts.models import Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
-from playground.usage.models import RequestPath, UsageStatus
+from playground.usage.models import ApiKey, RequestPath, UsageStatus
 from playground.usage.rollups import day_start, hour_start
 
 PRESETS = {
@@ -67,19 +67,50 @@ class Filters:
     affinity: str = ""  # "", "on" or "off"
     conversation_id: int | None = None
     cached_share: str = ""  # "" or a CACHED_SHARES key
+    # What a gateway request said about itself: its API key (one of the team's: see
+    # `filters_from_query`), the caller's end user, one of its tags, its session.
+    api_key_id: int | None = None
+    end_user: str = ""
+    tag: str = ""
+    session: str = ""
     group: str = "model"
     sort: str = "newest"
 
     def column_lookups(self) -> dict[str, str | int]:
         """The equality filters that records and rollups both carry as columns (those set)."""
-        lookups: dict[str, str | int | None] = {
-            "model_id": self.model_id,
-            "user_id": self.user_id,
-            "connection_id": self.connection_id,
-            "path": self.path,
+        return _set(
+            model_id=self.model_id,
+            user_id=self.user_id,
+            connection_id=self.connection_id,
+            path=self.path,
+            status=self.status,
+        )
+
+    def attribution_lookups(self) -> dict[str, str | int]:
+        """The key and end-user filters (those set): columns of the records and of the rollups
+        by key and end user (`usage.models.UsageEndUserHourly`), not of the others."""
+        return _set(api_key_id=self.api_key_id, end_user=self.end_user)
+
+    def beyond_attribution(self) -> list[str]:
+        """The filters chosen (by name) that the rollups by key and end user do not hold: those
+        hold the period, key, end user and path only."""
+        chosen = {
+            "model": self.model_id,
+            "user": self.user_id,
+            "connection": self.connection_id,
             "status": self.status,
+            "affinity": self.affinity,
         }
-        return {column: value for column, value in lookups.items() if value}
+        return [name for name, value in chosen.items() if value]
+
+    @property
+    def by_attribution(self) -> bool:
+        """Whether a key or an end user is chosen: then the dashboard reads the rollups by key."""
+        return bool(self.attribution_lookups())
+
+
+def _set(**lookups: str | int | None) -> dict[str, str | int]:
+    return {column: value for column, value in lookups.items() if value}
 
 
 def _choices(options: dict[str, str], any_label: str) -> list[tuple[str, str]]:
@@ -103,6 +134,11 @@ class FilterForm(forms.Form):
     )
     conversation = forms.IntegerField(required=False, min_value=1)
     cached_share = forms.ChoiceField(required=False, choices=_choices(CACHED_SHARES, "Any cached share"))
+    key = forms.IntegerField(required=False, min_value=1)
+    # As the gateway records them (at most 1 KiB each); an exact match, case included.
+    end_user = forms.CharField(required=False, max_length=1024)
+    tag = forms.CharField(required=False, max_length=1024)
+    session = forms.CharField(required=False, max_length=1024)
     group = forms.ChoiceField(required=False, choices=list(GROUPS.items()))
     sort = forms.ChoiceField(required=False, choices=list(SORTS.items()))
 
@@ -116,6 +152,8 @@ class FilterForm(forms.Form):
                 raise forms.ValidationError("The end date is before the start date.")
             if end - start > LONGEST_CUSTOM:
                 raise forms.ValidationError(f"A custom range spans at most {LONGEST_CUSTOM.days} days.")
+        if "," in (data.get("tag") or ""):
+            self.add_error("tag", "One tag, without a comma.")
         return data
 
 
@@ -128,7 +166,8 @@ class FilterError(Exception):
 
 
 def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | None = None) -> Filters | None:
-    """The filters the query asks for; None when the user has no team; Http404 for a foreign team.
+    """The filters the query asks for; None when the user has no team; Http404 for a foreign team,
+    or for an API key that is not the team's.
 
     Raises FilterError (with the bound form) for input that does not validate.
     """
@@ -145,6 +184,8 @@ def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | No
         team = teams.first()
         if team is None:
             return None
+    if data["key"] and not ApiKey.objects.filter(team=team, pk=data["key"]).exists():
+        raise Http404("No such API key in this team.")
     return Filters(
         team=team,
         period=_period(data, now or timezone.now()),
@@ -156,6 +197,10 @@ def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | No
         affinity=data["affinity"] or "",
         conversation_id=data["conversation"],
         cached_share=data["cached_share"] or "",
+        api_key_id=data["key"],
+        end_user=data["end_user"] or "",
+        tag=data["tag"] or "",
+        session=data["session"] or "",
         group=data["group"] or "model",
         sort=data["sort"] or "newest",
     )

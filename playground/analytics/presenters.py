@@ -3,13 +3,37 @@ their own)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 
 from playground.analytics.charts import milliseconds
-from playground.analytics.selectors.totals import Headline
-from playground.usage.models import UsageRecord
+from playground.analytics.filters import Filters
+from playground.analytics.selectors.totals import Headline, Totals
+from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.money import money
+
+
+@dataclass(frozen=True)
+class AttributionView:
+    """What a gateway request said about itself, as the record's page shows it."""
+
+    tags: list[str]
+    metadata: str  # pretty JSON, "" when none was sent
+
+
+def tags_of(stored: str) -> list[str]:
+    """A record's tags from their stored form, ",a,b," (`usage.services.Attribution`)."""
+    return [tag for tag in stored.split(",") if tag]
+
+
+def record_attribution(record: UsageRecord) -> AttributionView | None:
+    """The record's attribution; None for a request that came with none (the app's own paths)."""
+    sent = (record.api_key_id, record.end_user, record.session, record.tags, record.metadata, record.trace_id)
+    if record.path != RequestPath.GATEWAY and not any(sent):
+        return None
+    metadata = json.dumps(record.metadata, indent=2, ensure_ascii=False) if record.metadata else ""
+    return AttributionView(tags=tags_of(record.tags), metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -68,19 +92,15 @@ def _share(value: float | None) -> str:
     return NONE_YET if value is None else f"{value:.1%}"
 
 
-def headline_tiles(headline: Headline) -> list[Tile]:
-    """The dashboard's headline figures as they read: money by the one rule
-    (`usage.money`), counts with thousands grouped, shares and rates in per cent."""
-    totals = headline.totals
+def _totals_tiles(totals: Totals, *, unpriced: int | None) -> list[Tile]:
+    """Spend, requests and tokens; `unpriced`: the requests no card priced (None: not known)."""
     tokens = totals.prompt_tokens + totals.completion_tokens
     return [
         Tile(
             "spend",
             "Spend",
             money(totals.cost),
-            f"{headline.unpriced:,} unpriced request{'s' * (headline.unpriced != 1)} not in it"
-            if headline.unpriced
-            else "",
+            f"{unpriced:,} unpriced request{'s' * (unpriced != 1)} not in it" if unpriced else "",
             "What the period's requests cost under their price cards.",
         ),
         Tile("requests", "Requests", f"{totals.requests:,}"),
@@ -91,6 +111,29 @@ def headline_tiles(headline: Headline) -> list[Tile]:
             f"{totals.prompt_tokens:,} in · {totals.completion_tokens:,} out",
             "Input tokens (cached ones included) plus output tokens.",
         ),
+    ]
+
+
+def attribution_tiles(totals: Totals) -> list[Tile]:
+    """The headline of a dashboard filtered by API key or end user: what the rollups by key hold."""
+    return [
+        *_totals_tiles(totals, unpriced=None),
+        Tile(
+            "cached-tokens",
+            "Cached tokens",
+            f"{totals.cached_tokens:,}",
+            f"of {totals.prompt_tokens:,} input tokens",
+            "Input tokens the provider served from its cache.",
+        ),
+    ]
+
+
+def headline_tiles(headline: Headline) -> list[Tile]:
+    """The dashboard's headline figures as they read: money by the one rule
+    (`usage.money`), counts with thousands grouped, shares and rates in per cent."""
+    totals = headline.totals
+    return [
+        *_totals_tiles(totals, unpriced=headline.unpriced),
         Tile(
             "cached",
             "Cached share",
@@ -120,3 +163,23 @@ def headline_tiles(headline: Headline) -> list[Tile]:
             "The median time to first token, from the rollups' histograms (exact to a bucket's width).",
         ),
     ]
+
+
+# --- what a rollup cannot answer ------------------------------------------------------------------
+
+NOT_BY_ATTRIBUTION = "Not kept per API key or end user: clear those filters to see this chart."
+HEADLINE_BY_ATTRIBUTION = (
+    "Filtered by API key or end user: the rollups kept per key hold spend, requests and tokens; "
+    "cached share, savings, error rate and time to first token need those filters cleared."
+)
+
+
+def attribution_unserved(filters: Filters) -> str:
+    """Why the rollups by key and end user cannot answer these filters ("" when they can)."""
+    chosen = filters.beyond_attribution()
+    if not chosen:
+        return ""
+    return (
+        "The rollups by API key and end user keep the period, key, end user and path only: "
+        f"clear the {' and '.join(chosen)} filter{'s' * (len(chosen) > 1)} to see this."
+    )

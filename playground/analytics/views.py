@@ -33,7 +33,16 @@ from django_htmx.http import push_url
 from playground.accounts.selectors import team_list_for_user
 from playground.analytics import charts, exports
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
-from playground.analytics.presenters import cost_formula, headline_tiles
+from playground.analytics.presenters import (
+    HEADLINE_BY_ATTRIBUTION,
+    NOT_BY_ATTRIBUTION,
+    attribution_tiles,
+    attribution_unserved,
+    cost_formula,
+    headline_tiles,
+    record_attribution,
+)
+from playground.analytics.selectors.attribution import cost_by_end_user, cost_by_key
 from playground.analytics.selectors.chart_series import (
     cache_ratio_by_affinity,
     cost_by_group,
@@ -46,9 +55,10 @@ from playground.analytics.selectors.chart_series import (
 from playground.analytics.selectors.conversations import prompt_growth, top_conversations
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
-from playground.analytics.selectors.totals import headline, log_totals
+from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest
+from playground.usage.models import UsageRecord
 from playground.usage.sources import record_source_links
 
 
@@ -68,6 +78,14 @@ class ChartSpec:
     title: str
     build: Callable[[Filters, QueryDict], charts.Chart]
     over_time: bool = True  # drawn over `chart_period`, not always the whole period
+    # Reads the rollups by API key and end user (`selectors.attribution`), not the others.
+    by_attribution: bool = False
+
+    def unavailable(self, filters: Filters) -> str:
+        """Why this chart's rollups cannot answer the filters ("" when they can)."""
+        if self.by_attribution:
+            return attribution_unserved(filters)
+        return NOT_BY_ATTRIBUTION if filters.by_attribution else ""
 
 
 def _cost(filters: Filters, query: QueryDict) -> charts.Chart:
@@ -85,6 +103,18 @@ def _what_if(filters: Filters, query: QueryDict) -> charts.Chart:
 
 CHARTS: dict[str, ChartSpec] = {
     "cost": ChartSpec("Cost over time", _cost),
+    "cost-by-key": ChartSpec(
+        "Cost by API key",
+        lambda f, q: charts.cost_ranking(cost_by_key(f), name="API key"),
+        over_time=False,
+        by_attribution=True,
+    ),
+    "cost-by-end-user": ChartSpec(
+        "Cost by end user",
+        lambda f, q: charts.cost_ranking(cost_by_end_user(f), name="End user"),
+        over_time=False,
+        by_attribution=True,
+    ),
     "tokens": ChartSpec(
         "Input tokens: fresh and cached",
         lambda f, q: charts.tokens_fresh_vs_cached(tokens_over_time(f), buckets=buckets(f)),
@@ -201,7 +231,7 @@ def dashboard_view(request: HtmxHttpRequest) -> HttpResponse:
         return _invalid(request, "analytics/dashboard.html", error)
     context = _page_context(request, filters, form)
     context["charts"] = [{"name": name, "title": spec.title} for name, spec in CHARTS.items()]
-    if filters is not None:
+    if filters is not None and not filters.by_attribution:  # else no chart over time is drawn
         drawn = chart_period(filters)
         context["chart_period"] = drawn if drawn != filters.period else None
     return render(request, _template(request, "analytics/dashboard.html"), context)
@@ -214,8 +244,14 @@ def headline_view(request: HtmxHttpRequest) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
-    tiles = headline_tiles(headline(filters))
-    return render(request, "analytics/_headline.html", {"tiles": tiles})
+    if not filters.by_attribution:
+        return render(request, "analytics/_headline.html", {"tiles": headline_tiles(headline(filters))})
+    unserved = attribution_unserved(filters)
+    context = {
+        "tiles": [] if unserved else attribution_tiles(attribution_totals(filters)),
+        "note": unserved or HEADLINE_BY_ATTRIBUTION,
+    }
+    return render(request, "analytics/_headline.html", context)
 
 
 @never_cache
@@ -228,15 +264,19 @@ def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     filters = _fragment_filters(request)
     if isinstance(filters, HttpResponse):
         return filters
-    drawn = replace(filters, period=chart_period(filters)) if spec.over_time else filters
-    chart = spec.build(drawn, request.GET)
+    unavailable = spec.unavailable(filters)
+    chart = None
+    if not unavailable:
+        drawn = replace(filters, period=chart_period(filters)) if spec.over_time else filters
+        chart = spec.build(drawn, request.GET)
     url = reverse("analytics:chart", args=[name])
     context = {
         "name": name,
         "title": spec.title,
         "chart": chart,
+        "unavailable": unavailable,
         # In a data attribute, escaped by the template (htmx drops <script> elements it swaps in).
-        "figure_json": json.dumps(chart.figure, cls=FigureEncoder),
+        "figure_json": json.dumps(chart.figure if chart else {}, cls=FigureEncoder),
         "filters": filters,
         # A control's request adds its own name and value to these (a button's too).
         "groups": GROUPS,
@@ -281,13 +321,27 @@ def log_view(request: HtmxHttpRequest) -> HttpResponse:
         context.update(
             {
                 "page": page,
-                "rows": list(zip(page.records, sources, strict=True)),
+                "rows": [
+                    (record, source, _attribution_queries(request.GET, record))
+                    for record, source in zip(page.records, sources, strict=True)
+                ],
                 "next_query": _query(next_query) if page.next_cursor else "",
                 "first_query": _query(request.GET, without=("after",)),
                 "is_first_page": not request.GET.get("after"),
             }
         )
     return render(request, _template(request, "analytics/log.html"), context)
+
+
+def _attribution_queries(query: QueryDict, record: UsageRecord) -> dict[str, str]:
+    """The log's query narrowed to a gateway record's key and to its end user (from page one)."""
+    queries = {}
+    for name, value in (("key", record.api_key_id), ("end_user", record.end_user)):
+        if value:
+            narrowed = query.copy()
+            narrowed[name] = str(value)
+            queries[name] = _query(narrowed, without=("after",))
+    return queries
 
 
 @never_cache
@@ -310,6 +364,7 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
     context = {
         "record": record,
         "formula": cost_formula(record),
+        "attribution": record_attribution(record),
         "source": record_source_links(team_id=record.team_id, records=[record])[0],
         "raw_usage": json.dumps(record.raw_usage, indent=2, ensure_ascii=False) if record.raw_usage else "",
         "request_body": json.dumps(record.request_body, indent=2, ensure_ascii=False)

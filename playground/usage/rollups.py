@@ -1,4 +1,5 @@
-"""The rollup writer, beside the record writer: hour, day and conversation-day buckets.
+"""The rollup writer, beside the record writer: hour, day and conversation-day buckets, and
+the gateway's buckets by API key and end user.
 
 `rollup_add(record)` runs inside `usage_record_create`'s transaction, so a record and its
 share of every rollup commit or roll back together. Each bucket is one upsert,
@@ -44,29 +45,44 @@ from playground.usage.models import (
     UsageConversationDaily,
     UsageConversationTotal,
     UsageDaily,
+    UsageEndUserDaily,
+    UsageEndUserHourly,
     UsageHourly,
+    UsageKeyDaily,
+    UsageKeyHourly,
     UsagePeopleDaily,
     UsagePeopleHourly,
     UsageRecord,
-    UsageRollupMeasures,
     UsageTeamDaily,
     UsageTeamHourly,
 )
 
 UTC = dt.UTC
 COST_FIELDS = ("input_cost", "cached_input_cost", "output_cost", "total_cost")
+Truncation = type[TruncHour] | type[TruncDay]
 # The full-key tables, one per bucket size, each built from the raw records.
-FULL_KEY: tuple[tuple[type[Any], type[TruncHour] | type[TruncDay]], ...] = (
+FULL_KEY: tuple[tuple[type[Any], Truncation], ...] = (
     (UsageHourly, TruncHour),
     (UsageDaily, TruncDay),
 )
 # Coarser tables, each its full-key source summed over the dimensions it leaves out: the
 # team-level ones over users and connections, the people ones over everything else.
-SUMMED: tuple[tuple[type[Any], type[UsageRollupMeasures]], ...] = (
+SUMMED: tuple[tuple[type[Any], type[Any]], ...] = (
     (UsageTeamHourly, UsageHourly),
     (UsageTeamDaily, UsageDaily),
     (UsagePeopleHourly, UsageHourly),
     (UsagePeopleDaily, UsageDaily),
+)
+# The gateway's tables, which take only the records that name an API key or an end user
+# (`ATTRIBUTED`): the end-user ones built from those records, the key ones summed from them.
+ATTRIBUTED = Q(api_key__isnull=False) | ~Q(end_user="")
+BY_END_USER: tuple[tuple[type[Any], Truncation], ...] = (
+    (UsageEndUserHourly, TruncHour),
+    (UsageEndUserDaily, TruncDay),
+)
+BY_KEY: tuple[tuple[type[Any], type[Any]], ...] = (
+    (UsageKeyHourly, UsageEndUserHourly),
+    (UsageKeyDaily, UsageEndUserDaily),
 )
 
 
@@ -78,10 +94,9 @@ def _rollup_measures(model: type[Any]) -> tuple[str, ...]:
     )
 
 
-# The tables keyed by model, status and the like, which hold every measure.
-MEASURED_ROLLUPS: tuple[type[Any], ...] = (
-    *(model for model, _ in FULL_KEY),
-    *(summed for summed, _ in SUMMED),
+# The tables of buckets and their sums (every measure, or the counts, tokens and costs).
+MEASURED_ROLLUPS: tuple[type[Any], ...] = tuple(
+    model for model, _ in (*FULL_KEY, *SUMMED, *BY_END_USER, *BY_KEY)
 )
 CONVERSATION_ROLLUPS: tuple[type[Any], ...] = (UsageConversationDaily, UsageConversationTotal)
 # Every rollup table, the one list the tests compare and the dashboard benchmark counts:
@@ -136,13 +151,16 @@ def rollup_add(record: UsageRecord) -> None:
         "status": record.status,
         "affinity": bool(record.affinity_key),
         "cache_state": cache_state(record.cached_tokens),
+        "api_key_id": record.api_key_id or 0,
+        "end_user": record.end_user,
     }
     hour, day = hour_start(record.created_at), day_start(record.created_at)
-    buckets: dict[type[Any], dt.datetime] = {UsageHourly: hour, UsageDaily: day}  # FULL_KEY's buckets
-    tables: list[tuple[type[Any], dt.datetime]] = [
-        *buckets.items(),
-        *((summed, buckets[source]) for summed, source in SUMMED),
-    ]
+    truncated = {TruncHour: hour, TruncDay: day}
+    built, summed = FULL_KEY, SUMMED
+    if record.api_key_id is not None or record.end_user:  # as `ATTRIBUTED`
+        built, summed = (*built, *BY_END_USER), (*summed, *BY_KEY)
+    buckets = {model: truncated[trunc] for model, trunc in built}
+    tables = [*buckets.items(), *((table, buckets[source]) for table, source in summed)]
     for model, bucket in tables:
         key = {name: value for name, value in dimensions.items() if name in model.DIMENSIONS}
         _upsert(model, {**key, "bucket": bucket}, {name: measures[name] for name in MEASURES_OF[model]})
@@ -238,12 +256,14 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
         records = UsageRecord.objects.all()
         if team_id is not None:
             records = records.filter(team_id=team_id)
-        for model, trunc in FULL_KEY:
+        built = [(model, trunc, records) for model, trunc in FULL_KEY]
+        built += [(model, trunc, records.filter(ATTRIBUTED)) for model, trunc in BY_END_USER]
+        for model, trunc, rows in built:
             _scoped(model, team_id).delete()
-            _insert_select(model, _rollup_select(records, trunc))
-        # The team-level tables and the conversation totals are sums of the rows just rebuilt:
+            _insert_select(model, _rollup_select(rows, model, trunc))
+        # The coarser tables and the conversation totals are sums of the rows just rebuilt:
         # exact (integer sums), and far fewer rows to read than the raw records.
-        for summed, source in SUMMED:
+        for summed, source in (*SUMMED, *BY_KEY):
             _scoped(summed, team_id).delete()
             measures = MEASURES_OF[summed]
             _insert_select(summed, _summed(_scoped(source, team_id), summed.DIMENSIONS, measures))
@@ -287,41 +307,46 @@ def _histogram(field: str, columns: Iterable[str]) -> dict[str, Any]:
         condition = Q(**{f"{field}__gte": edges[i]})
         if i + 1 < len(edges):
             condition &= Q(**{f"{field}__lt": edges[i + 1]})
-        aggregates[f"r_{column}"] = Count("id", filter=condition)
+        aggregates[column] = Count("id", filter=condition)
     return aggregates
 
 
-def _rollup_select(records: QuerySet[UsageRecord], trunc: type[TruncHour] | type[TruncDay]) -> QuerySet[Any]:
+def _rollup_select(records: QuerySet[UsageRecord], model: type[Any], trunc: Truncation) -> QuerySet[Any]:
+    """The records grouped by `model`'s dimensions, with its measures, as `r_<column>` aliases."""
     dimensions: dict[str, Any] = {
-        "r_team_id": F("team_id"),
-        "r_bucket": trunc("created_at", tzinfo=UTC),
-        "r_model_id": F("model_id"),
-        "r_price_card_id": Coalesce("price_card_id", 0),
-        "r_user_id": Coalesce("user_id", 0),
-        "r_connection_id": Coalesce("connection_id", 0),
-        "r_path": F("path"),
-        "r_status": F("status"),
-        "r_affinity": Case(When(affinity_key="", then=Value(False)), default=Value(True)),
-        "r_cache_state": Case(
+        "team_id": F("team_id"),
+        "bucket": trunc("created_at", tzinfo=UTC),
+        "model_id": F("model_id"),
+        "price_card_id": Coalesce("price_card_id", 0),
+        "user_id": Coalesce("user_id", 0),
+        "connection_id": Coalesce("connection_id", 0),
+        "path": F("path"),
+        "status": F("status"),
+        "affinity": Case(When(affinity_key="", then=Value(False)), default=Value(True)),
+        "cache_state": Case(
             When(cached_tokens__isnull=True, then=Value(CacheState.UNKNOWN.value)),
             When(cached_tokens=0, then=Value(CacheState.MISS.value)),
             default=Value(CacheState.HIT.value),
         ),
+        "api_key_id": Coalesce("api_key_id", 0),
+        "end_user": F("end_user"),
     }
     measures: dict[str, Any] = {
-        "r_requests": Count("id"),
-        "r_prompt_tokens": Coalesce(Sum("prompt_tokens"), 0),
-        "r_cached_tokens": Coalesce(Sum("cached_tokens"), 0),
-        "r_completion_tokens": Coalesce(Sum("completion_tokens"), 0),
-        **{f"r_{name}_e10": Coalesce(Sum(as_e10(name)), 0) for name in COST_FIELDS},
-        "r_ttft_count": Count("ttft_ms"),
-        "r_ttft_sum_ms": Coalesce(Sum("ttft_ms"), 0),
-        "r_latency_count": Count("latency_ms"),
-        "r_latency_sum_ms": Coalesce(Sum("latency_ms"), 0),
+        "requests": Count("id"),
+        "prompt_tokens": Coalesce(Sum("prompt_tokens"), 0),
+        "cached_tokens": Coalesce(Sum("cached_tokens"), 0),
+        "completion_tokens": Coalesce(Sum("completion_tokens"), 0),
+        **{f"{name}_e10": Coalesce(Sum(as_e10(name)), 0) for name in COST_FIELDS},
+        "ttft_count": Count("ttft_ms"),
+        "ttft_sum_ms": Coalesce(Sum("ttft_ms"), 0),
+        "latency_count": Count("latency_ms"),
+        "latency_sum_ms": Coalesce(Sum("latency_ms"), 0),
         **_histogram("ttft_ms", TTFT_COLUMNS),
         **_histogram("latency_ms", LATENCY_COLUMNS),
     }
-    rows: QuerySet[Any] = records.order_by().annotate(**dimensions).values(*dimensions).annotate(**measures)
+    grouped = {f"r_{name}": dimensions[name] for name in model.DIMENSIONS}
+    summed = {f"r_{name}": measures[name] for name in MEASURES_OF[model]}
+    rows: QuerySet[Any] = records.order_by().annotate(**grouped).values(*grouped).annotate(**summed)
     return rows
 
 

@@ -44,6 +44,16 @@
     form.requestSubmit();
   }
 
+  // Enter in a typed field (conversation, end user, tag, session) sends the form once. Left to
+  // the browser it would send it twice, a change and then the implicit submission, and htmx's
+  // hx-sync would abort the first with an error in the console.
+  function submitOnEnter(event) {
+    var control = event.target;
+    if (event.key !== "Enter" || control.type !== "text" || !control.form || control.form.id !== "filters") return;
+    event.preventDefault();
+    control.form.requestSubmit();
+  }
+
   function leaveOutEmptyFields(event) {
     if (event.detail.elt.id !== "filters") return;
     var data = event.detail.formData;
@@ -75,6 +85,7 @@
     draw(document);
   });
   document.addEventListener("change", applyOnChange);
+  document.addEventListener("keydown", submitOnEnter);
   document.addEventListener("htmx:configRequest", leaveOutEmptyFields);
   document.addEventListener("htmx:pushedIntoHistory", followAddress);
 })();

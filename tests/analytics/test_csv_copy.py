@@ -32,6 +32,7 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
+from playground.usage.api_keys import api_key_issue
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.support.analytics import NOW, Known, body, filters_for
 from tests.support.clients import client_for
@@ -91,6 +92,9 @@ def hostile(actors: Any, known: Known, catalogue: None) -> Hostile:
         team=actors.team, name='+conn, "quoted"\nnext', kind=ConnectionKind.OPENAI_COMPATIBLE
     )
     no_cache = _card("@card with no cache discount", cached=None)
+    key, _ = api_key_issue(
+        team_id=actors.team.pk, name='=key "quoted",\nnext', connection_id=None, created_by_id=None
+    )
     records = []
     for index, text in enumerate(HOSTILE):
         records.append(
@@ -120,6 +124,13 @@ def hostile(actors: Any, known: Known, catalogue: None) -> Hostile:
                 http_status=None if index % 2 else 500,
                 error_code=text[:40],
                 error_text=text,
+                # what a gateway request says about itself, as hostile as the rest
+                api_key=key if index % 2 else None,
+                end_user=text,
+                session=text[::-1],
+                tags=f",{text.replace(',', ';')},@b," if text else "",
+                metadata=_metadata(text, index),
+                trace_id=f"{index:032x}" if index % 3 else "",
             )
         )
     # Distinct times, some with microseconds and some without (isoformat would drop zeros).
@@ -129,6 +140,21 @@ def hostile(actors: Any, known: Known, catalogue: None) -> Hostile:
     # Two records in one microsecond: the order falls back to the id, newest first.
     UsageRecord.objects.filter(pk=records[3].pk).update(created_at=NOW - dt.timedelta(hours=1, minutes=2))
     return Hostile(known=known, records=records)
+
+
+def _metadata(text: str, index: int) -> dict[str, Any] | None:
+    """None, or an object holding the text, numbers a float would write otherwise than the
+    database (1e-07), every kind of JSON value and escapes of every sort."""
+    if index % 4 == 3:
+        return None
+    return {
+        "text": text,
+        "index": index,
+        "tiny": 1e-07,
+        "big": 12345678901234567890,
+        "nested": [True, None, {"é": "naïve ☃ 🎉"}],
+        "escapes": '\u00e9 \\u00e9 \\ " \u0001 \t \u2028',  # é, then a backslash and "u00e9"
+    }
 
 
 def _rows(data: bytes) -> list[list[str]]:
@@ -189,7 +215,9 @@ def test_copy_writes_every_kind_of_cell_as_documented(actors: Any, hostile: Host
     assert (first["cached_tokens"], first["ttft_ms"], first["streamed"]) == ("", "0", "false")
     assert first["usage_implausible"] == "true"
 
-    second = by_id[str(hostile.records[1].request_id)]  # "+1+1", a user, a connection, a card
+    second = by_id[str(hostile.records[1].request_id)]  # "+1+1", a user, a connection, a card, a key
+    second_key = hostile.records[1].api_key
+    assert second_key is not None
     assert second["user"] == "'=cmd|' /C calc'!A0"
     assert second["connection"] == '\'+conn, "quoted"\nnext'
     assert second["created_at"] == "2026-11-20T10:59:00.123456+00:00"
@@ -204,6 +232,20 @@ def test_copy_writes_every_kind_of_cell_as_documented(actors: Any, hostile: Host
     )
     assert second["price_card_label"] == "'@card with no cache discount"
     assert (second["streamed"], second["http_status"], second["reasoning_tokens"]) == ("true", "", "")
+
+    # The gateway's columns: the key's name and prefix (never its hash), the tags as "a,b", the
+    # metadata as the database's JSON text; guarded like every other text.
+    assert (first["api_key_name"], first["api_key_prefix"]) == ("", "")
+    assert first["end_user"] == '\'=HYPERLINK("http://x","y")'
+    assert first["tags"] == '\'=HYPERLINK("http://x";"y"),@b'
+    assert json.loads(first["metadata"])["text"] == '=HYPERLINK("http://x","y")'
+    assert first["trace_id"] == ""
+    assert (second["api_key_name"], second["api_key_prefix"]) == ('\'=key "quoted",\nnext', second_key.prefix)
+    assert second["session"] == "1+1+" and second["trace_id"] == "1".rjust(32, "0")
+    assert second["metadata"].startswith('{"big": 12345678901234567890, ')  # jsonb's own key order
+    assert '"tiny": 0.0000001' in second["metadata"]  # as stored, not as a float would write it
+    assert '"escapes": "é \\\\u00e9 \\\\ \\" \\u0001 \\t \u2028"' in second["metadata"]
+    assert second_key.secret_sha256 not in b"".join(csv_copy_pieces(filters_for(actors.owner))).decode()
 
     cells = {by_id[str(record.request_id)]["error_text"] for record in hostile.records}
     assert cells == {
@@ -296,9 +338,10 @@ def test_closing_the_stream_early_in_autocommit_leaves_the_connection_usable(act
         assert UsageRecord.objects.count() == BULK
 
 
-def _as_in_jsonl(value: Any) -> str | None:
-    """A JSONL value as its CSV cell must read: null is an empty field, true is "true"."""
-    if value is None or isinstance(value, str):
+def _as_in_jsonl(value: Any) -> Any:
+    """A JSONL value as its CSV cell must read: null is an empty field, true is "true"; the
+    metadata object as its JSON text, compared parsed."""
+    if value is None or isinstance(value, str | dict):
         return value
     return json.dumps(value)
 
@@ -314,7 +357,12 @@ def test_the_data_tools_csv_holds_every_value_exactly_as_the_jsonl(actors: Any, 
     data = body(response)
     assert data.startswith(b"request_id,created_at,team,") and data.endswith(b"\r\n")  # no BOM; CRLF
     # QUOTE_NOTNULL reads an unquoted empty field as None and a quoted one as "": null and "" apart.
-    rows = list(csv.reader(io.StringIO(data.decode(), newline=""), quoting=csv.QUOTE_NOTNULL))
+    rows: list[list[Any]] = list(
+        csv.reader(io.StringIO(data.decode(), newline=""), quoting=csv.QUOTE_NOTNULL)
+    )
+    metadata = HEADERS.index("metadata")
+    for row in rows[1:]:
+        row[metadata] = json.loads(row[metadata]) if row[metadata] is not None else None
     lines = [json.loads(line) for line in jsonl.split("\n") if line]
     assert rows[0] == HEADERS and len(rows) == len(lines) + 1 == len(HOSTILE) + 4
     assert rows[1:] == [[_as_in_jsonl(value) for value in line.values()] for line in lines]

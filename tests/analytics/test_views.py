@@ -22,14 +22,16 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.services import RequestContext
-from tests.support.analytics import NOW, Known, body, filters_for, record_write
+from tests.support.analytics import NOW, GatewayKnown, Known, body, filters_for, record_write
 from tests.support.clients import client_for
 from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
 
 
-def test_the_dashboard_and_every_chart_fragment_render_for_a_member(actors: Any, known: Known) -> None:
+def test_the_dashboard_and_every_chart_fragment_render_for_a_member(
+    actors: Any, known: Known, gateway: GatewayKnown
+) -> None:
     client = client_for(actors.teammate)
     with clock(NOW):
         page = client.get(reverse("analytics:dashboard"), {"range": "24h"})

@@ -7,6 +7,15 @@
 4 2026-11-20 09:15 outsider engine     99999     0  9999  100   100  off      ok             Bravo's
 
 The engine is priced as Kimi K2.5 ($0.60 / $0.10 / $3.00 per M), Kimi K2.6 at $0.95 / $0.16 / $4.00.
+
+And the gateway's (`gateway_known_create`, on top of those), all on the engine, as Alpha's keys
+"shop-bot" and "billing-agent" and Bravo's "bravo-bot" sent them:
+
+# time (UTC)       key            end user session tags        prompt cached out  cost ($)  status
+G1 2026-11-20 10:20 shop-bot       ana      s-1     prod,eu       1000   400    50  0.00055   ok
+G2 2026-11-20 10:30 shop-bot       bo       s-2     prod          2000     0   100  0.0015    ok
+G3 2026-11-20 10:40 billing-agent  ana      s-1     staging        500  none    10  0.00033   upstream_error
+G4 2026-11-20 10:45 bravo-bot      ana      s-1     prod          7000     0   700  0.0063    ok (Bravo's)
 """
 
 from __future__ import annotations
@@ -24,9 +33,10 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.api_keys import api_key_issue
 from playground.usage.metering import Outcome
-from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.models import ApiKey, RequestPath, UsageRecord, UsageSource, UsageStatus
+from playground.usage.services import Attribution, RequestContext, usage_record_create
 from tests.support.actors import Actors
 from tests.support.clock import clock
 
@@ -147,6 +157,64 @@ def known_create(actors: Actors) -> Known:
         ),
     ]
     return Known(records=records, conversation=conversation, other_conversation=other)
+
+
+@dataclass
+class GatewayKnown:
+    shop_bot: ApiKey
+    billing_agent: ApiKey
+    bravo_bot: ApiKey
+    records: list[UsageRecord]  # G1 to G4
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def gateway_known_create(actors: Actors) -> GatewayKnown:
+    """The gateway's rows of the table above (with `known_create`'s engine card)."""
+    day = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
+
+    def key(team: Any, name: str, creator: Any) -> ApiKey:
+        issued, _ = api_key_issue(team_id=team.pk, name=name, connection_id=None, created_by_id=creator.pk)
+        return issued
+
+    shop, billing = (
+        key(actors.team, "shop-bot", actors.owner),
+        key(actors.team, "billing-agent", actors.teammate),
+    )
+    bravo = key(actors.other_team, "bravo-bot", actors.outsider)
+
+    def sent(
+        api_key: ApiKey, minute: int, prompt: int, cached: int | None, out: int, **more: Any
+    ) -> UsageRecord:
+        status = more.pop("status", UsageStatus.OK)
+        context = RequestContext(
+            team_id=api_key.team_id,
+            user_id=api_key.created_by_id,
+            connection_id=None,
+            model_id=ENGINE_MODEL_ID,
+            path=RequestPath.GATEWAY,
+            affinity_key=more.pop("affinity_key", ""),
+            attribution=Attribution(api_key_id=api_key.pk, **more),
+        )
+        at = day.replace(hour=10, minute=minute)
+        return record_write(
+            at, context, prompt=prompt, cached=cached, out=out, ttft=300, latency=900, status=status
+        )
+
+    records = [
+        sent(
+            shop, 20, 1000, 400, 50, end_user="ana", session="s-1", tags=("prod", "eu"),
+            metadata={"order": 42, "note": "naïve <b>"}, trace_id=TRACE_ID, affinity_key="aff-1",
+        ),
+        sent(shop, 30, 2000, 0, 100, end_user="bo", session="s-2", tags=("prod",)),
+        sent(
+            billing, 40, 500, None, 10, end_user="ana", session="s-1", tags=("staging",),
+            status=UsageStatus.UPSTREAM_ERROR,
+        ),
+        sent(bravo, 45, 7000, 0, 700, end_user="ana", session="s-1", tags=("prod",)),
+    ]  # fmt: skip
+    return GatewayKnown(shop_bot=shop, billing_agent=billing, bravo_bot=bravo, records=records)
 
 
 def body(response: Any) -> bytes:

@@ -14,18 +14,23 @@ from django.db.models import Sum
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.api_keys import api_key_issue
 from playground.usage.metering import Outcome
 from playground.usage.models import (
     HISTOGRAM_EDGES_MS,
     LATENCY_COLUMNS,
     TTFT_COLUMNS,
     UsageDaily,
+    UsageEndUserDaily,
+    UsageEndUserHourly,
     UsageHourly,
+    UsageKeyDaily,
+    UsageKeyHourly,
     UsageSource,
     UsageStatus,
 )
 from playground.usage.rollups import ROLLUP_MODELS, histogram_bucket, rollups_rebuild
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.services import Attribution, RequestContext, usage_record_create
 from tests.support.clock import clock
 
 START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30
@@ -60,17 +65,32 @@ def write_records(actors: Any, *, count: int, seed: int, start: dt.datetime) -> 
     conversations = [
         Conversation.objects.create(team=actors.team, user=actors.owner, model_id=KIMI_K25) for _ in range(3)
     ]
+    keys = {
+        team.pk: [
+            api_key_issue(team_id=team.pk, name=f"{seed}-{n}", connection_id=None, created_by_id=None)[0].pk
+            for n in range(2)
+        ]
+        for team in (actors.team, actors.other_team)
+    }
     at = start
     for _ in range(count):
         at += dt.timedelta(minutes=rng.randint(1, 200))
+        team_id = rng.choice([actors.team.pk, actors.other_team.pk])
+        path = rng.choice(["chat", "batch", "gateway", "gateway"])
+        attribution = Attribution()
+        if path == "gateway":  # a key always; an end user often, "" (none) otherwise
+            attribution = Attribution(
+                api_key_id=rng.choice(keys[team_id]), end_user=rng.choice(["", "ana", "bo", "cy"])
+            )
         context = RequestContext(
-            team_id=rng.choice([actors.team.pk, actors.other_team.pk]),
+            team_id=team_id,
             user_id=rng.choice([actors.owner.pk, actors.teammate.pk, None]),
             connection_id=None,
             model_id=rng.choice([KIMI_K25, KIMI_K26, ENGINE_MODEL_ID, "@local/unpriced"]),
-            conversation_id=rng.choice([None, *(c.pk for c in conversations)]),
+            conversation_id=rng.choice([None, *(c.pk for c in conversations)]) if path == "chat" else None,
             affinity_key=rng.choice(["", "conv-1"]),
-            path=rng.choice(["chat", "batch"]),
+            path=path,
+            attribution=attribution,
         )
         with clock(at):
             usage_record_create(context=context, outcome=outcome(rng))
@@ -85,6 +105,11 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     assert len(incremental["UsageTeamDaily"]) < len(incremental["UsageDaily"])
     assert len(incremental["UsagePeopleDaily"]) < len(incremental["UsageDaily"])
     assert any(first != last for _, _, first, last, *_ in incremental["UsageConversationTotal"])
+    # the gateway's tables hold its requests only, and the key tables fold end users together
+    gateway = UsageDaily.objects.filter(path="gateway").aggregate(n=Sum("requests"))["n"]
+    for table in (UsageKeyHourly, UsageKeyDaily, UsageEndUserHourly, UsageEndUserDaily):
+        assert table.objects.aggregate(n=Sum("requests"))["n"] == gateway > 50
+    assert 0 < len(incremental["UsageKeyDaily"]) < len(incremental["UsageEndUserDaily"])
 
     rollups_rebuild()
 
@@ -211,3 +236,38 @@ def test_concurrent_writers_of_one_bucket_lose_no_increment(actors: Any) -> None
     assert not errors
     assert UsageHourly.objects.get().requests == 200
     assert UsageDaily.objects.get().prompt_tokens == 2000
+
+
+@pytest.mark.django_db
+def test_a_gateway_record_lands_under_its_key_and_end_user_and_a_chat_record_under_neither(
+    actors: Any,
+) -> None:
+    key, _ = api_key_issue(team_id=actors.team.pk, name="shop", connection_id=None, created_by_id=None)
+    result = Outcome(
+        status=UsageStatus.OK,
+        usage=NormalizedUsage(prompt_tokens=2000, cached_tokens=1500, completion_tokens=100),
+        usage_source=UsageSource.PROVIDER,
+        ttft_ms=None,
+        latency_ms=900,
+    )
+    base = {"team_id": actors.team.pk, "user_id": None, "connection_id": None, "model_id": ENGINE_MODEL_ID}
+    with clock(dt.datetime(2026, 11, 2, 13, 47, tzinfo=dt.UTC)):
+        usage_record_create(context=RequestContext(**base), outcome=result)
+        for end_user in ("ana", "ana", ""):
+            gateway = RequestContext(
+                **base, path="gateway", attribution=Attribution(api_key_id=key.pk, end_user=end_user)
+            )
+            usage_record_create(context=gateway, outcome=result)
+
+    hour = dt.datetime(2026, 11, 2, 13, tzinfo=dt.UTC)
+    fields = ("bucket", "api_key_id", "path", "requests", "prompt_tokens", "cached_tokens", "total_cost_e10")
+    # 3 x (500 fresh x $0.95/M + 1500 x $0.16/M + 100 x $4.00/M), in 1e-10 USD (as the test above)
+    assert list(UsageKeyHourly.objects.values_list(*fields)) == [
+        (hour, key.pk, "gateway", 3, 6000, 4500, 3 * 11_150_000)
+    ]
+    assert sorted(UsageEndUserHourly.objects.values_list("end_user", "requests", "total_cost_e10")) == [
+        ("", 1, 11_150_000),
+        ("ana", 2, 22_300_000),
+    ]
+    assert UsageKeyDaily.objects.get().bucket == hour.replace(hour=0)
+    assert UsageDaily.objects.aggregate(n=Sum("requests"))["n"] == 4

@@ -4,5 +4,6 @@
   shared by the dashboard's selectors, which scan no raw usage row.
 - `totals`: the headline figures and the request log's totals row.
 - `chart_series`, `conversations`, `what_if`: the rows of the dashboard's charts.
+- `attribution`: the gateway's rankings, cost by API key and by end user (rollups by key).
 - `request_log`: the raw records of the request log: filtered, sorted, keyset-paginated, exported.
 """

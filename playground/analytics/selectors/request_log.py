@@ -17,13 +17,15 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import F, Q, QuerySet
+from django.db.models import CharField, F, Func, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, StrIndex
 
 from playground.accounts.selectors import AnyUser
 from playground.analytics.filters import Filters
+from playground.analytics.json_text import json_text_readable
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageRecord
+from playground.usage.models import ApiKey, UsageRecord
 
 PAGE_SIZE = 50
 EXPORT_CHUNK = 5000
@@ -50,7 +52,14 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
         created_at__gte=filters.period.start,
         created_at__lt=filters.period.end,
         **filters.column_lookups(),
+        **filters.attribution_lookups(),
     )
+    if filters.session:
+        records = records.filter(session=filters.session)
+    if filters.tag:
+        # Tags are stored as ",a,b,", so one tag is ",a," inside them. StrIndex (strpos, instr)
+        # matches case and all on both databases, where SQLite's LIKE would ignore case.
+        records = records.alias(tag_at=StrIndex("tags", Value(f",{filters.tag},"))).filter(tag_at__gt=0)
     if filters.affinity:
         records = (
             records.exclude(affinity_key="") if filters.affinity == "on" else records.filter(affinity_key="")
@@ -109,9 +118,8 @@ def log_page(filters: Filters, *, cursor: str = "", size: int = PAGE_SIZE) -> Lo
     if cursor:
         value, last_id = decode_cursor(cursor, filters.sort)
         records = _after(records, filters.sort, value, last_id)
-    page = list(
-        _ordered(records, filters.sort).select_related("user", "connection", "price_card")[: size + 1]
-    )
+    ordered = _ordered(records, filters.sort).select_related("user", "connection", "price_card", "api_key")
+    page = list(ordered[: size + 1])
     more = len(page) > size
     page = page[:size]
     return LogPage(records=page, next_cursor=encode_cursor(page[-1], filters.sort) if more and page else "")
@@ -155,7 +163,7 @@ def usage_record_get(*, user: AnyUser, request_id: str) -> UsageRecord | None:
         return None
     return (
         UsageRecord.objects.filter(request_id=request_id, team__memberships__user_id=user.pk)
-        .select_related("team", "user", "connection", "price_card", "price_card__model")
+        .select_related("team", "user", "connection", "price_card", "price_card__model", "api_key")
         .first()
     )
 
@@ -163,7 +171,7 @@ def usage_record_get(*, user: AnyUser, request_id: str) -> UsageRecord | None:
 def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[list[dict[str, Any]]]:
     """The filtered log, newest first, in keyset chunks (flat memory whatever the row count)."""
     records = log_records(filters)
-    columns = [field for field in EXPORT_FIELDS if "__" not in field]
+    columns = [field for field in EXPORT_FIELDS if "__" not in field and field not in EXPORT_COMPUTED]
     lookups = _ExportLookups(team_slug=filters.team.slug)
     after: tuple[dt.datetime, int] | None = None
     while True:
@@ -176,7 +184,7 @@ def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[li
             )
         # No join in the chunk query: with joins PostgreSQL may hash-join and sort the whole
         # range for every chunk. Names and cards come from small lookups, cached across chunks.
-        rows = list(page.order_by("-created_at", "-id").values(*columns)[:chunk])
+        rows = list(page.order_by("-created_at", "-id").values(*columns, **EXPORT_COMPUTED)[:chunk])
         if not rows:
             return
         lookups.fill(rows)
@@ -187,7 +195,8 @@ def export_chunks(filters: Filters, *, chunk: int = EXPORT_CHUNK) -> Iterator[li
 
 
 class _ExportLookups:
-    """The joined columns of an export (team, user, connection, price card), fetched once per id."""
+    """The joined columns of an export (team, user, connection, API key, price card), fetched once
+    per id; and the metadata's JSON text made readable (`json_text_readable`)."""
 
     CARD_FIELDS = ("label", "effective_from", "input_per_m", "cached_input_per_m", "output_per_m")
 
@@ -195,6 +204,7 @@ class _ExportLookups:
         self.team_slug = team_slug
         self.users: dict[int, str] = {}
         self.connections: dict[int, str] = {}
+        self.keys: dict[int, tuple[str, str]] = {}
         self.cards: dict[int, dict[str, Any]] = {}
 
     def fill(self, rows: list[dict[str, Any]]) -> None:
@@ -210,6 +220,12 @@ class _ExportLookups:
             self.connections,
             lambda ids: ProviderConnection.objects.filter(pk__in=ids).values_list("pk", "name"),
         )
+        self._load(
+            rows,
+            "api_key_id",
+            self.keys,
+            lambda ids: ((pk, (name, prefix)) for pk, name, prefix in _key_names(ids)),
+        )
         missing = {row["price_card_id"] for row in rows} - set(self.cards) - {None}
         for card in PriceCard.objects.filter(pk__in=missing).values("pk", *self.CARD_FIELDS):
             self.cards[card["pk"]] = card
@@ -218,17 +234,32 @@ class _ExportLookups:
             row["team__slug"] = self.team_slug
             row["user__username"] = self.users.get(row["user_id"])
             row["connection__name"] = self.connections.get(row["connection_id"])
+            row["api_key__name"], row["api_key__prefix"] = self.keys.get(row["api_key_id"], (None, None))
+            if row["metadata_json"] is not None:
+                row["metadata_json"] = json_text_readable(row["metadata_json"])
             card = self.cards.get(row["price_card_id"], empty)
             for name in self.CARD_FIELDS:
                 row[f"price_card__{name}"] = card[name]
 
     @staticmethod
-    def _load(rows: list[dict[str, Any]], key: str, cache: dict[int, str], fetch: Any) -> None:
+    def _load(rows: list[dict[str, Any]], key: str, cache: dict[int, Any], fetch: Any) -> None:
         missing = {row[key] for row in rows} - set(cache) - {None}
         if missing:
             cache.update(dict(fetch(missing)))
 
 
+def _key_names(ids: set[int]) -> QuerySet[ApiKey, tuple[int, str, str]]:
+    """Keys' names and prefixes: never their secret's hash."""
+    return ApiKey.objects.filter(pk__in=ids).values_list("pk", "name", "prefix")
+
+
+# Export columns made in SQL, the same on both databases and inside PostgreSQL's COPY
+# (`exports.copy_sql`): the tags as "a,b" (stored as ",a,b,"), the metadata as the database's
+# own JSON text (its numbers as stored, which a float in Python could round).
+EXPORT_COMPUTED: dict[str, Any] = {
+    "tag_list": Func(F("tags"), Value(","), function="TRIM", output_field=CharField()),
+    "metadata_json": Cast("metadata", output_field=TextField()),
+}
 # The stored fields an export reads (no secret lives on a usage record; request bodies are
 # left out: they are large and hold the prompt text).
 EXPORT_FIELDS = (
@@ -247,6 +278,14 @@ EXPORT_FIELDS = (
     "affinity_key",
     "conversation_id",
     "source",
+    "api_key_id",
+    "api_key__name",
+    "api_key__prefix",
+    "end_user",
+    "session",
+    "tag_list",
+    "metadata_json",
+    "trace_id",
     "prompt_tokens",
     "cached_tokens",
     "completion_tokens",

@@ -22,9 +22,14 @@ from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.models import (
     COST_SCALE,
+    ApiKey,
     CacheState,
     UsageDaily,
+    UsageEndUserDaily,
+    UsageEndUserHourly,
     UsageHourly,
+    UsageKeyDaily,
+    UsageKeyHourly,
     UsagePeopleDaily,
     UsagePeopleHourly,
     UsageTeamDaily,
@@ -73,26 +78,52 @@ def rollup_model(filters: Filters, *, by_people: bool = False) -> RollupModel:
     return UsageTeamHourly if hourly else UsageTeamDaily
 
 
+def _period_rows(model: type[Any], filters: Filters) -> QuerySet[Any]:
+    """`model`'s rows of the filters' team whose bucket starts inside the period."""
+    period = filters.period
+    rows: QuerySet[Any] = model.objects.filter(
+        team=filters.team, bucket__gte=bucket_floor(period.start, hourly=period.hourly), bucket__lt=period.end
+    )
+    return rows.order_by()
+
+
 def rollup_rows(filters: Filters, *, by_people: bool = False) -> QuerySet[Any]:
     """The rollup rows of the filters' team, period and dimensions (hourly or daily).
 
     `by_people`: the caller groups by user or connection and reads only costs and tokens.
+    These tables hold no API key or end user: a caller asks `attribution_rows` when the
+    filters name one (`Filters.by_attribution`).
     """
-    period = filters.period
-    model = rollup_model(filters, by_people=by_people)
-    rows: QuerySet[Any] = model.objects.filter(
-        team=filters.team,
-        bucket__gte=bucket_floor(period.start, hourly=period.hourly),
-        bucket__lt=period.end,
-        **filters.column_lookups(),
+    if filters.by_attribution:
+        raise ValueError("The rollups hold no API key or end user: read attribution_rows.")
+    rows = _period_rows(rollup_model(filters, by_people=by_people), filters).filter(
+        **filters.column_lookups()
     )
     if filters.affinity:
         rows = rows.filter(affinity=filters.affinity == "on")
-    return rows.order_by()
+    return rows
+
+
+def attribution_rows(filters: Filters, *, by_end_user: bool = False) -> QuerySet[Any]:
+    """The gateway's rollup rows by API key (or, with `by_end_user` or an end user chosen, by end
+    user) of the filters' team, period, key, end user and path; only for filters that choose
+    nothing else (`Filters.beyond_attribution`). Counts, tokens and costs: no model, status or
+    histogram."""
+    if filters.beyond_attribution():
+        raise ValueError(
+            "The rollups by key and end user hold no model, user, connection, status or affinity."
+        )
+    hourly = filters.period.hourly
+    if by_end_user or filters.end_user:
+        model: type[Any] = UsageEndUserHourly if hourly else UsageEndUserDaily
+    else:
+        model = UsageKeyHourly if hourly else UsageKeyDaily
+    path = {"path": filters.path} if filters.path else {}
+    return _period_rows(model, filters).filter(**filters.attribution_lookups(), **path)
 
 
 def filter_choices(filters: Filters) -> dict[str, list[Any]]:
-    """What the filter pickers offer: the team's models (those it used), members and connections."""
+    """What the filter pickers offer: the team's models (those it used), members, connections and API keys."""
     team = filters.team
     return {
         "model_options": list(
@@ -107,6 +138,12 @@ def filter_choices(filters: Filters) -> dict[str, list[Any]]:
         "connection_options": list(
             ProviderConnection.objects.filter(team=team).order_by("name").values_list("pk", "name")
         ),
+        "key_options": [
+            (pk, f"{name} (revoked)" if revoked_at else name)
+            for pk, name, revoked_at in ApiKey.objects.filter(team=team)
+            .order_by("name")
+            .values_list("pk", "name", "revoked_at")
+        ],
     }
 
 

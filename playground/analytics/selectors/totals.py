@@ -1,5 +1,5 @@
 """Totals: the dashboard's headline figures, and the request log's totals row (from the raw records
-only for the two log filters the rollups do not hold)."""
+only for the log filters no rollup holds)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from django.db.models.functions import Coalesce
 from playground.analytics.filters import Filters
 from playground.analytics.histograms import percentile
 from playground.analytics.selectors.request_log import log_records
-from playground.analytics.selectors.rollups import KNOWN_CACHE, at_input_price, column_sums, rollup_rows, usd
+from playground.analytics.selectors.rollups import (
+    KNOWN_CACHE,
+    at_input_price,
+    attribution_rows,
+    column_sums,
+    rollup_rows,
+    usd,
+)
 from playground.catalog.models import PriceCard
 from playground.usage.models import TTFT_COLUMNS, CacheState, UsageStatus
 from playground.usage.rollups import as_e10
@@ -68,12 +75,13 @@ def _rollup_total_sums() -> dict[str, Any]:
 def log_totals(filters: Filters) -> Totals:
     """The request log's totals row: every request the filters select, on every page.
 
-    From the rollups' whole buckets, which hold exactly the period's records (see `filters`),
-    unless the log filters by conversation or by a cached share between none and all, which
-    the rollups do not hold: then from the records through the log's own filter (an index
-    on the conversation; a scan of the period otherwise).
+    From the rollups' whole buckets, which hold exactly the period's records (see `filters`):
+    the rollups by key and end user when one is chosen, the others otherwise. When the log
+    filters by something the rollups read do not hold (`_from_records`), from the records
+    through the log's own filter instead (an index on the conversation, key, end user or
+    session; a scan of the period otherwise).
     """
-    if filters.conversation_id or filters.cached_share in ("some", "most"):
+    if _from_records(filters):
         sums = log_records(filters).aggregate(
             count=Count("id"),
             prompt=Sum("prompt_tokens"),
@@ -82,10 +90,26 @@ def log_totals(filters: Filters) -> Totals:
             cost=Coalesce(Sum(as_e10("total_cost")), 0),
         )
         return _totals(sums)
+    if filters.by_attribution:
+        return attribution_totals(filters)
     rows = rollup_rows(filters)
     if filters.cached_share:
         rows = rows.filter(cache_state=CACHE_STATE_OF_SHARE[filters.cached_share])
     return _totals(rows.aggregate(**_rollup_total_sums()))
+
+
+def _from_records(filters: Filters) -> bool:
+    """Whether no rollup holds what the log's filters choose: a conversation, a tag, a session or
+    a cached share between none and all; with a key or an end user, also any dimension the
+    rollups by key lack (model, user, connection, status, affinity, a cached share)."""
+    if filters.conversation_id or filters.tag or filters.session or filters.cached_share in ("some", "most"):
+        return True
+    return filters.by_attribution and bool(filters.cached_share or filters.beyond_attribution())
+
+
+def attribution_totals(filters: Filters) -> Totals:
+    """Requests, tokens and cost of the filters' key or end user, from the rollups by key."""
+    return _totals(attribution_rows(filters).aggregate(**_rollup_total_sums()))
 
 
 def headline(filters: Filters) -> Headline:

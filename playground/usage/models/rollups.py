@@ -153,17 +153,11 @@ class UsageTeamDaily(UsageRollupMeasures):
         indexes = [models.Index(fields=["team", "bucket"], name="usage_team_daily_bucket")]
 
 
-class UsagePeopleBase(models.Model):
-    """Counts, tokens and costs per team, bucket, user and connection, and nothing else.
-
-    What "cost by user" and "cost by connection" read when no other dimension is filtered: at
-    10 M records their 7-day chart summed ~200 k full-key rows (700 ms), against ~12 k here.
-    """
+class UsageBucketSums(models.Model):
+    """Counts, tokens and costs of one bucket, and no histogram: the coarse tables' measures."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+", db_index=False)
     bucket = models.DateTimeField(help_text="Start of the UTC hour or day")
-    user_id = models.BigIntegerField(default=0, help_text="0: none (deleted user)")
-    connection_id = models.BigIntegerField(default=0, help_text="0: none (deleted connection)")
     requests = models.BigIntegerField(default=0)
     prompt_tokens = models.BigIntegerField(default=0)
     cached_tokens = models.BigIntegerField(default=0)
@@ -172,6 +166,20 @@ class UsagePeopleBase(models.Model):
     cached_input_cost_e10 = models.BigIntegerField(default=0)
     output_cost_e10 = models.BigIntegerField(default=0)
     total_cost_e10 = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class UsagePeopleBase(UsageBucketSums):
+    """Counts, tokens and costs per team, bucket, user and connection, and nothing else.
+
+    What "cost by user" and "cost by connection" read when no other dimension is filtered: at
+    10 M records their 7-day chart summed ~200 k full-key rows (700 ms), against ~12 k here.
+    """
+
+    user_id = models.BigIntegerField(default=0, help_text="0: none (deleted user)")
+    connection_id = models.BigIntegerField(default=0, help_text="0: none (deleted connection)")
 
     DIMENSIONS = ("team_id", "bucket", "user_id", "connection_id")
 
@@ -196,6 +204,87 @@ class UsagePeopleDaily(UsagePeopleBase):
             models.UniqueConstraint(fields=UsagePeopleBase.DIMENSIONS, name="one_usage_people_daily_per_key")
         ]
         indexes = [models.Index(fields=["team", "bucket"], name="usage_people_daily_bucket")]
+
+
+# The gateway's requests by who sent them: the team API key and the caller's end user
+# (`x-playground-user`). Only records with a key or an end user are added (the app's own chat
+# and batch requests have neither), so these stay as small as the gateway's traffic. A
+# record's path is kept too, so the dashboard's path filter applies here as well.
+
+
+class UsageKeyBase(UsageBucketSums):
+    """Per team, bucket, API key and path: "cost by API key", and the dashboard filtered by a key."""
+
+    api_key_id = models.BigIntegerField(default=0, help_text="0: none (deleted key)")
+    path = models.CharField(max_length=10, choices=RequestPath.choices)
+
+    DIMENSIONS: tuple[str, ...] = ("team_id", "bucket", "api_key_id", "path")
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} key {self.api_key_id}: {self.requests}"
+
+
+class UsageKeyHourly(UsageKeyBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsageKeyBase.DIMENSIONS, name="one_usage_key_hourly_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "api_key_id", "bucket"], name="usage_key_hourly_by_key")]
+
+
+class UsageKeyDaily(UsageKeyBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsageKeyBase.DIMENSIONS, name="one_usage_key_daily_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "api_key_id", "bucket"], name="usage_key_daily_by_key")]
+
+
+class UsageEndUserBase(UsageKeyBase):
+    """The key tables split by end user ("" when the request named none): "cost by end user",
+    and the dashboard filtered by an end user, a key, or both. The key tables are these summed
+    over end users, kept apart because a team has a few keys and may have many end users."""
+
+    end_user = models.CharField(max_length=1024, blank=True, help_text="x-playground-user")
+
+    DIMENSIONS = ("team_id", "bucket", "end_user", "api_key_id", "path")
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} end user {self.end_user!r}: {self.requests}"
+
+
+def end_user_indexes(kind: str) -> list[models.Index]:
+    """One end user's or one key's buckets, without reading the team's others."""
+    return [
+        models.Index(fields=["team", "end_user", "bucket"], name=f"usage_end_user_{kind}_by_user"),
+        models.Index(fields=["team", "api_key_id", "bucket"], name=f"usage_end_user_{kind}_by_key"),
+    ]
+
+
+class UsageEndUserHourly(UsageEndUserBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=UsageEndUserBase.DIMENSIONS, name="one_usage_end_user_hourly_per_key"
+            )
+        ]
+        indexes = end_user_indexes("hourly")
+
+
+class UsageEndUserDaily(UsageEndUserBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=UsageEndUserBase.DIMENSIONS, name="one_usage_end_user_daily_per_key"
+            )
+        ]
+        indexes = end_user_indexes("daily")
 
 
 class UsageConversationDaily(models.Model):
