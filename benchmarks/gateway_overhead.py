@@ -35,7 +35,7 @@ afterwards, and Redis (default db 12 of the local one).
     .venv/bin/python benchmarks/gateway_overhead.py --smoke             # seconds: the test suite runs this
 
 `--py-spy` needs py-spy on PATH (or in PY_SPY); it records the web process's threads into
-the file as collapsed stacks (`py-spy record --format raw --threads`).
+the file as collapsed stacks, idle ones included (`py-spy record --format raw --threads --idle`).
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ class Level:
     stream: bool
     direct: list[Sample] = field(default_factory=list)
     gateway: list[Sample] = field(default_factory=list)
-    web_cpu_s: float = 0.0
+    web_cpu_s: tuple[float, float] = (0.0, 0.0)  # the event loop's, the other threads' (the ORM's)
 
     @property
     def mode(self) -> str:
@@ -494,13 +494,20 @@ class Busy:
         return web, upstream, client
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+def cpu_seconds(pid: int, task: str = "") -> float:
+    """User + system CPU time of a process (or one of its threads) so far (Linux /proc; 0 elsewhere)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}{task}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loop_and_threads_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of the web process's main thread (uvicorn's event loop) and of the rest of it
+    (asgiref's thread, where the gateway's database work runs, and any other)."""
+    loop = cpu_seconds(pid, f"/task/{pid}")
+    return loop, cpu_seconds(pid) - loop
 
 
 # --- figures ------------------------------------------------------------------------------------
@@ -521,34 +528,39 @@ def added(level: Level, attribute: str) -> tuple[float, float]:
     return gateway[0] - direct[0], gateway[1] - direct[1]
 
 
-def print_levels(levels: list[Level]) -> None:
+def print_header() -> None:
     print(
         f"{'conc':>4} {'mode':>6} {'pairs':>5} {'direct TTFT':>14} {'gateway TTFT':>14} "
-        f"{'added TTFT':>16} {'added total':>16} {'overhead-ms':>14} {'web CPU':>8} {'errors':>6}"
+        f"{'added TTFT':>16} {'added total':>16} {'overhead-ms':>14} {'web CPU ms/req':>14} {'errors':>6}"
     )
     print(
         f"{'':>4} {'':>6} {'':>5} {'p50 / p99':>14} {'p50 / p99':>14} {'p50 / p99':>16} "
-        f"{'p50 / p99':>16} {'p50 / p99':>14} {'ms/req':>8}"
+        f"{'p50 / p99':>16} {'p50 / p99':>14} {'loop + threads':>14}"
     )
-    for level in levels:
-        ok_direct = [s for s in level.direct if s.ok]
-        ok_gateway = [s for s in level.gateway if s.ok]
-        errors = len(level.direct) + len(level.gateway) - len(ok_direct) - len(ok_gateway)
-        if not ok_direct or not ok_gateway:
-            print(f"{level.concurrency:>4} {level.mode:>6}   no answer ({errors} errors)")
-            continue
-        direct_ttft = p50_p99([s.ttft_ms for s in ok_direct])
-        gateway_ttft = p50_p99([s.ttft_ms for s in ok_gateway])
-        overhead = p50_p99([float(s.headers.get("x-playground-overhead-ms", "nan")) for s in ok_gateway])
-        ttft, total = added(level, "ttft_ms"), added(level, "total_ms")
-        print(
-            f"{level.concurrency:>4} {level.mode:>6} {len(level.gateway):>5} "
-            f"{direct_ttft[0]:>6.1f} /{direct_ttft[1]:>6.1f} "
-            f"{gateway_ttft[0]:>6.1f} /{gateway_ttft[1]:>6.1f} "
-            f"{ttft[0]:>+7.2f} /{ttft[1]:>+7.2f} {total[0]:>+7.2f} /{total[1]:>+7.2f} "
-            f"{overhead[0]:>6.2f} /{overhead[1]:>6.2f} {level.web_cpu_s / len(level.gateway) * 1000:>8.2f} "
-            f"{errors:>6}"
-        )
+
+
+def print_level(level: Level) -> None:
+    ok_direct = [s for s in level.direct if s.ok]
+    ok_gateway = [s for s in level.gateway if s.ok]
+    errors = len(level.direct) + len(level.gateway) - len(ok_direct) - len(ok_gateway)
+    if not ok_direct or not ok_gateway:
+        print(f"{level.concurrency:>4} {level.mode:>6}   no answer ({errors} errors)", flush=True)
+        return
+    direct_ttft = p50_p99([s.ttft_ms for s in ok_direct])
+    gateway_ttft = p50_p99([s.ttft_ms for s in ok_gateway])
+    overhead = p50_p99([float(s.headers.get("x-playground-overhead-ms", "nan")) for s in ok_gateway])
+    ttft, total = added(level, "ttft_ms"), added(level, "total_ms")
+    loop_ms, threads_ms = (seconds / len(level.gateway) * 1000 for seconds in level.web_cpu_s)
+    print(
+        f"{level.concurrency:>4} {level.mode:>6} {len(level.gateway):>5} "
+        f"{direct_ttft[0]:>6.1f} /{direct_ttft[1]:>6.1f} "
+        f"{gateway_ttft[0]:>6.1f} /{gateway_ttft[1]:>6.1f} "
+        f"{ttft[0]:>+7.2f} /{ttft[1]:>+7.2f} {total[0]:>+7.2f} /{total[1]:>+7.2f} "
+        f"{overhead[0]:>6.2f} /{overhead[1]:>6.2f} "
+        f"{loop_ms:>6.1f} +{threads_ms:>6.1f} "
+        f"{errors:>6}",
+        flush=True,
+    )
 
 
 def verdict(ok: bool) -> str:
@@ -596,16 +608,18 @@ def measure(args: argparse.Namespace, target: Target, web: int) -> None:
     uvloop.run(run_level(target, warm_up, args.warm_up))
     gateway_samples += warm_up.gateway
     levels: list[Level] = []
+    print_header()
     for concurrency in args.concurrency:
         for stream in (True, False):
             level = Level(concurrency, stream)
             pairs = max(args.requests, 20 * concurrency if not args.smoke else 0)
-            cpu_before = cpu_seconds(web)
+            cpu_before = loop_and_threads_cpu(web)
             uvloop.run(run_level(target, level, pairs))
-            level.web_cpu_s = cpu_seconds(web) - cpu_before
+            after = loop_and_threads_cpu(web)
+            level.web_cpu_s = (after[0] - cpu_before[0], after[1] - cpu_before[1])
             levels.append(level)
             gateway_samples += level.gateway
-    print_levels(levels)
+            print_level(level)
     print_ttft_targets(levels)
 
     busy = Busy(web, args.upstream_pid)
@@ -683,7 +697,8 @@ def main() -> None:
             wait_for_port(app_port, server, "app server")
             print(
                 f"gateway overhead, {profile.name}: upstream TTFT {args.ttft_ms:g} ms, streams of "
-                f"{args.chunks} chunks every {args.every_ms:g} ms; times in ms, added = gateway - direct"
+                f"{args.chunks} chunks every {args.every_ms:g} ms; times in ms, added = gateway - direct",
+                flush=True,
             )
             measure(args, Target(upstream_port, app_port, secret), web)
             os.kill(web, signal.SIGTERM)  # under py-spy: py-spy then writes its file and exits
