@@ -31,6 +31,7 @@ afterwards, and Redis (default db 12 of the local one).
 
     .venv/bin/python benchmarks/gateway_overhead.py [--concurrency 1 16 64] [--requests 600] [--sustain 20]
     .venv/bin/python benchmarks/gateway_overhead.py --services          # PostgreSQL + Redis
+    .venv/bin/python benchmarks/gateway_overhead.py --services --workers 2   # two web processes
     .venv/bin/python benchmarks/gateway_overhead.py --py-spy web.txt    # py-spy's stacks of the web process
     .venv/bin/python benchmarks/gateway_overhead.py --smoke             # seconds: the test suite runs this
 
@@ -441,12 +442,12 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> Non
     raise SystemExit(f"the {what} did not start")
 
 
-def web_command(port: int, py_spy_out: str) -> list[str]:
-    """The Procfile's web command; under py-spy when asked."""
+def web_command(port: int, py_spy_out: str, workers: int) -> list[str]:
+    """The Procfile's web command (with `--workers` when more than one); under py-spy when asked."""
     command = [
         sys.executable, "-m", "uvicorn", "playground.asgi:application", "--host", "127.0.0.1",
         "--port", str(port), "--no-access-log", "--lifespan", "off", "--ws-max-size", "1048576",
-        "--log-level", "warning",
+        "--log-level", "warning", *(["--workers", str(workers)] if workers > 1 else []),
     ]  # fmt: skip
     if not py_spy_out:
         return command
@@ -459,6 +460,7 @@ def web_command(port: int, py_spy_out: str) -> list[str]:
         "--format",
         "raw",
         "--threads",
+        "--subprocesses",
         "--rate",
         "250",
         "-o",
@@ -485,11 +487,14 @@ class Busy:
     """CPU seconds spent from now on by the web process, the upstream and this client."""
 
     def __init__(self, web: int, upstream: int) -> None:
-        self.pids = (web, upstream)
-        self.before = (*(cpu_seconds(pid) for pid in self.pids), time.process_time())
+        self.web, self.upstream = web, upstream
+        self.before = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        return sum(loop_and_threads_cpu(self.web)), cpu_seconds(self.upstream), time.process_time()
 
     def seconds(self) -> tuple[float, float, float]:
-        now = (*(cpu_seconds(pid) for pid in self.pids), time.process_time())
+        now = self._now()
         web, upstream, client = (after - before for after, before in zip(now, self.before, strict=True))
         return web, upstream, client
 
@@ -503,11 +508,20 @@ def cpu_seconds(pid: int, task: str = "") -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def web_processes(pid: int) -> list[int]:
+    """The web server and its workers (uvicorn `--workers`: its children)."""
+    try:
+        return [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+    except OSError:
+        return [pid]
+
+
 def loop_and_threads_cpu(pid: int) -> tuple[float, float]:
-    """CPU seconds of the web process's main thread (uvicorn's event loop) and of the rest of it
-    (asgiref's thread, where the gateway's database work runs, and any other)."""
-    loop = cpu_seconds(pid, f"/task/{pid}")
-    return loop, cpu_seconds(pid) - loop
+    """CPU seconds of the web processes' main threads (uvicorn's event loops) and of the rest of
+    them (asgiref's thread, where the gateway's database work runs, and any other)."""
+    processes = web_processes(pid)
+    loop = sum(cpu_seconds(process, f"/task/{process}") for process in processes)
+    return loop, sum(cpu_seconds(process) for process in processes) - loop
 
 
 # --- figures ------------------------------------------------------------------------------------
@@ -660,6 +674,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10, help="content chunks per streamed answer")
     parser.add_argument("--every-ms", type=float, default=10.0, help="between two chunks")
     parser.add_argument("--services", action="store_true", help="production profile: PostgreSQL + Redis")
+    parser.add_argument("--workers", type=int, default=1, help="web processes (uvicorn --workers)")
     parser.add_argument("--py-spy", default="", metavar="FILE", help="record the web process with py-spy")
     parser.add_argument("--smoke", action="store_true", help="a few requests on 1 and 4 clients (seconds)")
     parser.add_argument("--upstream-port", type=int, default=0, help=argparse.SUPPRESS)
@@ -692,12 +707,15 @@ def main() -> None:
         with bench_database(profile):
             wait_for_port(upstream_port, upstream, "upstream")
             secret = prepare_app(f"http://127.0.0.1:{upstream_port}")
-            server = subprocess.Popen(web_command(app_port, args.py_spy), cwd=ROOT, env=os.environ.copy())
+            server = subprocess.Popen(
+                web_command(app_port, args.py_spy, args.workers), cwd=ROOT, env=os.environ.copy()
+            )
             web = web_pid(server, bool(args.py_spy))
             wait_for_port(app_port, server, "app server")
             print(
-                f"gateway overhead, {profile.name}: upstream TTFT {args.ttft_ms:g} ms, streams of "
-                f"{args.chunks} chunks every {args.every_ms:g} ms; times in ms, added = gateway - direct",
+                f"gateway overhead, {profile.name}, {args.workers} web process(es): upstream TTFT "
+                f"{args.ttft_ms:g} ms, streams of {args.chunks} chunks every {args.every_ms:g} ms; "
+                "times in ms, added = gateway - direct",
                 flush=True,
             )
             measure(args, Target(upstream_port, app_port, secret), web)
