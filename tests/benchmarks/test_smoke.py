@@ -1,7 +1,7 @@
 """Every benchmark runs, at its `--smoke` size, so that a change that breaks one fails here.
 
 The figures of a smoke run are too small to judge a target; what counts is that each script
-gets through every path it measures and prints its figures. The four run side by side (most
+gets through every path it measures and prints its figures. The five run side by side (most
 of their time is start-up: migrations, the app server, the engine's replicas), which keeps
 the whole module within a minute on two cores.
 """
@@ -25,6 +25,9 @@ FIGURES = {
     "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
     "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
     "usage_dashboard.py": r"csv export for data: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
+    # Every gateway request answered, each with its record (the rate is too small to judge).
+    "gateway_overhead.py": r"(?m)^gateway sustained: \d+ req/s .*\nrecords: (\d+) gateway requests, "
+    r"\1 answered with a request id, \1 records \{'ok': \1\}, 0 missing PASS$",
 }
 
 
