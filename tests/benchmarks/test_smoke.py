@@ -1,9 +1,9 @@
 """Every benchmark runs, at its `--smoke` size, so that a change that breaks one fails here.
 
 The figures of a smoke run are too small to judge a target; what counts is that each script
-gets through every path it measures and prints its figures. The four run side by side (most
+gets through every path it measures and prints its figures. The five run side by side (most
 of their time is start-up: migrations, the app server, the engine's replicas), which keeps
-the whole module within a minute on two cores.
+the whole module within a minute or two on two cores.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ FIGURES = {
     "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
     "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
     "usage_dashboard.py": r"csv export for data: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
+    "engine_instruct.py": r"instruct pass rate: default [\d.]+ % \(\d+ of \d+\), gemma [\d.]+ %",
 }
 
 
