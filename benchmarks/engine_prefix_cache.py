@@ -1,7 +1,8 @@
 """What session affinity buys on the embedded engine: prefix-cache hits and time to first token.
 
 Two workloads, each run with and without `x-session-affinity` in the same invocation, each
-mode on a fresh engine with the default replica count and balance (round-robin):
+mode on a fresh engine with the default replica count and balance (round-robin), sent to the
+engine's default model (SmolLM2 135M Instruct; Gemma's one replica idles beside it):
 - agent (default): 8 conversations x 6 turns; each conversation's first message carries
   its own ~1,000-token document (an incident report), as an agent's tool output or an
   attached file would, and later turns ask about it. Nothing is shared between
@@ -269,7 +270,12 @@ async def run_mode(engine: EngineProcess, workload: Workload, mode: Mode, args: 
         await asyncio.gather(*(worker(client) for _ in range(args.concurrency)))
     mode.wall_seconds = time.perf_counter() - started
     mode.replicas = [
-        {"index": replica["index"], "rss_mb": resident_mb(replica["pid"]), "threads": threads(replica["pid"])}
+        {
+            "index": replica["index"],
+            "model": replica["model"].removeprefix("@local/"),
+            "rss_mb": resident_mb(replica["pid"]),
+            "threads": threads(replica["pid"]),
+        }
         for replica in engine.health()["replicas"]
     ]
 
@@ -334,7 +340,9 @@ def print_table(mode: Mode, figures: dict[str, float]) -> None:
     ]
     for label, value in rows:
         print(f"  {label:<48} {value:>14}")
-    memory = ", ".join(f"#{r['index']} {r['rss_mb']:.0f} MB / {r['threads']} threads" for r in mode.replicas)
+    memory = ", ".join(
+        f"#{r['index']} {r['model']} {r['rss_mb']:.0f} MB / {r['threads']} threads" for r in mode.replicas
+    )
     print(f"  replicas (RSS / OS threads): {memory}")
 
 

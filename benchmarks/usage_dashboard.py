@@ -205,7 +205,8 @@ def make_world(rows: int) -> dict[str, Any]:
     cards = {card.model.model_id: card for card in PriceCard.objects.select_related("model")}
     models = [
         ("@cf/moonshotai/kimi-k2.6", 0.45),
-        ("@local/gemma-3-270m", 0.25),
+        ("@local/smollm2-135m-instruct", 0.2),
+        ("@local/gemma-3-270m", 0.05),
         ("@cf/openai/gpt-oss-120b", 0.15),
         ("@cf/meta/llama-3.3-70b-instruct-fp8-fast", 0.1),
         ("@cf/zai-org/glm-4.7-flash", 0.05),

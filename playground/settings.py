@@ -224,7 +224,9 @@ STORAGES = {
 # --- the embedded engine and upstream calls ---
 ENGINE_URL = env_str("ENGINE_URL", "http://127.0.0.1:8788")
 ENGINE_API_TOKEN = persistent_secret("ENGINE_API_TOKEN", DATA_DIR / "engine_api_token")
-ENGINE_MODEL_ID = env_str("ENGINE_MODEL_ID", "@local/gemma-3-270m")
+# The engine's default model, which new conversations and batches on an engine connection start
+# with (the engine also serves @local/gemma-3-270m; its /models lists what it serves).
+ENGINE_MODEL_ID = env_str("ENGINE_MODEL_ID", "@local/smollm2-135m-instruct")
 # Hosts (or CIDRs) that provider base URLs may point at even though they are private or
 # loopback. The engine's own address is always allowed.
 PROVIDER_HOST_ALLOWLIST = env_list("PROVIDER_HOST_ALLOWLIST")

@@ -12,7 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 PRICING_SOURCE = "https://developers.cloudflare.com/workers-ai/platform/pricing/ (2026-08-28)"
-ENGINE_MODEL_ID = "@local/gemma-3-270m"
+ENGINE_MODEL_ID = "@local/smollm2-135m-instruct"  # the engine's default model
+ENGINE_GEMMA_ID = "@local/gemma-3-270m"  # the engine's second model
 KIMI_K25 = "@cf/moonshotai/kimi-k2.5"
 KIMI_K26 = "@cf/moonshotai/kimi-k2.6"
 
@@ -43,6 +44,8 @@ class SeedModel:
 
 LAUNCH = dt.date(2026, 1, 1)  # the earliest date our cards claim; older requests are unpriced
 TOOLS = {"supports_tools": True}
+# The embedded engine's models: no images; tools and JSON by grammar; the engine's own queue.
+ENGINE = {"supports_tools": True, "supports_json_schema": True, "supports_batch": True}
 KIMI = {
     "supports_vision": True,
     "supports_tools": True,
@@ -143,13 +146,31 @@ SEED: tuple[SeedModel, ...] = (
     ),
     SeedModel(
         ENGINE_MODEL_ID,
-        "Gemma 3 270M (embedded engine)",
-        32_768,
+        "SmolLM2 135M Instruct (embedded engine)",
+        8_192,
         (),  # no real charge: priced with Kimi K2.5's card, what these tokens would cost on Workers AI
         served_by="engine",
         priced_as=KIMI_K25,
-        capabilities={"supports_tools": True, "supports_json_schema": True, "supports_batch": True},
-        notes="Runs on this machine's CPU. Text only.",
+        capabilities=ENGINE,
+        notes=(
+            "Runs on this machine's CPU. Text only. Instruction-tuned (chat template with a system role): "
+            "answers short questions and simple instructions in sentences, but often gets facts wrong and "
+            "loses the thread in long answers. Tools and JSON are constrained by grammar."
+        ),
+    ),
+    SeedModel(
+        ENGINE_GEMMA_ID,
+        "Gemma 3 270M (embedded engine)",
+        32_768,
+        (),  # priced as Kimi K2.5, like the default engine model
+        served_by="engine",
+        priced_as=KIMI_K25,
+        capabilities=ENGINE,
+        notes=(
+            "Runs on this machine's CPU. Text only. Pretrained, not instruction-tuned: it continues text "
+            "rather than answering (often repeating the question). Real tokens, latency and prefix-cache "
+            "effects; tools and JSON are constrained by grammar."
+        ),
     ),
 )
 

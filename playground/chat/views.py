@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
@@ -351,7 +352,9 @@ def _model_field_context(
     selected = (form["model_id"].value() if form is not None else "") or ""
     custom = (form["custom_model_id"].value() if form is not None else "") or ""
     if not selected and choices:
-        selected = choices[0].value
+        # The engine's default model (SmolLM2) before its second (Gemma), which sorts first by name.
+        values = [choice.value for choice in choices]
+        selected = settings.ENGINE_MODEL_ID if settings.ENGINE_MODEL_ID in values else values[0]
     return {
         "model_choices": choices,
         "selected_model": selected,

@@ -1,4 +1,4 @@
-"""`python -m playground.engine`: serve a GGUF model over the Workers AI and OpenAI APIs.
+"""`python -m playground.engine`: serve GGUF models over the Workers AI and OpenAI APIs.
 
 The port opens only after every replica has loaded the model and passed its self-test;
 if one cannot, the engine says why and exits with status 1 (`make run` then stops).
@@ -10,20 +10,19 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import uvicorn
 
 from playground.engine.app import Engine, create_app
 from playground.engine.config import EngineConfig, load_config
-from playground.engine.model_file import ModelFileError, resolve_model_path
+from playground.engine.model_file import ModelFileError, ServedModel, served_models
 from playground.engine.pool import EngineStartupError
 
 logger = logging.getLogger("playground.engine")
 
 
-async def serve(config: EngineConfig, model_path: Path) -> None:
-    engine = Engine(config, model_path)
+async def serve(config: EngineConfig, models: list[ServedModel]) -> None:
+    engine = Engine(config, models)
     await engine.open()
     server = uvicorn.Server(
         uvicorn.Config(
@@ -46,8 +45,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     config = load_config(argv)
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        model_path = resolve_model_path(config.model_path, config.cache_dir)
-        asyncio.run(serve(config, model_path))
+        asyncio.run(serve(config, served_models(config)))
     except (ModelFileError, EngineStartupError) as exc:
         logger.error("The engine cannot start. %s", exc)
         sys.exit(1)

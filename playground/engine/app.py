@@ -8,6 +8,8 @@ path, as Cloudflare's own routing layer does.
 
 The account id in the path scopes the prefix cache and the batch queue: a request never
 reuses KV that another account's request left, and a batch is polled by its own account.
+The model named by the path (`/ai/run/{model}`) or the body (`model` on `/ai/v1`) chooses
+which of the served models, and so which replicas, answer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -44,9 +45,11 @@ from playground.engine.errors import (
     EngineError,
     invalid_input,
     no_such_model,
+    served_text,
 )
 from playground.engine.jobs import Job, collect
-from playground.engine.pool import ReplicaPool
+from playground.engine.model_file import ServedModel
+from playground.engine.pool import ModelReplicas, ReplicaPool
 from playground.engine.protocol import Failed, Finished, GenerationSpec, TextDelta, ToolCall
 from playground.engine.replica import ReplicaSettings
 from playground.engine.shapes import (
@@ -148,30 +151,23 @@ class Engine:
     passed its self-test; it raises `EngineStartupError` when one cannot.
     """
 
-    def __init__(self, config: EngineConfig, model_path: Path) -> None:
+    def __init__(self, config: EngineConfig, models: list[ServedModel]) -> None:
         self.config = config
-        self.model_path = model_path
-        self.model_id = config.model_id
+        self.served = models
+        self.model_ids = [model.model_id for model in models]  # the default one first
         self.started = int(time.time())
         self.pool: ReplicaPool
         self.queue: BatchQueue
 
     async def open(self) -> None:
-        self.queue = BatchQueue(self.config.queue_path, model=self.model_id)
-        settings = ReplicaSettings(
-            model_path=self.model_path,
-            chat_format=self.config.chat_format,
-            context_size=self.config.context_size,
-            threads=self.config.threads,
-            prefix_cache_bytes=self.config.prefix_cache_bytes,
-            log_level=self.config.log_level,
-        )
+        self.queue = BatchQueue(self.config.queue_path)
         self.pool = ReplicaPool(
-            settings,
-            count=self.config.replicas,
+            [
+                ModelReplicas(model.model_id, self._replica_settings(model), model.replicas)
+                for model in self.served
+            ],
             queue=self.queue,
             batch_spec=self._batch_spec,
-            model_id=self.model_id,
             balance=self.config.balance,
         )
         try:
@@ -179,68 +175,79 @@ class Engine:
         except BaseException:
             await self.close()
             raise
-        logger.info(
-            "serving %s from %s with %d replicas (%s without x-session-affinity)",
-            self.model_id,
-            self.model_path,
-            self.config.replicas,
-            self.config.balance,
+        for model in self.served:
+            logger.info("serving %s from %s with %d replicas", model.model_id, model.path, model.replicas)
+        logger.info("requests without x-session-affinity: %s", self.config.balance)
+
+    def _replica_settings(self, model: ServedModel) -> ReplicaSettings:
+        return ReplicaSettings(
+            model_path=model.path,
+            chat_format=model.chat_format,
+            context_size=self.config.context_size,
+            threads=self.config.threads,
+            prefix_cache_bytes=self.config.prefix_cache_bytes,
+            log_level=self.config.log_level,
         )
 
     async def close(self) -> None:
         await self.pool.stop()
         self.queue.close()
 
-    def _parse(self, body: Mapping[str, Any], account: str) -> ChatRequest:
-        chat = parse_chat(body, model_id=self.model_id, default_max_tokens=self.config.default_max_tokens)
+    def _parse(self, body: Mapping[str, Any], account: str, model: str) -> ChatRequest:
+        chat = parse_chat(body, model_id=model, default_max_tokens=self.config.default_max_tokens)
         return replace(chat, spec=replace(chat.spec, cache_scope=account))
 
     def _batch_spec(self, item: QueuedItem) -> GenerationSpec:
-        return self._parse(item.body, item.account).spec
+        return self._parse(item.body, item.account, item.model).spec
+
+    def _served(self, model: Any) -> str:
+        if model not in self.model_ids:
+            raise no_such_model(model, self.model_ids)
+        return str(model)
 
     # --- routes ---
 
     async def run(self, request: Request) -> Response:
         body = await read_json(request, self.config.max_body_bytes)
-        model = request.path_params["model"]
+        model = self._served(request.path_params["model"])
         account = request.path_params["account_id"]
-        if model != self.model_id:
-            raise no_such_model(model, self.model_id)
         if "request_id" in body:
             return await self._poll(body["request_id"], account)
         if request.query_params.get("queueRequest", "").lower() in ("true", "1"):
-            return await self._enqueue(body, account)
-        return await self._answer(self._parse(body, account), request, openai=False)
+            return await self._enqueue(body, account, model)
+        return await self._answer(self._parse(body, account, model), model, request, openai=False)
 
     async def chat_completions(self, request: Request) -> Response:
         body = await read_json(request, self.config.max_body_bytes)
-        model = body.get("model")
-        if not isinstance(model, str):
-            raise invalid_input(f"`model` is required; this engine serves {self.model_id!r}.")
-        if model != self.model_id:
-            raise no_such_model(model, self.model_id)
-        return await self._answer(self._parse(body, request.path_params["account_id"]), request, openai=True)
+        if not isinstance(body.get("model"), str):
+            raise invalid_input(f"`model` is required; this engine serves {served_text(self.model_ids)}.")
+        model = self._served(body["model"])
+        chat = self._parse(body, request.path_params["account_id"], model)
+        return await self._answer(chat, model, request, openai=True)
 
     async def models(self, request: Request) -> Response:
-        model = {"id": self.model_id, "object": "model", "created": self.started, "owned_by": "playground"}
-        return JSONResponse({"object": "list", "data": [model]})
+        data = [
+            {"id": model_id, "object": "model", "created": self.started, "owned_by": "playground"}
+            for model_id in self.model_ids
+        ]
+        return JSONResponse({"object": "list", "data": data})
 
     async def health(self, request: Request) -> Response:
         replicas = self.pool.snapshot()
         status = "ok" if all(replica["ready"] for replica in replicas) else "degraded"
-        return JSONResponse({"status": status, "model": self.model_id, "replicas": replicas})
+        return JSONResponse({"status": status, "models": self.model_ids, "replicas": replicas})
 
     # --- answering ---
 
-    async def _answer(self, chat: ChatRequest, request: Request, *, openai: bool) -> Response:
+    async def _answer(self, chat: ChatRequest, model: str, request: Request, *, openai: bool) -> Response:
         affinity = request.headers.get("x-session-affinity", "")
-        job = self.pool.submit(chat.spec, affinity=affinity, reject_if_busy=chat.reject_if_busy)
+        job = self.pool.submit(chat.spec, model=model, affinity=affinity, reject_if_busy=chat.reject_if_busy)
         try:
             first = await job.next_event()
             if isinstance(first, Failed):
                 raise EngineError(first.code, first.status, first.message)
             headers = {"x-engine-replica": str(job.replica_index)}
-            reply = Reply(model=self.model_id)
+            reply = Reply(model=model)
             if chat.stream:  # from here on the frames own the job
                 usage = chat.include_usage or not openai  # /ai/run always ends with a usage frame
                 frames = self._frames(job, reply, openai=openai, usage=usage)
@@ -273,7 +280,7 @@ class Engine:
         finally:
             job.cancel()  # the client went away mid-stream, or a no-op once finished
 
-    async def _enqueue(self, body: Mapping[str, Any], account: str) -> Response:
+    async def _enqueue(self, body: Mapping[str, Any], account: str, model: str) -> Response:
         requests = body.get("requests")
         if not isinstance(requests, list) or not requests:
             raise invalid_input("A queued request needs `requests`: a non-empty list of model inputs.")
@@ -286,14 +293,14 @@ class Engine:
                 raise invalid_input(f"requests[{index}].external_reference must be a string.")
             inputs = {key: value for key, value in item.items() if key != "external_reference"}
             try:
-                if self._parse(inputs, account).stream:
+                if self._parse(inputs, account, model).stream:
                     raise invalid_input("queued requests cannot stream.")
             except EngineError as exc:
                 raise EngineError(exc.code, exc.status, f"requests[{index}]: {exc.message}") from exc
             items.append((inputs, reference))
-        request_id = await asyncio.to_thread(self.queue.submit, items, account)
-        self.pool.notify_batch()
-        return JSONResponse(envelope({"status": "queued", "request_id": request_id, "model": self.model_id}))
+        request_id = await asyncio.to_thread(self.queue.submit, items, account, model)
+        self.pool.notify_batch(model)
+        return JSONResponse(envelope({"status": "queued", "request_id": request_id, "model": model}))
 
     async def _poll(self, request_id: Any, account: str) -> Response:
         if not isinstance(request_id, str) or not request_id:

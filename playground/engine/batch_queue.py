@@ -1,8 +1,8 @@
 """The durable queue behind `?queueRequest=true`: one SQLite file, safe across restarts.
 
-Items are claimed by replicas that have no interactive work (pull-based). An item that
-was running when the engine stopped or its replica died goes back to `queued`, and is
-given up with an error after `MAX_ATTEMPTS`. A batch belongs to the account id it was
+Items are claimed by replicas of the batch's model that have no interactive work
+(pull-based). An item that was running when the engine stopped or its replica died goes
+back to `queued`, and is given up with an error after `MAX_ATTEMPTS`. A batch belongs to the account id it was
 queued under: only that account can poll it, and its items use that account's prefix
 cache. Every write is a committed transaction in
 WAL mode with `synchronous=FULL`, so a finished result survives a crash of the engine.
@@ -55,12 +55,12 @@ class QueuedItem:
     body: dict[str, Any]
     attempts: int
     account: str
+    model: str
 
 
 class BatchQueue:
-    def __init__(self, path: Path, *, model: str) -> None:
+    def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.model = model
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -87,13 +87,13 @@ class BatchQueue:
                 raise
             self._db.execute("COMMIT")
 
-    def submit(self, items: list[tuple[dict[str, Any], str | None]], account: str) -> str:
-        """Store (body, external_reference) items for `account`; returns the batch's request id."""
+    def submit(self, items: list[tuple[dict[str, Any], str | None]], account: str, model: str) -> str:
+        """Store (body, external_reference) items of `account` for `model`; returns the batch's request id."""
         request_id = str(uuid.uuid4())
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO batches (request_id, model, account, created) VALUES (?, ?, ?, ?)",
-                (request_id, self.model, account, time.time()),
+                (request_id, model, account, time.time()),
             )
             db.executemany(
                 "INSERT INTO items (request_id, position, body, external_reference) VALUES (?, ?, ?, ?)",
@@ -101,14 +101,14 @@ class BatchQueue:
             )
         return request_id
 
-    def claim(self) -> QueuedItem | None:
-        """Mark the oldest queued item of this engine's model as running and return it."""
+    def claim(self, model: str) -> QueuedItem | None:
+        """Mark the oldest queued item for `model` as running and return it."""
         with self._transaction() as db:
             row = db.execute(
                 "SELECT items.rowid, items.request_id, position, body, attempts, account FROM items "
                 "JOIN batches USING (request_id) WHERE status = 'queued' AND model = ? "
                 "ORDER BY items.rowid LIMIT 1",
-                (self.model,),
+                (model,),
             ).fetchone()
             if row is None:
                 return None
@@ -116,7 +116,7 @@ class BatchQueue:
             db.execute(
                 "UPDATE items SET status = 'running', attempts = attempts + 1 WHERE rowid = ?", (rowid,)
             )
-        return QueuedItem(request_id, position, json.loads(body), attempts + 1, account)
+        return QueuedItem(request_id, position, json.loads(body), attempts + 1, account, model)
 
     def complete(self, item: QueuedItem, *, success: bool, result: Mapping[str, Any]) -> None:
         with self._transaction() as db:

@@ -11,24 +11,29 @@ import argparse
 import ipaddress
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from playground.engine.routing import BALANCES
 from playground.lib.env import env_int, env_secret, env_str
 
-DEFAULT_MODEL_ID = "@local/gemma-3-270m"
+DEFAULT_MODEL_ID = "@local/smollm2-135m-instruct"
+GEMMA_MODEL_ID = "@local/gemma-3-270m"
 DEFAULT_REPLICAS = 5  # odd: round-robin does not fall into step with 2 or 4 conversations in flight
+# Gemma is the second model: one replica (~460 MB) keeps the default `make run` under 4 GB
+# even with every replica's prefix cache full (README, "Replicas and affinity").
+DEFAULT_GEMMA_REPLICAS = 1
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     host: str
     port: int
-    replicas: int
+    replicas: int  # of the default model
+    gemma_replicas: int  # 0: Gemma is not served
     balance: str  # round-robin | least-loaded, for requests without x-session-affinity
-    model_path: Path | None  # None: the packaged Gemma 3 270M, assembled into cache_dir
+    model_path: Path | None  # None: the packaged SmolLM2 135M Instruct, fetched into cache_dir
     model_id: str
     chat_format: str  # a built-in name, a Jinja file, or "" for the template inside the GGUF
     context_size: int
@@ -62,11 +67,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
+def _at_least(low: int) -> Callable[[str], int]:
+    def check(value: str) -> int:
+        number = int(value)
+        if number < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {number}")
+        return number
+
+    return check
+
+
+_positive = _at_least(1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--host", default=env_str("ENGINE_HOST", "127.0.0.1"), help="bind address [ENGINE_HOST]")
     add("--port", type=int, default=env_int("ENGINE_PORT", 8788), help="TCP port [ENGINE_PORT]")
-    add("--replicas", type=_positive, default=replicas, help="model processes [ENGINE_REPLICAS]")
+    add(
+        "--replicas",
+        type=_positive,
+        default=replicas,
+        help="processes of the default model [ENGINE_REPLICAS]",
+    )
+    add(
+        "--gemma-replicas",
+        type=_at_least(0),
+        default=env_int("ENGINE_GEMMA_REPLICAS", DEFAULT_GEMMA_REPLICAS),
+        help=f"processes of {GEMMA_MODEL_ID}, the second model; 0: not served [ENGINE_GEMMA_REPLICAS]",
+    )
     add(
         "--balance",
         choices=BALANCES,
@@ -89,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         type=Path,
         default=env_str("ENGINE_MODEL_PATH") or None,
-        help="GGUF file [ENGINE_MODEL_PATH]",
+        help="GGUF file served instead of the default model [ENGINE_MODEL_PATH]",
     )
     add(
         "--model-id",
@@ -99,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--chat-format",
         default=env_str("ENGINE_CHAT_FORMAT"),
-        help="gemma, chatml, llama-3, mistral-instruct or a Jinja file [ENGINE_CHAT_FORMAT]",
+        help="of --model: gemma, chatml, llama-3, mistral-instruct or a Jinja file [ENGINE_CHAT_FORMAT]",
     )
     add(
         "--context-size",
@@ -148,17 +170,20 @@ def load_config(argv: Sequence[str] | None = None) -> EngineConfig:
         )
     if args.balance not in BALANCES:  # a flag is checked by argparse, the variable is not
         parser.error(f"ENGINE_BALANCE must be one of {', '.join(BALANCES)}; got {args.balance!r}.")
+    model_id = args.model_id or _model_id_for(args.model)
+    if model_id == GEMMA_MODEL_ID and args.gemma_replicas:
+        parser.error(f"{GEMMA_MODEL_ID} is the packaged Gemma's id: choose another --model-id.")
     data_dir = _data_dir()
-    threads = args.threads or max(1, (os.cpu_count() or 1) // args.replicas)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // (args.replicas + args.gemma_replicas))
     return EngineConfig(
         host=args.host,
         port=args.port,
         replicas=args.replicas,
+        gemma_replicas=args.gemma_replicas,
         balance=args.balance,
         model_path=args.model,
-        model_id=args.model_id or _model_id_for(args.model),
-        # The packaged Gemma GGUF carries no chat template of its own.
-        chat_format=args.chat_format or ("gemma" if args.model is None else ""),
+        model_id=model_id,
+        chat_format=args.chat_format,  # SmolLM2's GGUF carries its own template (ChatML)
         context_size=args.context_size,
         threads=threads,
         prefix_cache_bytes=args.prefix_cache_bytes,

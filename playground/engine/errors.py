@@ -6,6 +6,7 @@ large, 3040 out of capacity, ...) and the codes seen in practice (8001 invalid i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 INVALID_INPUT = 8001
@@ -34,8 +35,16 @@ def invalid_input(message: str) -> EngineError:
     return EngineError(INVALID_INPUT, 400, message)
 
 
-def no_such_model(requested: str, served: str) -> EngineError:
-    return EngineError(NO_SUCH_MODEL, 400, f"No such model {requested!r}; this engine serves {served!r}.")
+def served_text(model_ids: Sequence[str]) -> str:
+    """'a', or 'a' and 'b', or 'a', 'b' and 'c'."""
+    quoted = [repr(model_id) for model_id in model_ids]
+    return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+
+
+def no_such_model(requested: object, served: Sequence[str]) -> EngineError:
+    return EngineError(
+        NO_SUCH_MODEL, 400, f"No such model {requested!r}; this engine serves {served_text(served)}."
+    )
 
 
 def out_of_capacity() -> EngineError:

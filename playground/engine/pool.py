@@ -1,11 +1,13 @@
 """The replica pool: spawns replica processes, routes jobs to them, restarts the dead ones.
 
-Each replica has a queue of interactive jobs kept here, in the front end, and a driver
-task that hands it one job at a time. When a replica has no interactive job it pulls an
-item from the durable batch queue, so interactive calls always come first. A reader
-thread per process turns pipe messages into job events on the event loop; when the pipe
-reports end-of-file the process is gone: its job in flight gets an error (a batch item
-goes back in the queue), its waiting jobs move to live replicas, and it is restarted.
+Every replica serves one model, and a job goes to a replica of the model it names; replica
+indexes are unique across models (the `x-engine-replica` header names one). Each replica has
+a queue of interactive jobs kept here, in the front end, and a driver task that hands it one
+job at a time. When a replica has no interactive job it pulls an item of its model from the
+durable batch queue, so interactive calls always come first. A reader thread per process
+turns pipe messages into job events on the event loop; when the pipe reports end-of-file the
+process is gone: its job in flight gets an error (a batch item goes back in the queue), its
+waiting jobs move to live replicas of the same model, and it is restarted.
 
 A replica is ready only once its start-up self-test has generated a few tokens. If one
 cannot get there while the engine starts, `start` raises `EngineStartupError` with what
@@ -22,7 +24,8 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -65,9 +68,20 @@ def _exit_description(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+@dataclass(frozen=True)
+class ModelReplicas:
+    """A model and how many replica processes serve it."""
+
+    model_id: str
+    settings: ReplicaSettings
+    count: int
+
+
 class Replica:
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, model_id: str, settings: ReplicaSettings) -> None:
         self.index = index
+        self.model_id = model_id
+        self.settings = settings
         self.process: BaseProcess | None = None
         self.conn: Connection | None = None
         self.ready = False
@@ -88,23 +102,23 @@ class Replica:
 class ReplicaPool:
     def __init__(
         self,
-        settings: ReplicaSettings,
+        models: Sequence[ModelReplicas],
         *,
-        count: int,
         queue: BatchQueue,
         batch_spec: Callable[[QueuedItem], GenerationSpec],
-        model_id: str,
         balance: str = "round-robin",  # or least-loaded: see `routing`
     ) -> None:
-        self._settings = settings
         self._context = multiprocessing.get_context("spawn")
-        self.replicas = [Replica(index) for index in range(count)]
+        self.replicas = [
+            Replica(index, model.model_id, model.settings)
+            for index, model in enumerate(model for model in models for _ in range(model.count))
+        ]
         self._queue = queue
         self._batch_spec = batch_spec
-        self._model_id = model_id
-        self._batch_waiting = True  # there may be items left from an earlier run
+        # Models whose replicas may find queued items (at start: items left from an earlier run).
+        self._batch_waiting = {model.model_id for model in models}
         self._balance = balance
-        self._turn = -1
+        self._turns = {model.model_id: -1 for model in models}  # per model: see _route
         self._stopping = False
         self._fatal = ""
         self._started = False
@@ -140,8 +154,10 @@ class ReplicaPool:
 
     # --- routing ---
 
-    def submit(self, spec: GenerationSpec, *, affinity: str = "", reject_if_busy: bool = False) -> Job:
-        replica = self._route(affinity)
+    def submit(
+        self, spec: GenerationSpec, *, model: str, affinity: str = "", reject_if_busy: bool = False
+    ) -> Job:
+        replica = self._route(model, affinity)
         if reject_if_busy and replica.load:
             raise out_of_capacity()
         job = Job(spec)
@@ -149,15 +165,17 @@ class ReplicaPool:
         self._enqueue(replica, job)
         return job
 
-    def notify_batch(self) -> None:
-        self._batch_waiting = True
+    def notify_batch(self, model: str) -> None:
+        self._batch_waiting.add(model)
         for replica in self.replicas:
-            replica.wakeup.set()
+            if replica.model_id == model:
+                replica.wakeup.set()
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [
             {
                 "index": replica.index,
+                "model": replica.model_id,
                 "pid": replica.process.pid if replica.process else None,
                 "ready": replica.ready,
                 "busy": replica.current is not None,
@@ -168,16 +186,20 @@ class ReplicaPool:
             for replica in self.replicas
         ]
 
-    def _route(self, affinity: str) -> Replica:
-        live = [replica for replica in self.replicas if replica.ready] or self.replicas
+    def _route(self, model: str, affinity: str) -> Replica:
+        own = [replica for replica in self.replicas if replica.model_id == model]
+        live = [replica for replica in own if replica.ready] or own
         if affinity:
             return self.replicas[rendezvous_pick(affinity, [replica.index for replica in live])]
-        if self._balance == "round-robin":
-            self._turn = round_robin_pick(self._turn, [replica.index for replica in live], len(self.replicas))
-            return self.replicas[self._turn]
-        self._turn += 1
+        if self._balance == "round-robin":  # the turn is the replica last given a job
+            picked = round_robin_pick(
+                self._turns[model], [replica.index for replica in live], len(self.replicas)
+            )
+            self._turns[model] = picked
+            return self.replicas[picked]
+        self._turns[model] += 1  # the turn rotates the ties
         return self.replicas[
-            least_loaded_pick([(replica.index, replica.load) for replica in live], self._turn)
+            least_loaded_pick([(replica.index, replica.load) for replica in live], self._turns[model])
         ]
 
     def _enqueue(self, replica: Replica, job: Job) -> None:
@@ -217,10 +239,10 @@ class ReplicaPool:
         while True:
             if replica.ready and replica.pending:
                 return replica.pending.popleft()
-            if replica.ready and self._batch_waiting:
-                item = await asyncio.to_thread(self._queue.claim)
+            if replica.ready and replica.model_id in self._batch_waiting:
+                item = await asyncio.to_thread(self._queue.claim, replica.model_id)
                 if item is None:
-                    self._batch_waiting = False
+                    self._batch_waiting.discard(replica.model_id)
                 elif not replica.ready:
                     await asyncio.to_thread(self._queue.unclaim, item)
                 elif (job := await self._batch_job(item)) is not None:
@@ -239,7 +261,7 @@ class ReplicaPool:
 
     async def _settle(self, job: Job, item: QueuedItem) -> None:
         if job.crashed and await asyncio.to_thread(self._queue.release, item):
-            self.notify_batch()
+            self.notify_batch(item.model)
             return
         outcome = await collect(job.events())
         if isinstance(outcome.end, Failed):
@@ -247,7 +269,7 @@ class ReplicaPool:
                 self._queue.complete, item, success=False, result=error_envelope(outcome.end)
             )
         else:
-            result = Reply(model=self._model_id).completion(outcome.text, outcome.calls, outcome.end)
+            result = Reply(model=item.model).completion(outcome.text, outcome.calls, outcome.end)
             await asyncio.to_thread(self._queue.complete, item, success=True, result=result)
 
     # --- processes ---
@@ -258,7 +280,7 @@ class ReplicaPool:
         parent_end, child_end = self._context.Pipe()
         process = self._context.Process(
             target=replica_main,
-            args=(child_end, self._settings),
+            args=(child_end, replica.settings),
             name=f"engine-replica-{replica.index}",
             daemon=True,
         )
@@ -267,7 +289,7 @@ class ReplicaPool:
         replica.process, replica.conn = process, parent_end
         replica.loaded, replica.self_test = False, None
         replica.started_at = time.monotonic()
-        logger.info("replica %d starting (pid %s)", replica.index, process.pid)
+        logger.info("replica %d of %s starting (pid %s)", replica.index, replica.model_id, process.pid)
         threading.Thread(
             target=self._read,
             args=(replica, process, parent_end),
@@ -331,7 +353,7 @@ class ReplicaPool:
             replica.current.crashed = True
             crash = replica_crashed()
             replica.current.deliver(Failed(crash.code, crash.status, crash.message))
-        live = [other for other in self.replicas if other.ready]
+        live = [other for other in self.replicas if other.ready and other.model_id == replica.model_id]
         while replica.pending and live:
             target = min(live, key=lambda other: other.load)
             self._enqueue(target, replica.pending.popleft())

@@ -243,7 +243,7 @@ def test_the_spreadsheet_csv_has_a_bom_the_documented_columns_and_only_the_teams
         "0.0003000000",
     )
     assert first["price_card_label"].startswith("Priced as Kimi K2.5")
-    assert first["model_id"] == "'@local/gemma-3-270m"  # a leading @ is escaped like any formula
+    assert first["model_id"] == "'" + ENGINE_MODEL_ID  # a leading @ is escaped like any formula
 
 
 def test_jsonl_and_xlsx_exports_stream_the_same_rows(actors: Any, known: Known) -> None:

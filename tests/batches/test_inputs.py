@@ -107,7 +107,7 @@ def _line(**fields: Any) -> str:
         ({"top_p": 1.5}, "engine", ENGINE_MODEL_ID, "`top_p` must be a number from 0 to 1; got 1.5."),
         ({"seed": -1}, "engine", ENGINE_MODEL_ID, "`seed` must be a whole number from 0 to 4,294,967,295"),
         ({"max_tokens": 2.5}, "engine", ENGINE_MODEL_ID, "`max_tokens` must be a whole number from 1"),
-        ({"max_tokens": 40_000}, "engine", ENGINE_MODEL_ID, "at most 32,768: the model's context window"),
+        ({"max_tokens": 40_000}, "engine", ENGINE_MODEL_ID, "at most 8,192: the model's context window"),
         ({"max_tokens": 30_000}, WORKERS, LLAMA, "at most 24,000: the model's context window"),
         ({"stop": ["a", "b", "c", "d", "e"]}, "engine", ENGINE_MODEL_ID, "`stop` has 5 sequences; at most 4"),
         ({"stop": ""}, "engine", ENGINE_MODEL_ID, "`stop` must be non-empty text"),

@@ -35,7 +35,7 @@ from tests.support.images import SVG, jpeg_with_gps, png
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SCOUT = "@cf/meta/llama-4-scout-17b-16e-instruct"
-TEXT_ONLY = "Gemma 3 270M (embedded engine) reads text only: it cannot be sent images."
+TEXT_ONLY = "SmolLM2 135M Instruct (embedded engine) reads text only: it cannot be sent images."
 
 # Builds a File from base64 in the page and hands it to the composer as a drop or a paste.
 GIVE_FILE = """

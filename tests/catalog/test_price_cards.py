@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from playground.catalog.models import CatalogModel, PriceCard
-from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
+from playground.catalog.seed import ENGINE_GEMMA_ID, ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
 from playground.catalog.selectors import catalog_models_for_kind, price_card_for, price_card_label
 
 pytestmark = pytest.mark.django_db
@@ -35,9 +35,10 @@ def test_kimi_k25_is_billed_as_k26_from_its_retirement_day() -> None:
     )
 
 
-def test_the_engine_model_is_priced_with_kimi_k25s_card_of_the_day_and_says_which() -> None:
-    before = price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 5, 29))
-    after = price_card_for(model_id=ENGINE_MODEL_ID, day=dt.date(2026, 11, 22))
+@pytest.mark.parametrize("engine_model", [ENGINE_MODEL_ID, ENGINE_GEMMA_ID])
+def test_each_engine_model_is_priced_with_kimi_k25s_card_of_the_day_and_says_which(engine_model: str) -> None:
+    before = price_card_for(model_id=engine_model, day=dt.date(2026, 5, 29))
+    after = price_card_for(model_id=engine_model, day=dt.date(2026, 11, 22))
 
     assert before is not None and after is not None
     assert before == price_card_for(model_id=KIMI_K25, day=dt.date(2026, 5, 29))
@@ -47,17 +48,17 @@ def test_the_engine_model_is_priced_with_kimi_k25s_card_of_the_day_and_says_whic
         Decimal("0.16"),
         Decimal("4.00"),
     )
-    assert price_card_label(model_id=ENGINE_MODEL_ID, card=before, day=dt.date(2026, 5, 29)) == (
+    assert price_card_label(model_id=engine_model, card=before, day=dt.date(2026, 5, 29)) == (
         "Priced as Kimi K2.5: Workers AI list price for Kimi K2.5 ($0.60 in / $0.10 cached / $3.00 out)"
     )
-    assert price_card_label(model_id=ENGINE_MODEL_ID, card=after, day=dt.date(2026, 11, 22)) == (
+    assert price_card_label(model_id=engine_model, card=after, day=dt.date(2026, 11, 22)) == (
         "Priced as Kimi K2.5 (retired on 2026-05-30; served as Kimi K2.6 since): "
         "Workers AI list price for Kimi K2.6 ($0.95 in / $0.16 cached / $4.00 out)"
     )
 
 
-def test_the_engine_model_has_no_card_of_its_own_to_go_stale() -> None:
-    assert not PriceCard.objects.filter(model__model_id=ENGINE_MODEL_ID).exists()
+def test_the_engine_models_have_no_card_of_their_own_to_go_stale() -> None:
+    assert not PriceCard.objects.filter(model__model_id__in=[ENGINE_MODEL_ID, ENGINE_GEMMA_ID]).exists()
 
 
 def test_a_retired_models_label_says_what_serves_it() -> None:
@@ -118,8 +119,8 @@ def test_an_unknown_model_has_no_price_card() -> None:
     assert price_card_for(model_id="@cf/nobody/nothing", day=dt.date(2026, 11, 22)) is None
 
 
-def test_the_engine_kind_offers_only_the_local_model() -> None:
-    assert [m.model_id for m in catalog_models_for_kind(kind="engine")] == [ENGINE_MODEL_ID]
+def test_the_engine_kind_offers_only_the_local_models() -> None:
+    assert [m.model_id for m in catalog_models_for_kind(kind="engine")] == [ENGINE_GEMMA_ID, ENGINE_MODEL_ID]
     assert KIMI_K25 in {m.model_id for m in catalog_models_for_kind(kind="workers-ai")}
 
 

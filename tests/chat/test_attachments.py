@@ -31,7 +31,7 @@ from tests.support.images import SVG, jpeg_with_gps, png
 pytestmark = pytest.mark.django_db
 
 SCOUT = "@cf/meta/llama-4-scout-17b-16e-instruct"  # reads images, per the catalogue
-TEXT_ONLY = "Gemma 3 270M (embedded engine) reads text only: it cannot be sent images."
+TEXT_ONLY = "SmolLM2 135M Instruct (embedded engine) reads text only: it cannot be sent images."
 
 
 @pytest.fixture(autouse=True)

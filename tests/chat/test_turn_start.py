@@ -22,12 +22,12 @@ LLAMA_24K = "@cf/meta/llama-3.3-70b-instruct-fp8-fast"  # a 24,000-token context
 
 @pytest.fixture
 def long_engine_conversation(actors: Actors, engine_connection: ProviderConnection) -> Conversation:
-    """130,000 characters of history (32,500 tokens) for a model that reads 32,768."""
+    """32,000 characters of history (8,000 tokens) for a model that reads 8,192 (the engine's default)."""
     conversation = conversation_create(
         user=actors.owner, connection_id=engine_connection.pk, model_id=ENGINE_MODEL_ID
     )
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
-    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="y" * 30_000)
+    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 20_000)
+    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="y" * 12_000)
     return conversation
 
 
@@ -62,11 +62,11 @@ def test_a_prompt_larger_than_the_context_window_is_refused_with_the_estimate_an
     actors: Actors, long_engine_conversation: Conversation
 ) -> None:
     with pytest.raises(ValidationError) as refused:
-        chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 1_076)
+        chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 772)
 
     assert refused.value.messages == [
-        "This conversation is about 32,769 tokens (estimated), and Gemma 3 270M (embedded engine) reads at "
-        "most 32,768: start a new conversation or send a shorter message."
+        "This conversation is about 8,193 tokens (estimated), and SmolLM2 135M Instruct (embedded engine) "
+        "reads at most 8,192: start a new conversation or send a shorter message."
     ]
     assert Message.objects.count() == 2  # the refused message was not saved
 
@@ -75,9 +75,9 @@ def test_a_prompt_larger_than_the_context_window_is_refused_with_the_estimate_an
 def test_a_prompt_just_inside_the_context_window_is_sent(
     actors: Actors, long_engine_conversation: Conversation
 ) -> None:
-    turn = chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 1_068)
+    turn = chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 764)
 
-    assert turn.call.request.prompt_chars == 131_068  # 32,767 tokens
+    assert turn.call.request.prompt_chars == 32_764  # 8,191 tokens
 
 
 @pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from playground.catalog.models import PriceCard
-from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
+from playground.catalog.seed import ENGINE_GEMMA_ID, ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
@@ -213,7 +213,7 @@ def test_gateway_and_engine_connections_take_a_free_text_model_id(
     assert Conversation.objects.get().model_id == "my-finetune-v2"
 
 
-@pytest.mark.parametrize("model_id", ["../../healthz", "@local/gemma?queueRequest=true"])
+@pytest.mark.parametrize("model_id", ["../../healthz", "@local/smollm2?queueRequest=true"])
 def test_a_free_text_model_id_that_would_change_the_request_path_is_refused(
     actors: Actors, engine_connection: ProviderConnection, model_id: str
 ) -> None:
@@ -264,6 +264,18 @@ def test_the_model_picker_lists_the_catalogue_for_the_connections_kind(
     assert ENGINE_MODEL_ID.encode() in engine.content
     assert KIMI_K26.encode() not in engine.content
     assert b"<html" not in workers.content
+
+
+def test_the_engine_picker_offers_both_local_models_with_the_default_one_selected(
+    actors: Actors, engine_connection: ProviderConnection
+) -> None:
+    page = client_for(actors.owner).get(
+        reverse("chat:model-options"), {"connection": engine_connection.pk}, HTTP_HX_REQUEST="true"
+    )
+
+    options = re.findall(r'<option value="([^"]+)"( selected)?>', page.content.decode())
+    # Gemma sorts first by name; the engine's default (SmolLM2, instruction-tuned) is the one chosen.
+    assert options == [(ENGINE_GEMMA_ID, ""), (ENGINE_MODEL_ID, " selected")]
 
 
 @pytest.mark.parametrize("kind", ["openai_connection", "engine_connection"])

@@ -8,12 +8,19 @@ import pytest
 from cloudflare import Cloudflare
 from openai import OpenAI
 
-from tests.support.engine import EngineProcess
+from tests.support.engine import GEMMA, MODEL_ID, EngineProcess
 
 
 @pytest.fixture
 def engine(running_engine: EngineProcess) -> EngineProcess:
     return running_engine
+
+
+@pytest.fixture(params=[MODEL_ID, GEMMA], ids=["default-model", "gemma"])
+def each_model(request: pytest.FixtureRequest) -> str:
+    """Each model the engine serves, for what must hold on both (grammar-constrained output)."""
+    model: str = request.param
+    return model
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from cloudflare.types.ai.ai_run_params import MessagesMessage
 from openai import OpenAI
 
 from tests.engine.helpers import still_serves
-from tests.support.engine import EngineProcess
+from tests.support.engine import GEMMA, MODEL_ID, EngineProcess
 
 HELLO: list[MessagesMessage] = [{"role": "user", "content": "Hello"}]
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
@@ -116,7 +116,7 @@ def test_it_refuses_an_unknown_model_through_the_cloudflare_sdk(
 
     assert caught.value.status_code == 400
     [error] = caught.value.response.json()["errors"]
-    assert error["code"] == 5007 and "@local/gemma-3-270m" in error["message"]
+    assert error["code"] == 5007 and MODEL_ID in error["message"] and GEMMA in error["message"]
     assert still_serves(engine)
 
 
@@ -126,7 +126,10 @@ def test_it_uses_the_openai_error_shape_on_the_v1_route(oa: OpenAI, engine: Engi
 
     assert caught.value.status_code == 400
     assert caught.value.body == {  # the SDK hands over the `error` object
-        "message": "No such model '@cf/moonshotai/kimi-k2.5'; this engine serves '@local/gemma-3-270m'.",
+        "message": (
+            "No such model '@cf/moonshotai/kimi-k2.5'; this engine serves "
+            "'@local/smollm2-135m-instruct' and '@local/gemma-3-270m'."
+        ),
         "type": "invalid_request_error",
         "code": 5007,
     }
@@ -198,7 +201,7 @@ def test_it_rejects_when_every_replica_is_busy_and_reject_if_busy_is_set(engine:
         holder.start()
     try:
         started.wait(timeout=60)
-        assert all(replica["busy"] for replica in engine.health()["replicas"])
+        assert all(replica["busy"] for replica in engine.replicas_of())
         busy = httpx.post(
             engine.run_url(),
             headers=engine.headers,

@@ -41,26 +41,27 @@ def _poll_until_done(client: Cloudflare, model: str, request_id: str, *, with_qu
     raise AssertionError(f"the batch did not finish; statuses seen: {seen}")
 
 
-def _check_results(result: Any) -> None:
+def _check_results(result: Any, model: str) -> None:
     responses = sorted(result["responses"], key=lambda response: response["id"])
     assert [response["id"] for response in responses] == [0, 1]
     assert [response["external_reference"] for response in responses] == ["first", "second"]
     assert all(response["success"] for response in responses)
     assert all(response["result"]["object"] == "chat.completion" for response in responses)
+    assert all(response["result"]["model"] == model for response in responses)
     assert all(response["result"]["choices"][0]["message"]["content"] for response in responses)
     item_usage = [response["result"]["usage"] for response in responses]
     assert result["usage"]["completion_tokens"] == sum(usage["completion_tokens"] for usage in item_usage)
     assert result["usage"]["prompt_tokens"] == sum(usage["prompt_tokens"] for usage in item_usage)
 
 
-def test_it_runs_a_queued_batch_to_completion(cf: Cloudflare, engine: EngineProcess) -> None:
-    queued = _submit(cf, engine.model_id, ITEMS)
+def test_it_runs_a_queued_batch_to_completion_on_the_model_it_names(cf: Cloudflare, each_model: str) -> None:
+    queued = _submit(cf, each_model, ITEMS)
 
     assert queued["status"] == "queued"
-    assert queued["model"] == engine.model_id
+    assert queued["model"] == each_model
     # Cloudflare's docs poll both with and without the query parameter; both work here.
-    _check_results(_poll_until_done(cf, engine.model_id, queued["request_id"], with_query=False))
-    _check_results(_poll_until_done(cf, engine.model_id, queued["request_id"]))
+    _check_results(_poll_until_done(cf, each_model, queued["request_id"], with_query=False), each_model)
+    _check_results(_poll_until_done(cf, each_model, queued["request_id"]), each_model)
 
 
 def test_it_answers_an_unknown_request_id_with_not_found(cf: Cloudflare, engine: EngineProcess) -> None:
@@ -82,22 +83,22 @@ def test_it_refuses_a_batch_with_an_invalid_item(cf: Cloudflare, engine: EngineP
 
 def test_it_keeps_queued_and_finished_work_across_restarts(tmp_path: Path) -> None:
     queue_path = tmp_path / "queue.sqlite3"
-    engine = start_engine(tmp_path, replicas=1, queue_path=queue_path)
+    engine = start_engine(tmp_path, replicas=1, gemma_replicas=0, queue_path=queue_path)
     try:
         client = Cloudflare(base_url=f"{engine.url}/client/v4", api_token=engine.token, max_retries=0)
         request_id = _submit(client, engine.model_id, ITEMS)["request_id"]
     finally:
         engine.stop(hard=True)  # a crash, with the items queued or running
 
-    engine = start_engine(tmp_path, replicas=1, queue_path=queue_path)
+    engine = start_engine(tmp_path, replicas=1, gemma_replicas=0, queue_path=queue_path)
     try:
         client = Cloudflare(base_url=f"{engine.url}/client/v4", api_token=engine.token, max_retries=0)
         finished = _poll_until_done(client, engine.model_id, request_id)
-        _check_results(finished)
+        _check_results(finished, engine.model_id)
     finally:
         engine.stop()
 
-    engine = start_engine(tmp_path, replicas=1, queue_path=queue_path)
+    engine = start_engine(tmp_path, replicas=1, gemma_replicas=0, queue_path=queue_path)
     try:
         response = httpx.post(
             engine.run_url(), headers=engine.headers, json={"request_id": request_id}, timeout=30

@@ -16,20 +16,20 @@ RESULT = {
 
 
 def test_it_hands_out_items_oldest_first_and_reports_progress(tmp_path: Path) -> None:
-    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
-    request_id = queue.submit([(BODY, "a"), (BODY, "b")], ACCOUNT)
+    queue = BatchQueue(tmp_path / "q.sqlite3")
+    request_id = queue.submit([(BODY, "a"), (BODY, "b")], ACCOUNT, "m")
 
     assert queue.status(request_id, ACCOUNT) == {"status": "queued", "request_id": request_id, "model": "m"}
-    first = queue.claim()
+    first = queue.claim("m")
     assert first is not None and first.position == 0 and first.attempts == 1
     assert first.account == ACCOUNT  # its items use the account's prefix cache
     assert queue.status(request_id, ACCOUNT)["status"] == "running"  # type: ignore[index]
 
 
 def test_it_reports_results_and_total_usage_once_every_item_is_done(tmp_path: Path) -> None:
-    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
-    request_id = queue.submit([(BODY, "a"), (BODY, None)], ACCOUNT)
-    first, second = queue.claim(), queue.claim()
+    queue = BatchQueue(tmp_path / "q.sqlite3")
+    request_id = queue.submit([(BODY, "a"), (BODY, None)], ACCOUNT, "m")
+    first, second = queue.claim("m"), queue.claim("m")
     assert first is not None and second is not None
     queue.complete(first, success=True, result=RESULT)
     queue.complete(second, success=False, result={"errors": [{"code": 8001, "message": "no"}]})
@@ -50,42 +50,44 @@ def test_it_reports_results_and_total_usage_once_every_item_is_done(tmp_path: Pa
 
 def test_it_requeues_running_items_when_reopened_after_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "q.sqlite3"
-    queue = BatchQueue(path, model="m")
-    request_id = queue.submit([(BODY, None)], ACCOUNT)
-    assert queue.claim() is not None  # running when the "crash" happens; never closed
+    queue = BatchQueue(path)
+    request_id = queue.submit([(BODY, None)], ACCOUNT, "m")
+    assert queue.claim("m") is not None  # running when the "crash" happens; never closed
 
-    reopened = BatchQueue(path, model="m")
+    reopened = BatchQueue(path)
 
     assert reopened.status(request_id, ACCOUNT)["status"] == "queued"  # type: ignore[index]
-    item = reopened.claim()
+    item = reopened.claim("m")
     assert item is not None and item.attempts == 2
 
 
 def test_it_gives_up_on_an_item_after_its_attempts(tmp_path: Path) -> None:
-    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
-    queue.submit([(BODY, None)], ACCOUNT)
+    queue = BatchQueue(tmp_path / "q.sqlite3")
+    queue.submit([(BODY, None)], ACCOUNT, "m")
     for _ in range(MAX_ATTEMPTS - 1):
-        item = queue.claim()
+        item = queue.claim("m")
         assert item is not None and queue.release(item)
-    item = queue.claim()
+    item = queue.claim("m")
 
     assert item is not None and queue.release(item) is False
 
 
-def test_it_does_not_hand_out_another_models_items(tmp_path: Path) -> None:
-    path = tmp_path / "q.sqlite3"
-    BatchQueue(path, model="old").submit([(BODY, None)], ACCOUNT)
+def test_it_hands_out_items_only_to_their_own_model(tmp_path: Path) -> None:
+    queue = BatchQueue(tmp_path / "q.sqlite3")
+    queue.submit([(BODY, None)], ACCOUNT, "old")
 
-    assert BatchQueue(path, model="new").claim() is None
+    assert queue.claim("new") is None
+    item = queue.claim("old")
+    assert item is not None and item.model == "old"
 
 
 def test_it_knows_nothing_of_an_unknown_request_id(tmp_path: Path) -> None:
-    assert BatchQueue(tmp_path / "q.sqlite3", model="m").status("nope", ACCOUNT) is None
+    assert BatchQueue(tmp_path / "q.sqlite3").status("nope", ACCOUNT) is None
 
 
 def test_only_the_account_that_queued_a_batch_can_poll_it(tmp_path: Path) -> None:
-    queue = BatchQueue(tmp_path / "q.sqlite3", model="m")
-    request_id = queue.submit([(BODY, None)], ACCOUNT)
+    queue = BatchQueue(tmp_path / "q.sqlite3")
+    request_id = queue.submit([(BODY, None)], ACCOUNT, "m")
 
     assert queue.status(request_id, "team-2") is None
     assert queue.status(request_id, ACCOUNT) is not None
@@ -103,7 +105,7 @@ def test_it_upgrades_a_queue_file_written_before_batches_had_an_account(tmp_path
             "INSERT INTO items (request_id, position, body) VALUES ('old-batch', 0, '{}');"
         )
 
-    queue = BatchQueue(path, model="m")
+    queue = BatchQueue(path)
 
     assert queue.status("old-batch", "") == {"status": "queued", "request_id": "old-batch", "model": "m"}
-    assert queue.status(queue.submit([(BODY, None)], ACCOUNT), ACCOUNT) is not None
+    assert queue.status(queue.submit([(BODY, None)], ACCOUNT, "m"), ACCOUNT) is not None

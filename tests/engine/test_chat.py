@@ -10,7 +10,7 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.engine.helpers import sse_payloads
-from tests.support.engine import EngineProcess
+from tests.support.engine import GEMMA, MODEL_ID, EngineProcess
 
 ASKED = "What is the capital of France?"
 # Each SDK types its messages its own way (OpenAI's roles are literals), so one list per SDK.
@@ -33,7 +33,7 @@ def test_it_answers_a_plain_question_through_the_cloudflare_sdk(
     )
 
     assert result["object"] == "chat.completion"
-    assert result["model"] == "@local/gemma-3-270m"
+    assert result["model"] == MODEL_ID
     choice = result["choices"][0]
     assert choice["message"]["role"] == "assistant"
     assert isinstance(choice["message"]["content"], str) and choice["message"]["content"].strip()
@@ -107,24 +107,60 @@ def test_it_sends_a_usage_chunk_on_the_v1_route_only_when_asked(oa: OpenAI, engi
     assert without[-1].choices[0].finish_reason == "length"
 
 
-def test_it_lists_its_own_model_and_never_pretends_to_be_kimi(oa: OpenAI) -> None:
-    assert [model.id for model in oa.models.list()] == ["@local/gemma-3-270m"]
+def test_it_lists_its_own_models_and_never_pretends_to_be_kimi(oa: OpenAI) -> None:
+    assert [model.id for model in oa.models.list()] == [MODEL_ID, GEMMA]
 
 
-def test_it_folds_the_system_prompt_into_the_first_turn_and_counts_it(
+def test_the_model_field_chooses_the_model_that_answers(oa: OpenAI, engine: EngineProcess) -> None:
+    answers = {
+        model: oa.chat.completions.create(model=model, messages=OA_QUESTION, max_tokens=8, temperature=0)
+        for model in (MODEL_ID, GEMMA)
+    }
+
+    assert {model: completion.model for model, completion in answers.items()} == {
+        MODEL_ID: MODEL_ID,
+        GEMMA: GEMMA,
+    }
+    # Each model has its own tokenizer and chat template: the same question is another prompt.
+    assert answers[MODEL_ID].usage != answers[GEMMA].usage
+    gemma_replicas = {str(replica["index"]) for replica in engine.replicas_of(GEMMA)}
+    raw = oa.chat.completions.with_raw_response.create(model=GEMMA, messages=OA_QUESTION, max_tokens=1)
+    assert raw.headers["x-engine-replica"] in gemma_replicas
+
+
+def test_the_default_model_answers_instead_of_continuing_the_text(
     cf: Cloudflare, engine: EngineProcess
 ) -> None:
-    system: MessagesMessage = {
-        "role": "system",
-        "content": "You are a geography teacher who answers in one short sentence.",
-    }
-    bare: Any = cf.ai.run(engine.model_id, account_id="test", messages=QUESTION, max_tokens=1)
-    with_system: Any = cf.ai.run(
-        engine.model_id, account_id="test", messages=[system, *QUESTION], max_tokens=1
+    """The question issue 25 quotes: pretrained Gemma echoed it in a loop; SmolLM2 is instruction-tuned."""
+    asked = "What is the capital of Finland?"
+    result: Any = cf.ai.run(
+        engine.model_id,
+        account_id="test",
+        messages=[{"role": "user", "content": asked}],
+        max_tokens=24,
+        temperature=0,
     )
 
-    # The system text (about a dozen tokens) reaches the model and is billed as prompt.
-    assert with_system["usage"]["prompt_tokens"] >= bare["usage"]["prompt_tokens"] + 10
+    answer = result["choices"][0]["message"]["content"]
+    assert "Helsinki" in answer and asked not in answer
+    assert result["choices"][0]["finish_reason"] == "stop"  # it ended its answer by itself
+
+
+def test_it_sends_the_system_prompt_and_counts_it(cf: Cloudflare, each_model: str) -> None:
+    """SmolLM2's template has a system role; Gemma's has none, so the system prompt is folded into
+    the first user turn. Either way it reaches the model and is billed as prompt."""
+    short: MessagesMessage = {"role": "system", "content": "You teach geography."}
+    long: MessagesMessage = {
+        "role": "system",
+        "content": "You teach geography to adults and always answer in one short, plain sentence.",
+    }
+    asked = [
+        cf.ai.run(each_model, account_id="test", messages=[system, *QUESTION], max_tokens=1)
+        for system in (short, long)
+    ]
+
+    # The longer system text (a dozen tokens more) is counted in the prompt.
+    assert asked[1]["usage"]["prompt_tokens"] >= asked[0]["usage"]["prompt_tokens"] + 10  # type: ignore[index]
 
 
 def test_it_stops_at_a_stop_sequence(oa: OpenAI, engine: EngineProcess) -> None:

@@ -12,7 +12,8 @@ from playground.engine.config import load_config
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [
-        "ENGINE_HOST", "ENGINE_PORT", "ENGINE_REPLICAS", "ENGINE_BALANCE", "ENGINE_MODEL_PATH",
+        "ENGINE_HOST", "ENGINE_PORT", "ENGINE_REPLICAS", "ENGINE_GEMMA_REPLICAS", "ENGINE_BALANCE",
+        "ENGINE_MODEL_PATH",
         "ENGINE_MODEL_ID", "ENGINE_CHAT_FORMAT", "ENGINE_CONTEXT_SIZE", "ENGINE_THREADS",
         "ENGINE_PREFIX_CACHE_BYTES",
         "ENGINE_CACHE_DIR", "ENGINE_QUEUE_PATH", "ENGINE_MAX_BODY_BYTES", "ENGINE_DEFAULT_MAX_TOKENS",
@@ -21,13 +22,13 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def test_it_serves_the_packaged_gemma_by_default() -> None:
+def test_it_serves_the_packaged_smollm2_with_gemma_beside_it_by_default() -> None:
     config = load_config([])
 
-    assert (config.host, config.port, config.replicas) == ("127.0.0.1", 8788, 5)
+    assert (config.host, config.port, config.replicas, config.gemma_replicas) == ("127.0.0.1", 8788, 5, 1)
     assert config.balance == "round-robin"
-    assert config.model_path is None and config.model_id == "@local/gemma-3-270m"
-    assert config.chat_format == "gemma"
+    assert config.model_path is None and config.model_id == "@local/smollm2-135m-instruct"
+    assert config.chat_format == ""  # the template inside SmolLM2's GGUF
     assert config.cache_dir == Path("var/models")
     assert config.queue_path == Path("var/engine-queue.sqlite3")
     assert config.api_token == ""
@@ -37,6 +38,7 @@ def test_it_reads_every_setting_from_the_environment(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PLAYGROUND_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ENGINE_PORT", "9000")
     monkeypatch.setenv("ENGINE_REPLICAS", "3")
+    monkeypatch.setenv("ENGINE_GEMMA_REPLICAS", "0")
     monkeypatch.setenv("ENGINE_BALANCE", "least-loaded")
     monkeypatch.setenv("ENGINE_MODEL_PATH", "/models/Qwen2.5-0.5B-Instruct-Q4_K_M.gguf")
     monkeypatch.setenv("ENGINE_CHAT_FORMAT", "chatml")
@@ -47,7 +49,8 @@ def test_it_reads_every_setting_from_the_environment(monkeypatch: pytest.MonkeyP
     config = load_config([])
 
     assert (config.port, config.replicas, config.context_size, config.threads) == (9000, 3, 8192, 4)
-    assert config.model_id == "@local/qwen2.5-0.5b-instruct-q4-k-m"  # named after the file, not Gemma
+    assert config.gemma_replicas == 0
+    assert config.model_id == "@local/qwen2.5-0.5b-instruct-q4-k-m"  # named after the file
     assert config.chat_format == "chatml" and config.balance == "least-loaded"
     assert config.cache_dir == tmp_path / "models"
     assert config.queue_path == tmp_path / "engine-queue.sqlite3"
@@ -70,9 +73,28 @@ def test_it_reads_the_token_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert load_config([]).api_token == "from-a-file"
 
 
-def test_it_refuses_zero_replicas() -> None:
+def test_it_refuses_zero_replicas_of_the_default_model_but_not_of_gemma() -> None:
     with pytest.raises(SystemExit):
         load_config(["--replicas", "0"])
+    assert load_config(["--gemma-replicas", "0"]).gemma_replicas == 0
+
+
+def test_it_shares_the_cores_among_every_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 12)
+
+    assert load_config(["--replicas", "3", "--gemma-replicas", "1"]).threads == 3
+    assert load_config(["--replicas", "5", "--gemma-replicas", "2"]).threads == 1
+
+
+def test_it_refuses_to_serve_another_model_under_gemmas_id(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        load_config(["--model", "/models/x.gguf", "--model-id", "@local/gemma-3-270m"])
+    assert "@local/gemma-3-270m is the packaged Gemma's id" in capsys.readouterr().err
+
+    alone = load_config(
+        ["--model", "/models/x.gguf", "--model-id", "@local/gemma-3-270m", "--gemma-replicas", "0"]
+    )
+    assert alone.model_id == "@local/gemma-3-270m"
 
 
 def test_it_refuses_an_unknown_balance_from_the_environment(

@@ -1,4 +1,4 @@
-"""JSON answers that follow the requested schema, even from a 270M-parameter model."""
+"""JSON answers that follow the requested schema on both local models (135M and 270M parameters)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import jsonschema
 from cloudflare import Cloudflare
 from cloudflare.types.ai.ai_run_params import MessagesMessage
 from openai import OpenAI
-
-from tests.support.engine import EngineProcess
 
 PERSON = {
     "type": "object",
@@ -25,9 +23,9 @@ PERSON = {
 ASK: list[MessagesMessage] = [{"role": "user", "content": "Invent a person."}]
 
 
-def test_it_answers_json_that_validates_against_the_schema(cf: Cloudflare, engine: EngineProcess) -> None:
+def test_it_answers_json_that_validates_against_the_schema(cf: Cloudflare, each_model: str) -> None:
     result: Any = cf.ai.run(
-        engine.model_id,
+        each_model,
         account_id="test",
         messages=ASK,
         max_tokens=48,
@@ -39,9 +37,9 @@ def test_it_answers_json_that_validates_against_the_schema(cf: Cloudflare, engin
     jsonschema.validate(json.loads(result["choices"][0]["message"]["content"]), PERSON)
 
 
-def test_it_answers_a_json_object_in_json_object_mode(oa: OpenAI, engine: EngineProcess) -> None:
+def test_it_answers_a_json_object_in_json_object_mode(oa: OpenAI, each_model: str) -> None:
     completion = oa.chat.completions.create(
-        model=engine.model_id,
+        model=each_model,
         messages=[{"role": "user", "content": "Describe a cat as JSON."}],
         response_format={"type": "json_object"},
         max_tokens=48,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playground.engine.batch_queue import BatchQueue
 from playground.engine.jobs import Job
-from playground.engine.pool import ReplicaPool
+from playground.engine.pool import ModelReplicas, ReplicaPool
 from playground.engine.protocol import GenerationSpec
 from playground.engine.replica import ReplicaSettings
 from playground.engine.routing import least_loaded_pick, rendezvous_pick, round_robin_pick
@@ -60,12 +60,15 @@ def test_round_robin_skips_dead_replicas() -> None:
     assert picks == [2, 3, 0, 2]
 
 
-def idle_pool(tmp_path: Path, balance: str, *, live: tuple[int, ...] = (0, 1, 2)) -> ReplicaPool:
-    """A pool of three replicas whose processes are never started, `live` of them ready."""
+def idle_pool(
+    tmp_path: Path, balance: str, *, live: tuple[int, ...] = (0, 1, 2), second_model: int = 0
+) -> ReplicaPool:
+    """Three replicas of model "m" (then `second_model` of "g") whose processes are never
+    started, `live` of them ready."""
     settings = ReplicaSettings(tmp_path / "none.gguf", "", 512, 1, 1, "INFO")
-    queue = BatchQueue(tmp_path / "queue.sqlite3", model="m")
+    models = [ModelReplicas("m", settings, 3), ModelReplicas("g", settings, second_model)]
     pool = ReplicaPool(
-        settings, count=3, queue=queue, batch_spec=lambda item: SPEC, model_id="m", balance=balance
+        models, queue=BatchQueue(tmp_path / "queue.sqlite3"), batch_spec=lambda item: SPEC, balance=balance
     )
     for index in live:
         pool.replicas[index].ready = True
@@ -75,11 +78,11 @@ def idle_pool(tmp_path: Path, balance: str, *, live: tuple[int, ...] = (0, 1, 2)
 SPEC = GenerationSpec(messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
 
 
-def placements(pool: ReplicaPool, count: int) -> list[int | None]:
-    """Where `count` requests without affinity go, each answered before the next arrives."""
+def placements(pool: ReplicaPool, count: int, model: str = "m", affinity: str = "") -> list[int | None]:
+    """Where `count` requests go, each answered before the next arrives."""
     picks = []
     for _ in range(count):
-        job = pool.submit(SPEC)
+        job = pool.submit(SPEC, model=model, affinity=affinity)
         picks.append(job.replica_index)
         pool.replicas[job.replica_index or 0].pending.remove(job)
     return picks
@@ -103,3 +106,21 @@ async def test_round_robin_skips_replicas_that_are_not_ready(tmp_path: Path) -> 
     pool = idle_pool(tmp_path, "round-robin", live=(0, 2))
 
     assert placements(pool, 4) == [0, 2, 0, 2]
+
+
+async def test_each_model_takes_turns_among_its_own_replicas_only(tmp_path: Path) -> None:
+    pool = idle_pool(tmp_path, "round-robin", live=(0, 1, 2, 3, 4), second_model=2)
+
+    assert placements(pool, 1, "m") == [0]
+    assert placements(pool, 3, "g") == [3, 4, 3]
+    assert placements(pool, 3, "m") == [1, 2, 0]  # the other model's requests did not move its turn
+    assert set(placements(pool, 4, "g", affinity="ses_1")) < {3, 4}  # one of its own, every time
+
+
+async def test_least_loaded_picks_among_the_models_own_replicas(tmp_path: Path) -> None:
+    pool = idle_pool(tmp_path, "least-loaded", live=(0, 1, 2, 3, 4), second_model=2)
+    for index in (3, 4):
+        pool.replicas[index].current = Job(SPEC)  # the second model's replicas are busy
+
+    assert set(placements(pool, 4, "g")) == {3, 4}
+    assert set(placements(pool, 6, "m")) == {0, 1, 2}

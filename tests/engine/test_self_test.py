@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.engine import EngineProcess, spawn_engine
+from tests.support.engine import GEMMA, MODEL_ID, EngineProcess, spawn_engine
 
 EXIT_TIMEOUT = 120
 
@@ -21,7 +21,7 @@ def exit_log(engine: EngineProcess) -> tuple[int, str]:
 def test_every_replica_reports_its_passed_self_test(engine: EngineProcess) -> None:
     replicas = engine.health()["replicas"]
 
-    assert len(replicas) == 2
+    assert [replica["model"] for replica in replicas] == [MODEL_ID, MODEL_ID, GEMMA]
     for replica in replicas:
         assert replica["self_test"]["passed"] is True
         assert replica["self_test"]["tokens"] >= 1 and replica["self_test"]["seconds"] > 0
@@ -31,7 +31,7 @@ def test_a_replica_that_crashes_in_its_self_test_stops_the_engine_with_the_cause
     tmp_path: Path,
 ) -> None:
     # The same death an AMX or wrong-CPU build of llama.cpp dies on its first token.
-    engine = spawn_engine(tmp_path, replicas=1, env={"ENGINE_SELF_TEST_FAULT": "segfault"})
+    engine = spawn_engine(tmp_path, replicas=1, gemma_replicas=0, env={"ENGINE_SELF_TEST_FAULT": "segfault"})
 
     code, log = exit_log(engine)
 
@@ -48,7 +48,7 @@ def test_a_model_file_that_cannot_load_stops_the_engine_with_the_reason(tmp_path
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 60)  # a GGUF header and nothing else
 
-    engine = spawn_engine(tmp_path, replicas=1, args=("--model", str(broken)))
+    engine = spawn_engine(tmp_path, replicas=1, gemma_replicas=0, args=("--model", str(broken)))
 
     code, log = exit_log(engine)
 

@@ -49,7 +49,9 @@ def test_a_stop_sent_to_the_group_ends_the_engine_without_restarting_its_replica
         engine.stop(hard=True)
 
     assert code in (0, -signal.SIGTERM), log  # uvicorn ends by re-raising the signal it caught
-    assert log.count("starting (pid") == 2, log  # the two first starts, no restart while stopping
+    assert log.count("starting (pid") == 3, (
+        log
+    )  # the first starts (two and Gemma's), no restart while stopping
     assert "exited with code" not in log, log
     assert "Traceback" not in log, log
     assert not [pid for pid in pids if _alive(pid)]
@@ -60,10 +62,10 @@ def test_a_stop_while_the_replicas_load_leaves_none_behind_and_no_traceback(tmp_
     group's SIGTERM, end quietly when they next find their pipe closed."""
     engine = spawn_engine(tmp_path, replicas=2)
     try:
-        starts = re.compile(r"replica \d starting \(pid (\d+)\)")
-        _wait_until(lambda: len(starts.findall(engine.log_path.read_text(errors="replace"))) == 2, timeout=60)
+        starts = re.compile(r"replica \d of \S+ starting \(pid (\d+)\)")
+        _wait_until(lambda: len(starts.findall(engine.log_path.read_text(errors="replace"))) == 3, timeout=60)
         pids = [int(pid) for pid in starts.findall(engine.log_path.read_text(errors="replace"))]
-        assert len(pids) == 2
+        assert len(pids) == 3
         _wait_until(lambda: all(_ignores_sigterm(pid) for pid in pids), timeout=60)  # now loading
         os.killpg(engine.process.pid, signal.SIGTERM)
         engine.process.wait(timeout=60)

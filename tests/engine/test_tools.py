@@ -1,4 +1,4 @@
-"""Tool calls: grammar-valid arguments, parallel calls, streaming deltas, the round trip."""
+"""Tool calls on both local models: grammar-valid arguments, parallel calls, streamed deltas, round trips."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.engine.helpers import sse_payloads
-from tests.support.engine import EngineProcess
 
 CITY = {"type": "string", "minLength": 2, "maxLength": 24}
 WEATHER = {
@@ -40,10 +39,10 @@ def _check_call(name: str, arguments: str) -> None:
     jsonschema.validate(json.loads(arguments), SCHEMAS[name])
 
 
-def test_it_round_trips_a_tool_call(cf: Cloudflare, engine: EngineProcess) -> None:
+def test_it_round_trips_a_tool_call(cf: Cloudflare, each_model: str) -> None:
     affinity = {"x-session-affinity": "ses_tool_round_trip"}
     first: Any = cf.ai.run(
-        engine.model_id,
+        each_model,
         account_id="test",
         messages=ASK,
         tools=TOOLS,
@@ -65,7 +64,7 @@ def test_it_round_trips_a_tool_call(cf: Cloudflare, engine: EngineProcess) -> No
         {"role": "tool", "tool_call_id": call["id"], "content": '{"temperature": 18, "sky": "sunny"}'},
     ]
     second: Any = cf.ai.run(
-        engine.model_id,
+        each_model,
         account_id="test",
         # Cloudflare's message type knows no tool calls; the engine takes OpenAI's tool turns.
         messages=cast("list[MessagesMessage]", history),
@@ -88,9 +87,9 @@ def test_it_round_trips_a_tool_call(cf: Cloudflare, engine: EngineProcess) -> No
     assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= first["usage"]["prompt_tokens"]
 
 
-def test_it_returns_parallel_tool_calls_with_unique_ids(oa: OpenAI, engine: EngineProcess) -> None:
+def test_it_returns_parallel_tool_calls_with_unique_ids(oa: OpenAI, each_model: str) -> None:
     completion = oa.chat.completions.create(
-        model=engine.model_id,
+        model=each_model,
         messages=OA_ASK,
         tools=TOOLS,
         tool_choice="required",
@@ -107,9 +106,9 @@ def test_it_returns_parallel_tool_calls_with_unique_ids(oa: OpenAI, engine: Engi
         _check_call(call.function.name, call.function.arguments)  # type: ignore[union-attr]
 
 
-def test_it_makes_a_single_call_when_parallel_calls_are_off(oa: OpenAI, engine: EngineProcess) -> None:
+def test_it_makes_a_single_call_when_parallel_calls_are_off(oa: OpenAI, each_model: str) -> None:
     completion = oa.chat.completions.create(
-        model=engine.model_id,
+        model=each_model,
         messages=OA_ASK,
         tools=TOOLS,
         tool_choice="required",
@@ -122,9 +121,9 @@ def test_it_makes_a_single_call_when_parallel_calls_are_off(oa: OpenAI, engine: 
     assert completion.choices[0].finish_reason == "tool_calls"
 
 
-def test_it_streams_tool_calls_as_openai_deltas(oa: OpenAI, engine: EngineProcess) -> None:
+def test_it_streams_tool_calls_as_openai_deltas(oa: OpenAI, each_model: str) -> None:
     stream = oa.chat.completions.create(
-        model=engine.model_id,
+        model=each_model,
         messages=OA_ASK,
         tools=TOOLS,
         tool_choice="required",
@@ -149,9 +148,9 @@ def test_it_streams_tool_calls_as_openai_deltas(oa: OpenAI, engine: EngineProces
         _check_call(call["name"], call["arguments"])
 
 
-def test_it_streams_tool_calls_on_the_native_route(cf: Cloudflare, engine: EngineProcess) -> None:
+def test_it_streams_tool_calls_on_the_native_route(cf: Cloudflare, each_model: str) -> None:
     with cf.ai.with_streaming_response.run(
-        engine.model_id,
+        each_model,
         account_id="test",
         messages=ASK,
         tools=TOOLS,

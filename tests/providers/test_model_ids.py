@@ -11,6 +11,7 @@ from playground.providers.model_ids import model_id_validate
 
 VALID = [
     "@cf/moonshotai/kimi-k2.5",
+    "@local/smollm2-135m-instruct",
     "@local/gemma-3-270m",
     "@hf/thebloke/deepseek-coder-6.7b-instruct-awq",
     "gpt-4.1-mini",

@@ -304,11 +304,11 @@ def test_it_points_an_engine_connection_at_the_embedded_engine_under_the_teams_o
     )
 
     for connection in (ours, theirs):
-        asyncio.run(collect(adapter_for(connection).stream(ask(model="@local/gemma-3-270m"))))
+        asyncio.run(collect(adapter_for(connection).stream(ask(model="@local/smollm2-135m-instruct"))))
 
     paths = [request.path for request in fake_upstream.requests]
     assert paths == [
-        f"/client/v4/accounts/team-{actors.team.pk}/ai/run/@local/gemma-3-270m",
-        f"/client/v4/accounts/team-{actors.other_team.pk}/ai/run/@local/gemma-3-270m",
+        f"/client/v4/accounts/team-{actors.team.pk}/ai/run/@local/smollm2-135m-instruct",
+        f"/client/v4/accounts/team-{actors.other_team.pk}/ai/run/@local/smollm2-135m-instruct",
     ]
     assert fake_upstream.requests[0].headers["authorization"] == "Bearer engine-token-abc"

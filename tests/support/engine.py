@@ -1,8 +1,9 @@
 """The real engine (`python -m playground.engine`) as a subprocess, for tests.
 
-`running_engine` starts one engine per test session (two replicas, a small context) and
-yields an `EngineProcess` with `.url`, `.token` and `.model_id`; every test package may ask
-for it (`pytest_plugins` in tests/conftest.py registers this module).
+`running_engine` starts one engine per test session (two replicas of the default model,
+SmolLM2, and one of Gemma; a small context) and yields an `EngineProcess` with `.url`,
+`.token` and `.model_id` (the default model's; `GEMMA` is the other); every test package may
+ask for it (`pytest_plugins` in tests/conftest.py registers this module).
 
 `start_engine` starts an extra, short-lived engine (e.g. to restart one on the same queue);
 `spawn_engine` starts one without waiting for it to become healthy (e.g. one that must fail).
@@ -26,9 +27,12 @@ from typing import Any
 import httpx
 import pytest
 
+from playground.engine.config import DEFAULT_MODEL_ID, GEMMA_MODEL_ID
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MODEL_ID = "@local/gemma-3-270m"
-STARTUP_TIMEOUT = 300.0  # the first start assembles the model file
+MODEL_ID = DEFAULT_MODEL_ID
+GEMMA = GEMMA_MODEL_ID
+STARTUP_TIMEOUT = 300.0  # a first start may assemble or fetch the model files
 
 
 @dataclass
@@ -45,6 +49,12 @@ class EngineProcess:
 
     def run_url(self, model: str | None = None) -> str:
         return f"{self.url}/client/v4/accounts/test/ai/run/{model or self.model_id}"
+
+    def replicas_of(self, model: str | None = None) -> list[dict[str, Any]]:
+        """The replicas `/healthz` lists for `model` (the default model's when None)."""
+        return [
+            replica for replica in self.health()["replicas"] if replica["model"] == (model or self.model_id)
+        ]
 
     def health(self) -> dict[str, Any]:
         response = httpx.get(f"{self.url}/healthz", headers=self.headers, timeout=5)
@@ -93,6 +103,7 @@ def spawn_engine(
     workdir: Path,
     *,
     replicas: int = 2,
+    gemma_replicas: int = 1,
     context_size: int = 2048,
     queue_path: Path | None = None,
     token: str | None = None,
@@ -121,6 +132,8 @@ def spawn_engine(
         str(port),
         "--replicas",
         str(replicas),
+        "--gemma-replicas",
+        str(gemma_replicas),
         "--context-size",
         str(context_size),
         *args,
