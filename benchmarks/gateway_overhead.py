@@ -26,7 +26,7 @@ records missing. The raw client and the upstream take their share of the two cor
 
 Profiles: embedded (a SQLite file in a temporary folder, limits counted in memory) by
 default; production with `--services`, or when DATABASE_URL or REDIS_URL is set: a database
-`bench_gateway` created on that PostgreSQL server (default the local one) and dropped
+`bench_gateway_<pid>` created on that PostgreSQL server (default the local one) and dropped
 afterwards, and Redis (default db 12 of the local one).
 
     .venv/bin/python benchmarks/gateway_overhead.py [--concurrency 1 16 64] [--requests 600] [--sustain 20]
@@ -70,7 +70,8 @@ sys.path.insert(0, str(ROOT))
 MODEL = "@cf/moonshotai/kimi-k2.5"  # catalogued and priced from the seed
 PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/12"
-BENCH_DB = "bench_gateway"
+# Its own per run: two runs at once (two sessions) must not drop each other's database.
+BENCH_DB = f"bench_gateway_{os.getpid()}"
 LIMIT_USD = 1_000_000  # every budget: held and settled on each request, never reached
 SMOKE = {"concurrency": [1, 4], "requests": 8, "sustain": 2.0, "warm_up": 4}  # every path, no figure to trust
 TTFT_TARGETS_MS = (16, 2.0, 10.0)  # at this concurrency: added TTFT p50, p99 at most
@@ -371,7 +372,6 @@ def bench_database(profile: Profile) -> Iterator[None]:
     import psycopg
 
     with psycopg.connect(profile.admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
     try:
         yield
