@@ -110,14 +110,22 @@ def budget_reserve(
     key_ledger = (
         ledger_for_month(team=team, user_id=None, month=month, api_key_id=key.id) if key is not None else None
     )
+    holds = [
+        (ledger, limit, whose)
+        for ledger, limit, whose in (
+            (team_ledger, team_limit, "the team's"),
+            (member_ledger, member_limit, "your"),
+            (key_ledger, key_limit, _key_whose(key)),
+        )
+        if ledger is not None
+    ]
     with transaction.atomic():
-        if not ledger_hold(team_ledger, amount, team_limit):
-            raise BudgetExceeded(_refusal(team_ledger, amount, team_limit, whose="the team's"))
-        # leaving the block with an exception rolls back the holds made before it as well
-        if member_ledger is not None and not ledger_hold(member_ledger, amount, member_limit):
-            raise BudgetExceeded(_refusal(member_ledger, amount, member_limit, whose="your"))
-        if key_ledger is not None and not ledger_hold(key_ledger, amount, key_limit):
-            raise BudgetExceeded(_refusal(key_ledger, amount, key_limit, whose=_key_whose(key)))
+        # In id order, as `budget_reconcile` takes them: two processes that lock the same rows
+        # in different orders deadlock on PostgreSQL. Leaving the block with an exception rolls
+        # back the holds made before it as well.
+        for ledger, limit, whose in sorted(holds, key=lambda hold: hold[0].pk):
+            if not ledger_hold(ledger, amount, limit):
+                raise BudgetExceeded(_refusal(ledger, amount, limit, whose=whose))
         reservation = BudgetReservation.objects.create(
             team_id=team_id,
             team_ledger=team_ledger,

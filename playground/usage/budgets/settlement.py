@@ -33,9 +33,12 @@ def budget_reconcile(*, reservation: Reservation, actual: Decimal) -> bool:
             return False
         row = BudgetReservation.objects.get(pk=reservation.id)
         ledger_ids = [row.team_ledger_id, *(i for i in (row.member_ledger_id, row.key_ledger_id) if i)]
-        BudgetLedger.objects.filter(pk__in=ledger_ids).update(
-            reserved_usd=F("reserved_usd") - row.amount_usd, spent_usd=F("spent_usd") + actual
-        )
+        # One row at a time in id order, as admission holds them (`pk__in` locks rows in
+        # whatever order PostgreSQL scans them, which deadlocked against another process).
+        for ledger_id in sorted(ledger_ids):
+            BudgetLedger.objects.filter(pk=ledger_id).update(
+                reserved_usd=F("reserved_usd") - row.amount_usd, spent_usd=F("spent_usd") + actual
+            )
     try:
         budget_alerts_check(ledger_id=row.team_ledger_id)
     except Exception:  # an alert that cannot be recorded must not undo the accounting
