@@ -97,8 +97,8 @@ def run_flow(page: Page, base_url: str, artifacts: Path, frames: FrameLog, *, mo
     connection.select_option(label="Cloudflare · Cloudflare Workers AI")
     expect(page.locator("#id_model_id option[value='@cf/moonshotai/kimi-k2.6']")).to_have_count(1)
     connection.select_option(label="Embedded engine")
-    expect(page.locator("#id_model_id")).to_have_value(model_id)
-    expect(page.locator("#id_model_id option")).to_have_count(1)
+    expect(page.locator("#id_model_id")).to_have_value(model_id)  # the default of the engine's two
+    expect(page.locator("#id_model_id option")).to_have_count(2)
     page.get_by_label("System prompt (optional)").fill("You are a concise assistant.")
     expect(page.get_by_label("Session affinity")).to_be_checked()
     page.get_by_role("button", name="Start conversation").click()

@@ -2,15 +2,17 @@
 
 With the real engine: define a tool in the CodeMirror editor, get a call whose arguments
 the engine constrained to the tool's schema (shown valid), type its result, press
-Continue, and see the final answer. Against the loopback fake Workers AI: two parallel
-calls; Continue with one result missing is refused in the page (nothing sent), then with
-both the fake receives the assistant's tool_calls and both tool messages with their ids.
+Continue, and see the final answer, in words (the engine's default model is
+instruction-tuned). Against the loopback fake Workers AI: two parallel calls; Continue with
+one result missing is refused in the page (nothing sent), then with both the fake receives
+the assistant's tool_calls and both tool messages with their ids.
 Screenshots go to `test-artifacts/`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,10 @@ def test_a_tool_round_trip_on_the_real_engine(
     artifacts: Path,
 ) -> None:
     conversation = engine_chat(actors, settings, running_engine)
+    # Greedy, as the Settings drawer sets it: at the engine's default temperature (1) a 135M model
+    # shown a tool's JSON tends to answer in more JSON or code.
+    conversation.parameters = {"temperature": 0}
+    conversation.save(update_fields=["parameters"])
     console = Console()
 
     with browser_page(chromium_path, console=console) as page:
@@ -138,6 +144,11 @@ def test_a_tool_round_trip_on_the_real_engine(
         expect(final.locator(".usage-line:not(.usage-pending)")).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
         expect(final.locator(".bubble.markdown")).not_to_be_empty()
         page.screenshot(path=artifacts / "tools-04-final-answer.png", full_page=True)
+        answer = final.locator(".bubble.markdown").inner_text()
+
+    # The default model (instruction-tuned) answers in words, not with another call or the question.
+    assert re.search(r"[A-Za-z]{2,}( [A-Za-z,.'°]+){3,}", answer), answer
+    assert "get_weather" not in answer and "What is the weather in Paris?" not in answer, answer
 
     assert console.problems == []
     result = Message.objects.get(role=MessageRole.TOOL)  # the refused result saved nothing
