@@ -4,7 +4,10 @@ This model reads text only, so image, audio and file parts are refused with a cl
 message. Tool traffic is turned into text the model can read: an assistant's tool calls
 become the same JSON array the model is asked to answer with (so a conversation that
 goes through a tool call keeps its prefix cached), and a `tool` message becomes a user
-turn carrying the result. Consecutive turns of one role are merged because templates
+turn carrying the result, named by its call's tool and position ("Result of get_weather
+(call 1)"), not by the call's id: the model never sees the ids (they are not in the calls'
+text), and a random id in the prompt would make greedy answers differ from one conversation
+to the next. Consecutive turns of one role are merged because templates
 such as Gemma's insist on strict user/assistant alternation.
 """
 
@@ -47,7 +50,7 @@ def normalize_messages(raw: Any, *, model_id: str) -> list[Turn]:
         raise invalid_input("`messages` must be a non-empty list of message objects.")
     system_parts: list[str] = []
     turns: list[Turn] = []
-    tool_names: dict[str, str] = {}
+    tool_calls: dict[str, tuple[str, int]] = {}  # call id -> (tool name, position in its turn)
     for index, message in enumerate(raw):
         where = f"messages[{index}]"
         if not isinstance(message, Mapping):
@@ -58,9 +61,9 @@ def normalize_messages(raw: Any, *, model_id: str) -> list[Turn]:
         elif role == "user":
             _append(turns, "user", _required_text(message, where, model_id))
         elif role == "assistant":
-            _append(turns, "assistant", _assistant_text(message, where, model_id, tool_names))
+            _append(turns, "assistant", _assistant_text(message, where, model_id, tool_calls))
         elif role in ("tool", "function"):
-            _append(turns, "user", _tool_result_text(message, where, model_id, tool_names))
+            _append(turns, "user", _tool_result_text(message, where, model_id, tool_calls))
         else:
             raise invalid_input(
                 f"{where}.role must be one of system, developer, user, assistant or tool; got {role!r}."
@@ -125,7 +128,9 @@ def _content_text(content: Any, where: str, model_id: str) -> str:
     return "\n".join(texts)
 
 
-def _assistant_text(message: Mapping[str, Any], where: str, model_id: str, tool_names: dict[str, str]) -> str:
+def _assistant_text(
+    message: Mapping[str, Any], where: str, model_id: str, tool_calls: dict[str, tuple[str, int]]
+) -> str:
     text = _content_text(message.get("content"), where, model_id)
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
@@ -147,7 +152,7 @@ def _assistant_text(message: Mapping[str, Any], where: str, model_id: str, tool_
                 f"{where}.tool_calls[{position}].function.arguments is not JSON text."
             ) from exc
         if isinstance(call.get("id"), str):
-            tool_names[call["id"]] = name
+            tool_calls[call["id"]] = (name, position + 1)
         calls.append((name, arguments))
     if not calls and not text.strip():
         raise invalid_input(f"{where} needs `content` or `tool_calls`.")
@@ -155,11 +160,12 @@ def _assistant_text(message: Mapping[str, Any], where: str, model_id: str, tool_
 
 
 def _tool_result_text(
-    message: Mapping[str, Any], where: str, model_id: str, tool_names: dict[str, str]
+    message: Mapping[str, Any], where: str, model_id: str, tool_calls: dict[str, tuple[str, int]]
 ) -> str:
     call_id = message.get("tool_call_id")
     if message.get("role") == "tool" and not isinstance(call_id, str):
         raise invalid_input(f"{where} is a tool result and needs `tool_call_id`.")
-    name = message.get("name") or tool_names.get(call_id or "", "the tool")
+    called, position = tool_calls.get(call_id or "", ("the tool", 0))
+    name = message.get("name") or called
     result = _content_text(message.get("content"), where, model_id)
-    return f"Result of {name}" + (f" (call {call_id})" if call_id else "") + f":\n{result}"
+    return f"Result of {name}" + (f" (call {position})" if position else "") + f":\n{result}"

@@ -40,7 +40,24 @@ def test_it_renders_tool_calls_and_results_as_text_turns() -> None:
 
     assert turns[1] == {"role": "assistant", "content": render_tool_calls([("clock", '{"tz":"UTC"}')])}
     assert turns[1]["content"] == '[{"name":"clock","arguments":{"tz":"UTC"}}]'
-    assert turns[2] == {"role": "user", "content": "Result of clock (call call_1):\n12:00"}
+    assert turns[2] == {"role": "user", "content": "Result of clock (call 1):\n12:00"}
+
+
+def test_a_tool_result_names_its_call_by_position_so_call_ids_do_not_change_the_prompt() -> None:
+    def rendered(ids: tuple[str, str]) -> list[dict[str, str]]:
+        calls = [
+            {"id": ids[0], "type": "function", "function": {"name": "clock", "arguments": '{"tz":"UTC"}'}},
+            {"id": ids[1], "type": "function", "function": {"name": "clock", "arguments": '{"tz":"CET"}'}},
+        ]
+        results = [{"role": "tool", "tool_call_id": ids[1], "content": "13:00"}]
+        results.append({"role": "tool", "tool_call_id": ids[0], "content": "12:00"})
+        assistant = {"role": "assistant", "content": None, "tool_calls": calls}
+        return normalize_messages([{"role": "user", "content": "Time?"}, assistant, *results], model_id=MODEL)
+
+    turns = rendered(("call_a1", "call_b2"))
+
+    assert turns == rendered(("call_x9", "call_y8"))  # random ids, the same prompt
+    assert turns[2]["content"] == "Result of clock (call 2):\n13:00\n\nResult of clock (call 1):\n12:00"
 
 
 def test_it_merges_consecutive_turns_of_one_role() -> None:
