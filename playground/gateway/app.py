@@ -201,18 +201,23 @@ class _Relay:
 
     def _answer(self, status: int, headers: dict[str, str]) -> None:
         """The answer's status and headers, with the gateway's own; the overhead is measured now."""
-        adapter = self.admitted.adapter
-        overhead_ms = (time.perf_counter() - self.started - adapter.upstream_seconds) * 1000
         self.status = status
         self.headers_sent = {
             **headers,
             **self.admitted.rate.headers,
             "x-playground-request-id": str(self.admitted.call.context.request_id),
-            "x-playground-overhead-ms": f"{max(0.0, overhead_ms):.2f}",
-            "x-playground-attempts": str(adapter.attempts),
+            "x-playground-overhead-ms": self._overhead_ms(),
+            "x-playground-attempts": str(self.admitted.adapter.attempts),
         }
 
+    def _overhead_ms(self) -> str:
+        upstream = self.admitted.adapter.upstream_seconds
+        return f"{max(0.0, (time.perf_counter() - self.started - upstream) * 1000):.2f}"
+
     async def _send_start(self) -> None:
+        # Measured again as it goes out: storing an idempotent answer and counting the key's
+        # tokens (`_after`) may have run since `_answer`.
+        self.headers_sent["x-playground-overhead-ms"] = self._overhead_ms()
         self.sent_start = True
         await self.send(
             {"type": "http.response.start", "status": self.status, "headers": _encoded(self.headers_sent)}

@@ -116,11 +116,6 @@ class PassthroughAdapter:
             return 0.0
         return (self._ended_at or time.perf_counter()) - self._sent_at
 
-    @property
-    def sent_at(self) -> float | None:
-        """`time.perf_counter()` when the first attempt was sent (None: not sent)."""
-        return self._sent_at
-
     def body_as_sent(self, request: ChatRequest) -> dict[str, Any]:
         """Redacted like every adapter's, and made storable: a client's body may hold anything."""
         stored: dict[str, Any] = storable_json(
