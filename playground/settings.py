@@ -245,6 +245,12 @@ GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 20_000_000)
 BUDGET_DEFAULT_MAX_TOKENS = env_int("BUDGET_DEFAULT_MAX_TOKENS", 4096)
 # A reservation not reconciled after this many seconds (its process died) is released.
 BUDGET_RESERVATION_TTL = env_int("BUDGET_RESERVATION_TTL", 3600)
+# Each process looks for such reservations of a team at most this often (seconds), not on
+# every request it admits.
+BUDGET_SWEEP_EVERY = env_int("BUDGET_SWEEP_EVERY", 30)
+# A price card looked up is reused this long (seconds) by the process that looked it up; a
+# change saved in that process applies at once, one saved in another process after this.
+PRICE_CARD_CACHE_SECONDS = env_int("PRICE_CARD_CACHE_SECONDS", 5)
 # Budget alerts go out through Django's email backend: the console unless configured.
 _EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 MAILERS = {

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import TTLCache
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -121,11 +124,35 @@ def request_price_card(*, context: RequestContext) -> KnownCard:
     )
 
 
+# Every request looks its card up twice (the budget's hold and the record), five queries each
+# time: a third of the gateway's database time (issue 24). Kept for PRICE_CARD_CACHE_SECONDS;
+# a card or model saved in this process clears it at once (`price_cards_forget`, connected in
+# `UsageConfig.ready`), so only another process's change waits that long.
+_known_cards: TTLCache[tuple[str, dt.date, int], KnownCard] = TTLCache(
+    maxsize=4096, ttl=settings.PRICE_CARD_CACHE_SECONDS
+)
+_known_cards_lock = threading.Lock()
+
+
 def price_card_known(*, model_id: str, day: dt.date, team_id: int) -> KnownCard:
     """The card of `model_id` for `team_id` on `day`, with its label (`catalog.selectors`)."""
+    key = (model_id, day, team_id)
+    with _known_cards_lock:
+        known = _known_cards.get(key)
+    if known is not None:
+        return known
     card = price_card_for(model_id=model_id, day=day, team_id=team_id)
     label = price_card_label(model_id=model_id, card=card, day=day) if card is not None else ""
-    return KnownCard(card, model_id=model_id, day=day, label=label)
+    known = KnownCard(card, model_id=model_id, day=day, label=label)
+    with _known_cards_lock:
+        _known_cards[key] = known
+    return known
+
+
+def price_cards_forget(**_: object) -> None:
+    """Drop every cached card (a signal receiver: a card or a catalogue model changed)."""
+    with _known_cards_lock:
+        _known_cards.clear()
 
 
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
