@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from playground.catalog.selectors import price_card_for, price_card_label
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
 from playground.usage.pricing import cost_for
-from playground.usage.rollups import rollup_add
+from playground.usage.rollups import rollup_add, rollups_add
 
 logger = logging.getLogger(__name__)
 
@@ -155,12 +156,30 @@ def price_cards_forget(**_: object) -> None:
         _known_cards.clear()
 
 
+def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]]) -> list[UsageRecord]:
+    """Write the full records of requests that ended together, in one INSERT, and their rollups
+    (`rollups_add`), in the caller's transaction; raises if any cannot be written (the caller
+    then writes each with `usage_record_create`, which falls back to a minimal record)."""
+    records = UsageRecord.objects.bulk_create(
+        [_full_record(context=context, outcome=outcome) for context, outcome in settled]
+    )
+    rollups_add(records)
+    return records
+
+
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
+    record = _full_record(context=context, outcome=outcome)
+    record.save(force_insert=True)
+    rollup_add(record)  # same transaction: the record and its rollups commit together
+    return record
+
+
+def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     known = request_price_card(context=context)
     card = known.card
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
-    record = UsageRecord.objects.create(
+    return UsageRecord(
         **_identity(context),
         affinity_key=context.affinity_key,
         streamed=context.streamed,
@@ -186,8 +205,6 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         error_text=outcome.error_text,
         request_body=context.request_body,
     )
-    rollup_add(record)  # same transaction: the record and its rollups commit together
-    return record
 
 
 def _identity(context: RequestContext) -> dict[str, Any]:
