@@ -240,6 +240,9 @@ UPSTREAM_MAX_RETRIES = env_int("UPSTREAM_MAX_RETRIES", 2)
 UPSTREAM_MAX_RETRY_AFTER = env_float("UPSTREAM_MAX_RETRY_AFTER", 20.0)
 
 # --- gateway (playground.gateway) ---
+# Threads, each with a PostgreSQL connection, that run the gateway's database work
+# (`lib.db.db_run`); SQLite uses one.
+DB_THREADS = env_int("DB_THREADS", 8)
 # The largest request body the gateway reads (images travel base64 inside it).
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_BYTES", 20_000_000)
 
