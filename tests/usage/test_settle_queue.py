@@ -18,6 +18,7 @@ from playground.usage.budgets import budget_reconcile, budget_settle_many
 from playground.usage.metered_call import MeteredCall
 from playground.usage.metering import Outcome
 from playground.usage.models import BudgetLedger, BudgetReservation, UsageRecord, UsageSource, UsageStatus
+from playground.usage.services import usage_records_create_many
 from playground.usage.settle_queue import SettleQueue
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
@@ -52,7 +53,7 @@ def settle_at_once(calls: list[MeteredCall]) -> None:
 
 def group_sizes(monkeypatch: pytest.MonkeyPatch, *, fail: bool = False) -> list[int]:
     sizes: list[int] = []
-    real = settle_queue_module.usage_records_create_many
+    real = usage_records_create_many
 
     def counted(settled: Any) -> list[UsageRecord]:
         sizes.append(len(settled))
@@ -86,7 +87,7 @@ def test_calls_that_end_together_are_written_in_one_group_and_settled_at_their_a
     ]
     for ledger in BudgetLedger.objects.filter(team=actors.team):  # the team's and the member's
         assert (ledger.spent_usd, ledger.reserved_usd) == (Decimal("0.15"), Decimal(0))
-    assert sorted(BudgetReservation.objects.values_list("actual_usd", flat=True)) == [
+    assert list(BudgetReservation.objects.order_by("actual_usd").values_list("actual_usd", flat=True)) == [
         Decimal("0.01") * (n + 1) for n in range(5)
     ]
     assert UsageRecord.objects.count() == 5
