@@ -91,7 +91,9 @@ def preflight_for(*, conversation: Conversation, text: str, attachment_ids: Sequ
         raise PreflightUnavailable("This conversation's connection was deleted.")
     try:
         attachments = attachments_to_send(conversation, attachment_ids)
-        request = turn_request_build(conversation=conversation, text=text.strip(), attachments=attachments)
+        request = turn_request_build(
+            conversation=conversation, text=text.strip(), attachments=attachments, image_bytes=False
+        )
     except ValidationError as exc:
         raise PreflightUnavailable(" ".join(exc.messages)) from None
     today = timezone.now().date()

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, ViewportSize, expect
 
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
@@ -30,8 +30,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "sk-test-gateway"  # the openai_connection fixture's key
 DRAFT = "What is 2 + 2? Answer in one word."
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture

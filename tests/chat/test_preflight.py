@@ -7,17 +7,20 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
-from playground.chat.attachments import image_refusal
+from playground.chat.attachments import attachments_link, image_refusal
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.preflight import preflight_for
 from playground.chat.services.conversations import conversation_create
 from playground.chat.services.turns import turn_request_build
+from playground.chat.services.uploads import attachment_upload
+from playground.providers.images import IMAGE_PROMPT_CHARS
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.budgets.worst_case import request_worst_case_cost
@@ -27,6 +30,7 @@ from playground.usage.money import money
 from playground.usage.pricing import cost_for
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.images import png
 
 pytestmark = pytest.mark.django_db
 
@@ -161,3 +165,26 @@ def test_the_composer_warns_when_the_prompt_nears_the_context_window(
         assert warning in html and 'id="preflight-window"' in html
     else:
         assert 'id="preflight-window"' not in html
+
+
+def test_images_count_as_the_send_counts_them_without_reading_their_files(
+    actors: Actors, conversation: Conversation
+) -> None:
+    sent = attachment_upload(
+        user=actors.owner, conversation_id=conversation.pk, uploads=[SimpleUploadedFile("a.png", png())]
+    )
+    first = Message.objects.create(conversation=conversation, role=MessageRole.USER, content="Look")
+    attachments_link(message=first, attachments=sent.accepted)
+    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="A red square.")
+    draft = attachment_upload(
+        user=actors.owner, conversation_id=conversation.pk, uploads=[SimpleUploadedFile("b.png", png(64, 64))]
+    )
+    ids = [attachment.pk for attachment in draft.accepted]
+
+    preflight = preflight_for(conversation=conversation, text="And this one?", attachment_ids=ids)
+
+    request = turn_request_build(conversation=conversation, text="And this one?", attachments=draft.accepted)
+    assert preflight.prompt_tokens == estimate_tokens(request.prompt_chars)
+    assert estimate_tokens(request.prompt_chars) > 2 * estimate_tokens(
+        IMAGE_PROMPT_CHARS
+    )  # both images counted

@@ -142,19 +142,24 @@ def chat_turn_start(
 
 
 def turn_request_build(
-    *, conversation: Conversation, text: str, attachments: Sequence[Attachment] = ()
+    *, conversation: Conversation, text: str, attachments: Sequence[Attachment] = (), image_bytes: bool = True
 ) -> ChatRequest:
     """The request a turn sends for the user's `text` and images: the history, then the new
     message, with the composer's settings (parameters, response format, tools, affinity).
 
     Also what "View code" and the pre-flight cost show for the next turn, so they describe the
-    very request Send would make. Raises `ValidationError` like `chat_request_build`.
+    very request Send would make. `image_bytes=False`: images without their data, for the
+    pre-flight's estimate (reading megabytes of images at each keystroke would be its whole cost).
+    Raises `ValidationError` like `chat_request_build`.
     """
     return chat_request_build(
         conversation=conversation,
         messages=[
-            *upstream_messages(conversation),
-            {"role": "user", "content": user_content(text=text, attachments=attachments)},
+            *upstream_messages(conversation, image_bytes=image_bytes),
+            {
+                "role": "user",
+                "content": user_content(text=text, attachments=attachments, image_bytes=image_bytes),
+            },
         ],
         day=timezone.now().date(),
     )
