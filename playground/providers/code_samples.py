@@ -25,8 +25,6 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import quote
 
-from django.conf import settings
-
 from playground.providers.adapters.base import wire_headers
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.adapters.workers_ai import WorkersAIAdapter
@@ -135,8 +133,7 @@ def direct_target(
         account_id=adapter.account_id,
         env_var=("ENGINE_API_TOKEN" if engine else "CLOUDFLARE_API_TOKEN") if adapter.token else "",
         env_help=(
-            "the engine's token (ENGINE_API_TOKEN where the playground runs, "
-            f"or the file {settings.DATA_DIR}/engine_api_token)"
+            "the engine's token (ENGINE_API_TOKEN where the playground runs)"
             if engine
             else "a Cloudflare API token with Workers AI access"
         ),
