@@ -72,6 +72,8 @@ def test_the_copied_python_snippet_sends_what_the_playground_sends(
         open_chat(page, live_app.url, affinity_chat)
         expect(page.locator("#preflight-at-most")).to_contain_text("at most $")  # shown before typing too
         send(page, "Hello", answers=1)
+        # The answer that ended asks the line again (preflight.js): the history grew by a turn.
+        expect(page.locator("#preflight")).to_contain_text("1 answered turn so far")
 
         # The pre-flight line follows the draft (debounced).
         before = page.locator("#preflight-at-most").inner_text()
