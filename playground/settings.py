@@ -191,7 +191,15 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # bigger uploads go to a temporary file
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Far above Django's 300 entries: past that many, every new key evicted a third of them,
+    # live chat limits included (a user's turn count, a streaming turn's slot), and a count
+    # evicted between its `add` and `incr` failed the turn (benchmarks/stream_relay.py, 200 users).
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "OPTIONS": {"MAX_ENTRIES": 200_000},
+        }
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

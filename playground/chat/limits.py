@@ -78,7 +78,11 @@ async def _rate_count(*, user_id: int) -> None:
     window = int(now // WINDOW_SECONDS)
     key = f"chat:turn-rate:{user_id}:{window}"
     await cache.aadd(key, 0, timeout=WINDOW_SECONDS * 2)
-    if await cache.aincr(key) > limit:
+    try:
+        count = await cache.aincr(key)
+    except ValueError:  # evicted between the two calls: this turn is the first counted again
+        await cache.aset(key, count := 1, timeout=WINDOW_SECONDS * 2)
+    if count > limit:
         wait = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
         raise TurnRefused(
             f"You have sent {limit} messages this minute, the most allowed. Try again in {wait} s."
