@@ -188,6 +188,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # bigger uploads go to a temporary file
 
 # The chat limits (turn rate, concurrent turns) count per user across processes: in Redis
 # when there is one, else in this process (the embedded profile runs one web process).
+CACHES: dict[str, dict[str, object]]
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:

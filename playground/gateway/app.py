@@ -38,6 +38,7 @@ from playground.gateway.routes import Action, Endpoint, endpoint_for, shape_for
 from playground.gateway.upstream_errors import error_for_failed_call
 from playground.lib.db import connections_heal, db_run
 from playground.providers.events import UpstreamError, WireBytes, WireHead
+from playground.usage.metering import Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -141,11 +142,17 @@ class _Relay:
         self.error: UpstreamError | None = None
         self.body = bytearray()  # a whole answer, sent once its record exists
         self.sent_start = False
+        self.answered = False  # a whole answer sent before its record (`_answer_early`)
         self.status = 0
         self.headers_sent: dict[str, str] = {}
 
     async def run(self) -> None:
         call = self.admitted.call
+        if not self.stream and self.admitted.claim is None:
+            # A whole answer goes out as soon as it is complete, priced by the card and cost
+            # function its record will use; the record follows (with the calls ending meanwhile,
+            # `usage.settle_queue`). An idempotent one is kept before it is sent, so it waits.
+            call.on_answered = self._answer_early
         async with aclosing(call.events()) as events:
             async for event in events:
                 match event:
@@ -157,13 +164,28 @@ class _Relay:
                         self.body += data
                     case UpstreamError():
                         self.error = event
-        if self.sent_start:  # a stream: its bytes went out as they came
+        if self.answered:
+            await self._after()
+        elif self.sent_start:  # a stream: its bytes went out as they came
             await self._after()
             tail = self._stream_error() if self.error is not None else b""
             await self.send({"type": "http.response.body", "body": tail, "more_body": False})
         else:
             await self._answer_whole()
             await self._after()
+
+    async def _answer_early(self, _: Outcome) -> None:
+        """A whole answer the upstream gave, with its cost, before its record is written (an
+        error, with no body to relay, is answered after the record, as before)."""
+        if self.head is None or not self.body:
+            return
+        cost = self.admitted.call.cost()
+        self._answer(
+            self.head.status, {"content-type": self.head.content_type, "x-playground-cost-usd": _usd(cost)}
+        )
+        await self._send_start()
+        await self.send({"type": "http.response.body", "body": bytes(self.body), "more_body": False})
+        self.answered = True
 
     async def _stream_bytes(self, data: bytes) -> None:
         if not self.sent_start:

@@ -12,9 +12,10 @@ can be skipped by the other.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
@@ -33,6 +34,7 @@ from playground.usage.budgets import (
 )
 from playground.usage.metering import Outcome, UsageMeter
 from playground.usage.models import UsageRecord
+from playground.usage.pricing import cost_for
 from playground.usage.services import RequestContext, request_price_card, usage_record_create
 from playground.usage.settle_queue import settle_queue
 
@@ -66,6 +68,10 @@ class MeteredCall:
     budget_held: bool = False
     # A gateway request's API key, whose own monthly budget is held with the team's and the member's.
     key_budget: KeyBudget | None = None
+    # Awaited when the upstream's answer is complete, before its record is written: a caller
+    # that can answer without the record (the gateway's whole answers, with `cost()`) does so
+    # here rather than after the write. Not called for a cancelled call; its errors are logged.
+    on_answered: Callable[[Outcome], Awaitable[None]] | None = None
     record: UsageRecord | None = field(default=None, init=False)
     outcome: Outcome | None = field(default=None, init=False)
     # The budget held for this request until its record is written (playground.usage.budgets),
@@ -108,6 +114,11 @@ class MeteredCall:
             self.outcome = meter.outcome(
                 cancelled=cancelled, stopped_by_user=self.stopped_by_user, rejected_reason=self.refusal
             )
+            if self.on_answered is not None and not cancelled:
+                try:
+                    await self.on_answered(self.outcome)
+                except Exception:
+                    logger.exception("a metered call's caller could not take its answer")
             await finish_even_if_cancelled(self._settle())
 
     async def abandon(self) -> None:
@@ -117,6 +128,13 @@ class MeteredCall:
             return
         self.outcome = UsageMeter(prompt_chars=0).outcome(cancelled=True, rejected_reason=self.refusal)
         await finish_even_if_cancelled(self._settle())
+
+    def cost(self) -> Decimal:
+        """What the ended call costs (`outcome`), priced as its record will be: the same card,
+        the one cost function."""
+        assert self.outcome is not None
+        card = request_price_card(context=self.context).card
+        return Decimal(cost_for(usage=self.outcome.usage, card=card).stored().total)
 
     def reserve(self) -> None:
         """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +15,9 @@ from django.conf import LazySettings
 from openai import OpenAI
 
 from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageStatus
+from playground.usage import settle_queue
+from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.services import usage_records_create_many
 from tests.fakes.upstream import FakeUpstream, error, hang, openai_chunk, sse, usage, usage_chunk
 from tests.gateway.conftest import KIMI, IssuedKey, issue, records_written
 from tests.support.actors import Actors
@@ -205,3 +209,29 @@ async def test_concurrent_requests_on_a_budget_that_covers_three_admit_at_most_t
     assert statuses.count(402) == 20 - statuses.count(200)
     assert len(fake_upstream.requests) == statuses.count(200)
     assert len(await asyncio.to_thread(records_written, 20)) == 20
+
+
+def test_a_whole_answer_goes_out_before_its_record_is_written_priced_as_the_record_is(
+    gateway: LiveApp, gateway_key: IssuedKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer does not wait for the database: its cost comes from the card and the cost
+    function the record uses, and the record follows."""
+    writing, release = threading.Event(), threading.Event()
+
+    def held(settled: Any) -> list[UsageRecord]:
+        writing.set()
+        release.wait(10)
+        return usage_records_create_many(settled)
+
+    monkeypatch.setattr(settle_queue, "usage_records_create_many", held)
+    started = time.monotonic()
+    answer = _post(gateway, gateway_key)
+    answered_in = time.monotonic() - started
+
+    assert answer.status_code == 200 and answered_in < 5
+    assert writing.wait(5) and not UsageRecord.objects.exists()
+    release.set()
+    (record,) = records_written(1)
+    assert str(record.request_id) == answer.headers["x-playground-request-id"]
+    assert answer.headers["x-playground-cost-usd"] == f"{record.total_cost:.10f}"
+    assert record.total_cost > 0
