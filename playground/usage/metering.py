@@ -94,7 +94,8 @@ class UsageMeter:
         self, *, cancelled: bool = False, stopped_by_user: bool = False, rejected_reason: str = ""
     ) -> Outcome:
         """The record's content. `cancelled`: the client went away before the end, or, with
-        `stopped_by_user`, asked to stop."""
+        `stopped_by_user`, asked to stop; once the upstream's finish was seen, a cancellation
+        changes nothing (a gateway client hangs up the moment it reads `[DONE]`)."""
         status = self._status(cancelled=cancelled, rejected=bool(rejected_reason))
         stopped = stopped_by_user and status == UsageStatus.CLIENT_DISCONNECTED
         usage, source = self._usage_and_source(billed=self._prompt_was_processed(status))
@@ -115,7 +116,7 @@ class UsageMeter:
     def _status(self, *, cancelled: bool, rejected: bool) -> str:
         if rejected:
             return UsageStatus.REJECTED
-        if cancelled:
+        if cancelled and self._finish is None:  # after the finish, the answer was whole
             return UsageStatus.CLIENT_DISCONNECTED
         if self._error is None:
             return UsageStatus.OK if self._finish is not None else UsageStatus.UPSTREAM_ERROR

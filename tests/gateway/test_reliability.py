@@ -235,3 +235,29 @@ def test_a_whole_answer_goes_out_before_its_record_is_written_priced_as_the_reco
     assert str(record.request_id) == answer.headers["x-playground-request-id"]
     assert answer.headers["x-playground-cost-usd"] == f"{record.total_cost:.10f}"
     assert record.total_cost > 0
+
+
+def test_a_client_that_hangs_up_on_reading_done_leaves_its_answer_metered_whole(
+    gateway: LiveApp, gateway_key: IssuedKey, fake_upstream: FakeUpstream
+) -> None:
+    """The usage and the finish reach the meter before `[DONE]` reaches the client; the upstream
+    here keeps the connection a moment after `[DONE]`, as a real one may."""
+    frames = [openai_chunk("Hi"), openai_chunk(finish_reason="stop"), usage_chunk(usage(7, 2)), "[DONE]", ""]
+    fake_upstream.script(sse(frames, delay=0.3, done=False))
+    with httpx.stream(
+        "POST",
+        gateway.url + "/v1/chat/completions",
+        json={**BODY, "stream": True},
+        headers=gateway_key.headers,
+        timeout=30,
+    ) as response:
+        lines = []
+        for line in response.iter_lines():
+            lines.append(line)
+            if line == "data: [DONE]":
+                break  # and hang up
+
+    (record,) = records_written(1)
+    assert any('"Hi"' in line for line in lines)
+    assert (record.status, record.usage_source) == (UsageStatus.OK, "provider")
+    assert (record.prompt_tokens, record.completion_tokens) == (7, 2)

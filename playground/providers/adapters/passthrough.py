@@ -40,6 +40,7 @@ class EventStreamSplitter:
         self._partial = b""
         self._drop_blank = False
         self.done = False  # a `data: [DONE]` line went by
+        self.finished = False  # and the reply's finish was made of what came before it
 
     def feed(self, chunk: bytes) -> tuple[bytes, list[Mapping[str, Any]]]:
         data = self._partial + chunk
@@ -167,17 +168,26 @@ class PassthroughAdapter:
                 return
             splitter = EventStreamSplitter(drop_usage_only=not self.client_wants_usage)
             async for chunk in response.chunks():
-                for event in _relayed(*splitter.feed(chunk), assembler):
+                for event in _relayed(splitter, splitter.feed(chunk), assembler):
                     yield event
-            for event in _relayed(*splitter.flush(), assembler):
+            for event in _relayed(splitter, splitter.flush(), assembler):
                 yield event
-            for event in assembler.finish(complete=splitter.done):
-                yield event
+            if not splitter.done:  # no [DONE]: finished (or found cut short) at the end
+                for event in assembler.finish(complete=False):
+                    yield event
 
 
-def _relayed(data: bytes, frames: list[Mapping[str, Any]], assembler: EventAssembler) -> list[StreamEvent]:
-    """The bytes to relay, then the events their frames make."""
-    events: list[StreamEvent] = [WireBytes(data)] if data else []
+def _relayed(
+    splitter: EventStreamSplitter, block: tuple[bytes, list[Mapping[str, Any]]], assembler: EventAssembler
+) -> list[StreamEvent]:
+    """The bytes to relay, then the events their frames make; but the block that holds the
+    `[DONE]` line goes out after the reply's usage and finish, so the meter has them before the
+    client reads `[DONE]` and hangs up (which cancels the call)."""
+    data, frames = block
+    events: list[StreamEvent] = []
     for frame in frames:
         events.extend(assembler.feed(frame))
-    return events
+    if splitter.done and not splitter.finished:
+        splitter.finished = True
+        return [*events, *assembler.finish(complete=True), *([WireBytes(data)] if data else [])]
+    return [*([WireBytes(data)] if data else []), *events]
