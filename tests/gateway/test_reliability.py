@@ -18,7 +18,7 @@ from playground.providers.models import ProviderConnection
 from playground.usage import settle_queue
 from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.services import usage_records_create_many
-from tests.fakes.upstream import FakeUpstream, error, hang, openai_chunk, sse, usage, usage_chunk
+from tests.fakes.upstream import FakeUpstream, Frame, error, hang, openai_chunk, sse, usage, usage_chunk
 from tests.gateway.conftest import KIMI, IssuedKey, issue, records_written
 from tests.support.actors import Actors
 from tests.support.browser import LiveApp
@@ -242,7 +242,13 @@ def test_a_client_that_hangs_up_on_reading_done_leaves_its_answer_metered_whole(
 ) -> None:
     """The usage and the finish reach the meter before `[DONE]` reaches the client; the upstream
     here keeps the connection a moment after `[DONE]`, as a real one may."""
-    frames = [openai_chunk("Hi"), openai_chunk(finish_reason="stop"), usage_chunk(usage(7, 2)), "[DONE]", ""]
+    frames: list[Frame] = [
+        openai_chunk("Hi"),
+        openai_chunk(finish_reason="stop"),
+        usage_chunk(usage(7, 2)),
+        "[DONE]",
+        "",
+    ]
     fake_upstream.script(sse(frames, delay=0.3, done=False))
     with httpx.stream(
         "POST",
