@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.models import Attachment, Conversation, Message
+from playground.chat.search import matching_conversations
 from playground.usage.models import UsageRecord
 
 
@@ -60,6 +61,31 @@ def conversation_page(
     return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
 
 
+def conversation_search(
+    *, user: AnyUser, text: str, cursor: str = "", size: int = CONVERSATION_PAGE_SIZE
+) -> ConversationPage:
+    """The user's teams' conversations whose title or one message holds every word of `text`
+    (`chat.search`), most recently updated first, in keyset pages like `conversation_page`.
+
+    The index yields the matching conversations of every team; the team filter, the order and
+    the page are applied to that set, so the cost follows the number of matches, not the
+    number of conversations. No word in `text`: no results.
+    """
+    after = conversation_cursor_decode(cursor) if cursor else None
+    matching = matching_conversations(text)
+    team_ids = _team_ids(user)
+    if matching is None or not team_ids:
+        return ConversationPage(conversations=[], next_cursor="")
+    rows = Conversation.objects.filter(team_id__in=team_ids).select_related("team", "connection")
+    rows = rows.filter(matching) if isinstance(matching, Q) else rows.filter(pk__in=matching)
+    if after is not None:
+        rows = rows.filter(_older_than(after))
+    found = list(rows.order_by("-updated_at", "-id")[: size + 1])
+    page = found[:size]
+    more = len(found) > size
+    return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
+
+
 def conversation_count_capped(*, user: AnyUser, cap: int = COUNT_CAP) -> int:
     """How many conversations the user's teams hold, counting no further than `cap` + 1."""
     team_ids = _team_ids(user)
@@ -99,13 +125,17 @@ def _team_ids(user: AnyUser) -> list[int]:
 def _newest_first(*, team_id: int, after: tuple[dt.datetime, int] | None) -> QuerySet[Conversation]:
     rows = Conversation.objects.filter(team_id=team_id).select_related("team", "connection")
     if after is not None:
-        updated_at, last_id = after
-        # The redundant `lte` bounds the index scan at the cursor (an OR alone cannot bound it).
-        rows = rows.filter(
-            Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, id__lt=last_id),
-            updated_at__lte=updated_at,
-        )
+        rows = rows.filter(_older_than(after))
     return rows.order_by("-updated_at", "-id")
+
+
+def _older_than(after: tuple[dt.datetime, int]) -> Q:
+    """Rows after the cursor's (updated_at, id) in newest-first order."""
+    updated_at, last_id = after
+    # The redundant `lte` bounds the index scan at the cursor (an OR alone cannot bound it).
+    return (Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, id__lt=last_id)) & Q(
+        updated_at__lte=updated_at
+    )
 
 
 def _sort_key(conversation: Conversation) -> tuple[dt.datetime, int]:
