@@ -1,30 +1,36 @@
-"""Conversation search: the ids of conversations whose title or any message holds every word
-typed, through the database's own full-text index (`chat.search_index`).
+"""Conversation search: which conversations' title or one message holds every word typed,
+through the database's own full-text index (`chat.search_index`).
 
 Every word is matched as a prefix ("helsin" finds "Helsinki"), so the quick switcher finds a
 conversation while its name is still being typed. All the words must appear together, in the
-title or in one message: each index then intersects its own lists of rows in one lookup,
-which keeps a search with one rare word among common ones as fast as the rare word alone. Scoping to the user's teams, order and
-pages are the selector's (`chat.selectors.conversation_search`): this module only says which
-conversations match, as a subquery the selector filters on.
+title or in one message: each index then intersects its own lists of rows in one lookup.
+
+Two ways to the same answer (`chat.selectors.conversation_search` picks): a full-text index
+returns every matching conversation, whatever its team, and its cost follows their number:
+tens of milliseconds for a rare word, seconds for "the" among 800,000 conversations. So the
+newest conversations of the user's teams are checked first (`recent_matches`), a few
+thousand rows read down the list's own index; a word common enough to fill a page there is
+answered from them, and only rarer words go to the index (`matching_conversations`), where
+they are cheap.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import reduce
 from operator import and_
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import BooleanField, Exists, OuterRef, Q
 from django.db.models.expressions import RawSQL
 
-from playground.chat.models import Message
+from playground.chat.models import Conversation, Message
 from playground.chat.search_index import MESSAGE_VECTOR, TITLE_VECTOR
 
 MAX_TERMS = 8
 MAX_QUERY_CHARS = 200
-# Letters and digits, as SQLite's unicode61 tokenizer reads words (an underscore separates them).
+# Letters and digits: how both indexes split text into words (punctuation and "_" separate them).
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -34,53 +40,64 @@ def search_terms(text: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
-def matching_conversations(text: str) -> RawSQL | Q | None:
-    """What a conversation must satisfy to match `text`: a `pk__in` subquery on PostgreSQL and
-    SQLite, a scan of titles and messages elsewhere; None when `text` holds no word."""
+def text_matches(text: str, terms: Sequence[str]) -> bool:
+    """Whether `text` holds every term as the start of one of its words (as the indexes read it)."""
+    words = set(_WORD.findall(text.lower()))
+    return all(any(word.startswith(term) for word in words) for term in terms)
+
+
+def matching_conversations(terms: Sequence[str]) -> RawSQL | Q:
+    """Every conversation, of any team, whose title or one message holds all `terms`: a `pk__in`
+    subquery on the index (PostgreSQL, SQLite), a scan elsewhere (neither profile uses it)."""
     if connection.vendor == "postgresql":
-        return _postgres(text)
-    terms = search_terms(text)
-    if not terms:
-        return None
+        query = _tsquery(terms)
+        return RawSQL(
+            f"SELECT conversation_id FROM chat_message WHERE {MESSAGE_VECTOR} @@ to_tsquery('simple', %s) "
+            f"UNION SELECT id FROM chat_conversation WHERE {TITLE_VECTOR} @@ to_tsquery('simple', %s)",
+            [query, query],
+        )
     if connection.vendor == "sqlite":
-        return _sqlite(terms)
+        match = " ".join(f'"{term}"*' for term in terms)  # FTS5: every word, each as a prefix
+        return RawSQL(
+            "SELECT m.conversation_id FROM chat_message_fts f JOIN chat_message m ON m.id = f.rowid "
+            "WHERE chat_message_fts MATCH %s "
+            "UNION SELECT rowid FROM chat_conversation_fts WHERE chat_conversation_fts MATCH %s",
+            [match, match],
+        )
     return _scan(terms)
 
 
-def _postgres(text: str) -> RawSQL | None:
-    """PostgreSQL reads the query with the parser that read the text, so "example.com" or
-    "e-mail" are the same lexemes in both; each lexeme then matches as a prefix."""
-    lexemes = _postgres_lexemes(text[:MAX_QUERY_CHARS])[:MAX_TERMS]
-    if not lexemes:
-        return None
-    query = " & ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "':*" for lexeme in lexemes)
-    sql = (
-        f"SELECT conversation_id FROM chat_message WHERE {MESSAGE_VECTOR} @@ to_tsquery('simple', %s) "
-        f"UNION SELECT id FROM chat_conversation WHERE {TITLE_VECTOR} @@ to_tsquery('simple', %s)"
-    )
-    return RawSQL(sql, [query, query])
+def recent_matches(ids: Sequence[int], terms: Sequence[str]) -> set[int]:
+    """Those of the conversations `ids` (a few thousand at most) that match `terms`.
+
+    Their rows are read by conversation, never through the index: a substring filter (LIKE,
+    cheap) keeps the candidates, and each is then checked exactly, by the index's own
+    expression on PostgreSQL, by `text_matches` here otherwise (SQLite's FTS5 would expand
+    a prefix again for every row it is asked about)."""
+    if not ids:
+        return set()
+    like = reduce(and_, (Q(content__icontains=term) for term in terms))
+    titled = reduce(and_, (Q(title__icontains=term) for term in terms))
+    messages = Message.objects.filter(like, conversation_id__in=ids)
+    titles = Conversation.objects.filter(titled, pk__in=ids)
+    if connection.vendor == "postgresql":
+        query = _tsquery(terms)
+        exact = RawSQL(f"{MESSAGE_VECTOR} @@ to_tsquery('simple', %s)", [query], output_field=BooleanField())
+        exact_title = RawSQL(f"{TITLE_VECTOR} @@ to_tsquery('simple', %s)", [query], output_field=BooleanField())
+        found = set(messages.filter(exact).values_list("conversation_id", flat=True))
+        return found | set(titles.filter(exact_title).values_list("pk", flat=True))
+    found = {pk for pk, content in messages.values_list("conversation_id", "content") if text_matches(content, terms)}
+    return found | {pk for pk, title in titles.values_list("pk", "title") if text_matches(title, terms)}
 
 
-def _postgres_lexemes(text: str) -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT lexeme FROM unnest(to_tsvector('simple', %s))", [text])
-        return [row[0] for row in cursor.fetchall()]
+def _tsquery(terms: Sequence[str]) -> str:
+    """`'a':* & 'b':*`; terms are letters and digits only, so nothing needs quoting inside."""
+    return " & ".join(f"'{term}':*" for term in terms)
 
 
-def _sqlite(terms: list[str]) -> RawSQL:
-    """One FTS5 MATCH per table: `"a"* "b"*` (every word, each as a prefix)."""
-    match = " ".join(f'"{term}"*' for term in terms)
-    sql = (
-        "SELECT m.conversation_id FROM chat_message_fts f JOIN chat_message m ON m.id = f.rowid "
-        "WHERE chat_message_fts MATCH %s "
-        "UNION SELECT rowid FROM chat_conversation_fts WHERE chat_conversation_fts MATCH %s"
-    )
-    return RawSQL(sql, [match, match])
-
-
-def _scan(terms: list[str]) -> Q:
-    """The fallback for a database with no full-text index here (neither profile uses it): a
-    scan of every title and message, with the same rule (every word in the title or one message)."""
+def _scan(terms: Sequence[str]) -> Q:
+    """The fallback for a database with no full-text index here: a scan of every title and
+    message, with the same rule (every word in the title or in one message), as substrings."""
     every = [Q(content__icontains=term) for term in terms]
     in_title = reduce(and_, (Q(title__icontains=term) for term in terms))
     return in_title | Q(Exists(Message.objects.filter(reduce(and_, every), conversation_id=OuterRef("pk"))))

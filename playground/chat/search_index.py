@@ -2,14 +2,16 @@
 
 - **PostgreSQL**: two GIN expression indexes, on `to_tsvector('simple', …)` of the messages'
   text (its first `INDEXED_CHARS` characters: a tsvector holds at most 1 MB) and of the
-  conversations' titles. PostgreSQL keeps them up to date itself; the search query repeats
+  conversations' titles, ASCII punctuation read as spaces first (`_words_of`), so that
+  "ops@example.com" holds the words ops, example and com, as SQLite's tokenizer reads it
+  (PostgreSQL's parser would keep it as one lexeme, which "example" would not find). PostgreSQL keeps them up to date itself; the search query repeats
   the expressions word for word (`MESSAGE_VECTOR`, `TITLE_VECTOR`) so that the planner uses them.
 - **SQLite**: two FTS5 tables over the same columns (external content: they hold the index,
   not a second copy of the text), kept up to date by triggers on insert, update and delete,
   as the FTS5 documentation describes.
 
-Both use the `simple` reading of text (lower case, no stemming, no stop words), so a word
-matches the same conversations on both profiles, in any language.
+Both read text the same simple way (lower case, no stemming, no stop words, accents kept), so a
+word matches the same conversations on both profiles, in any language.
 
 This is not a migration on purpose: Django's SQLite schema editor rebuilds a table for many
 later changes (a new non-null column, an altered field) by copying it into a new one and
@@ -27,8 +29,16 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 INDEXED_CHARS = 100_000  # of each message, on PostgreSQL (the longest user message is as long)
 
-MESSAGE_VECTOR = f"to_tsvector('simple'::regconfig, left(content, {INDEXED_CHARS}))"
-TITLE_VECTOR = "to_tsvector('simple'::regconfig, title)"
+
+
+def _words_of(column: str) -> str:
+    """The column with ASCII punctuation (!-/ :-@ [-` {-~, the underscore too) as spaces: a
+    locale-independent class, where [[:punct:]] would depend on the database's locale."""
+    return rf"regexp_replace({column}, '[!-/:-@\[-`{{-~]+', ' ', 'g')"
+
+
+MESSAGE_VECTOR = f"to_tsvector('simple'::regconfig, {_words_of(f'left(content, {INDEXED_CHARS})')})"
+TITLE_VECTOR = f"to_tsvector('simple'::regconfig, {_words_of('title')})"
 
 POSTGRES_INDEXES = {
     "chat_message_search": f"CREATE INDEX IF NOT EXISTS chat_message_search ON chat_message USING gin ({MESSAGE_VECTOR})",
@@ -39,7 +49,7 @@ POSTGRES_INDEXES = {
 
 # (FTS table, content table, indexed column)
 FTS_TABLES = (("chat_message_fts", "chat_message", "content"), ("chat_conversation_fts", "chat_conversation", "title"))
-TOKENIZER = "unicode61 remove_diacritics 2"
+TOKENIZER = "unicode61 remove_diacritics 0"  # accents kept, as PostgreSQL's `simple` keeps them
 
 
 def _sqlite_statements(fts: str, table: str, column: str) -> tuple[str, dict[str, str]]:

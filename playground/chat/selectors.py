@@ -8,13 +8,14 @@ import datetime as dt
 import heapq
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.models import Attachment, Conversation, Message
-from playground.chat.search import matching_conversations
+from playground.chat.search import matching_conversations, recent_matches, search_terms
 from playground.usage.models import UsageRecord
 
 
@@ -61,29 +62,64 @@ def conversation_page(
     return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
 
 
+RECENT_CHECKED = 2000  # the newest conversations checked directly before the index is asked
+
+
 def conversation_search(
     *, user: AnyUser, text: str, cursor: str = "", size: int = CONVERSATION_PAGE_SIZE
 ) -> ConversationPage:
     """The user's teams' conversations whose title or one message holds every word of `text`
     (`chat.search`), most recently updated first, in keyset pages like `conversation_page`.
 
-    The index yields the matching conversations of every team; the team filter, the order and
-    the page are applied to that set, so the cost follows the number of matches, not the
-    number of conversations. No word in `text`: no results.
+    First the `RECENT_CHECKED` newest conversations (after the cursor) are checked directly:
+    if more than a page of them match, or they were all there is, they are the answer, exact
+    and in order, whatever the word. Otherwise the word is rare among them and the full-text
+    index gives every match, which is then few: the cost stays near a page's whether the word
+    is in one conversation or in all of them. No word in `text`: no results.
     """
     after = conversation_cursor_decode(cursor) if cursor else None
-    matching = matching_conversations(text)
+    terms = search_terms(text)
     team_ids = _team_ids(user)
-    if matching is None or not team_ids:
+    if not terms or not team_ids:
         return ConversationPage(conversations=[], next_cursor="")
-    rows = Conversation.objects.filter(team_id__in=team_ids).select_related("team", "connection")
-    rows = rows.filter(matching) if isinstance(matching, Q) else rows.filter(pk__in=matching)
-    if after is not None:
-        rows = rows.filter(_older_than(after))
-    found = list(rows.order_by("-updated_at", "-id")[: size + 1])
-    page = found[:size]
-    more = len(found) > size
+    recent = _recent_ids(team_ids=team_ids, after=after, limit=RECENT_CHECKED)
+    found: list[int] = []
+    start, step = 0, 2 * size
+    while start < len(recent) and len(found) <= size:  # doubling steps: "the" stops after the first
+        chunk = recent[start : start + step]
+        hits = recent_matches(chunk, terms)
+        found += [pk for pk in chunk if pk in hits]
+        start, step = start + step, step * 2
+    if len(found) > size or len(recent) < RECENT_CHECKED:
+        by_id = Conversation.objects.select_related("team", "connection").in_bulk(found[: size + 1])
+        rows = [by_id[pk] for pk in found[: size + 1] if pk in by_id]
+    else:
+        query = Conversation.objects.filter(team_id__in=team_ids, pk__in=_as_subquery(terms))
+        if after is not None:
+            query = query.filter(_older_than(after))
+        rows = list(query.select_related("team", "connection").order_by("-updated_at", "-id")[: size + 1])
+    page = rows[:size]
+    more = len(rows) > size
     return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
+
+
+def _recent_ids(*, team_ids: list[int], after: tuple[dt.datetime, int] | None, limit: int) -> list[int]:
+    """The ids of the `limit` newest conversations of `team_ids` after the cursor, newest first
+    (each team down its own index, merged, as `conversation_page` reads them)."""
+    per_team = []
+    for team_id in team_ids:
+        rows = Conversation.objects.filter(team_id=team_id)
+        if after is not None:
+            rows = rows.filter(_older_than(after))
+        per_team.append(list(rows.order_by("-updated_at", "-id").values_list("updated_at", "id")[:limit]))
+    merged = heapq.merge(*per_team, reverse=True)
+    return [pk for _, pk in islice(merged, limit)]
+
+
+def _as_subquery(terms: list[str]) -> Any:
+    """`matching_conversations` as what `pk__in` takes (a Q is a condition on the row itself)."""
+    matching = matching_conversations(terms)
+    return Conversation.objects.filter(matching).values("pk") if isinstance(matching, Q) else matching
 
 
 def conversation_count_capped(*, user: AnyUser, cap: int = COUNT_CAP) -> int:
