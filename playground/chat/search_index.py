@@ -4,8 +4,9 @@
   text (its first `INDEXED_CHARS` characters: a tsvector holds at most 1 MB) and of the
   conversations' titles, ASCII punctuation read as spaces first (`_words_of`), so that
   "ops@example.com" holds the words ops, example and com, as SQLite's tokenizer reads it
-  (PostgreSQL's parser would keep it as one lexeme, which "example" would not find). PostgreSQL keeps them up to date itself; the search query repeats
-  the expressions word for word (`MESSAGE_VECTOR`, `TITLE_VECTOR`) so that the planner uses them.
+  (PostgreSQL's parser would keep it as one lexeme, which "example" would not find).
+  PostgreSQL keeps them up to date itself; the search query repeats the expressions word for
+  word (`MESSAGE_VECTOR`, `TITLE_VECTOR`) so that the planner uses them.
 - **SQLite**: two FTS5 tables over the same columns (external content: they hold the index,
   not a second copy of the text), kept up to date by triggers on insert, update and delete,
   as the FTS5 documentation describes.
@@ -30,7 +31,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 INDEXED_CHARS = 100_000  # of each message, on PostgreSQL (the longest user message is as long)
 
 
-
 def _words_of(column: str) -> str:
     """The column with ASCII punctuation (!-/ :-@ [-` {-~, the underscore too) as spaces: a
     locale-independent class, where [[:punct:]] would depend on the database's locale."""
@@ -41,14 +41,19 @@ MESSAGE_VECTOR = f"to_tsvector('simple'::regconfig, {_words_of(f'left(content, {
 TITLE_VECTOR = f"to_tsvector('simple'::regconfig, {_words_of('title')})"
 
 POSTGRES_INDEXES = {
-    "chat_message_search": f"CREATE INDEX IF NOT EXISTS chat_message_search ON chat_message USING gin ({MESSAGE_VECTOR})",
+    "chat_message_search": (
+        f"CREATE INDEX IF NOT EXISTS chat_message_search ON chat_message USING gin ({MESSAGE_VECTOR})"
+    ),
     "chat_conv_title_search": (
         f"CREATE INDEX IF NOT EXISTS chat_conv_title_search ON chat_conversation USING gin ({TITLE_VECTOR})"
     ),
 }
 
 # (FTS table, content table, indexed column)
-FTS_TABLES = (("chat_message_fts", "chat_message", "content"), ("chat_conversation_fts", "chat_conversation", "title"))
+FTS_TABLES = (
+    ("chat_message_fts", "chat_message", "content"),
+    ("chat_conversation_fts", "chat_conversation", "title"),
+)
 TOKENIZER = "unicode61 remove_diacritics 0"  # accents kept, as PostgreSQL's `simple` keeps them
 
 
@@ -58,8 +63,9 @@ def _sqlite_statements(fts: str, table: str, column: str) -> tuple[str, dict[str
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5("
         f"{column}, content='{table}', content_rowid='id', tokenize='{TOKENIZER}')"
     )
-    add = f"INSERT INTO {fts}(rowid, {column}) VALUES (new.id, new.{column});"
-    remove = f"INSERT INTO {fts}({fts}, rowid, {column}) VALUES ('delete', old.id, old.{column});"
+    # Names from FTS_TABLES, never from input.
+    add = f"INSERT INTO {fts}(rowid, {column}) VALUES (new.id, new.{column});"  # noqa: S608
+    remove = f"INSERT INTO {fts}({fts}, rowid, {column}) VALUES ('delete', old.id, old.{column});"  # noqa: S608
     triggers = {
         f"{fts}_insert": f"AFTER INSERT ON {table} BEGIN {add} END",
         f"{fts}_delete": f"AFTER DELETE ON {table} BEGIN {remove} END",
@@ -110,10 +116,10 @@ def _sqlite_ensure(connection: BaseDatabaseWrapper) -> list[str]:
             if not missing:
                 continue
             cursor.execute(create)
-            for name, statement in triggers.items():
+            for statement in triggers.values():
                 cursor.execute(statement)
             # Rows written while a trigger was missing are not in the index: read them all again.
-            cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
+            cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")  # noqa: S608 (our names)
             created += missing
     return created
 

@@ -56,7 +56,7 @@
       pre.dataset.copyable = "";
       if (!pre.id) pre.id = "code-block-" + ++codeBlocks;
       var wrapper = document.createElement("div");
-      wrapper.className = "code-block";
+      wrapper.className = "answer-code";
       pre.parentNode.insertBefore(wrapper, pre);
       wrapper.appendChild(pre);
       var button = document.createElement("button");
@@ -64,7 +64,7 @@
       button.className = "copy-button copy-code";
       button.dataset.copy = pre.id;
       button.dataset.copiedLabel = "Copied";
-      button.setAttribute("aria-label", "Copy this code");
+      button.setAttribute("aria-label", "Copy code");
       button.textContent = "Copy";
       wrapper.appendChild(button);
     });

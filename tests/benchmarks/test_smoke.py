@@ -30,7 +30,8 @@ FIGURES = {
     r"\1 answered with a request id, \1 records \{'ok': \1\}, 0 missing PASS$",
     "engine_instruct.py": r"instruct pass rate: default [\d.]+ % \(\d+ of \d+\), gemma [\d.]+ %",
     # Every query timed, the rare word found exactly once (the script asserts it) on SQLite.
-    "conversation_search.py": r"search sqlite: worst p95 \d+ ms, all queries p50 \d+ ms over 2,000 conversations",
+    "conversation_search.py": r"search sqlite: worst p95 \d+ ms, all queries p50 \d+ ms "
+    r"over 2,000 conversations",
 }
 
 

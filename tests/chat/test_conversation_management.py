@@ -87,13 +87,18 @@ def test_renaming_from_the_list_redraws_the_row_and_from_the_page_the_title_and_
     assert "Invoices &lt;2026&gt;" in row
 
     page = client.post(
-        rename_url(conversation), {"title": "Invoices 2027"}, headers={"HX-Request": "true", "HX-Target": "chat-title-bar"}
+        rename_url(conversation),
+        {"title": "Invoices 2027"},
+        headers={"HX-Request": "true", "HX-Target": "chat-title-bar"},
     ).content.decode()
     assert 'id="chat-title">Invoices 2027</h1>' in page
-    assert f'id="sidebar-conversation-{conversation.pk}" class="is-current" aria-current="page" hx-swap-oob="true">Invoices 2027</a>' in page
+    sidebar = f'id="sidebar-conversation-{conversation.pk}" class="is-current" aria-current="page"'
+    assert f'{sidebar} hx-swap-oob="true">Invoices 2027</a>' in page
 
 
-def test_an_empty_or_too_long_title_is_refused_and_nothing_changes(actors: Actors, conversation: Conversation) -> None:
+def test_an_empty_or_too_long_title_is_refused_and_nothing_changes(
+    actors: Actors, conversation: Conversation
+) -> None:
     conversation.title = "Kept"
     conversation.save()
     client = client_for(actors.owner)
@@ -127,7 +132,10 @@ def test_a_viewer_cannot_rename_or_delete_and_sees_no_controls_for_it(
 
 
 def test_deleting_a_conversation_removes_its_messages_images_and_files_and_keeps_its_usage_records(
-    actors: Actors, workers_connection: ProviderConnection, media_root: Path, django_capture_on_commit_callbacks: Any
+    actors: Actors,
+    workers_connection: ProviderConnection,
+    media_root: Path,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     conversation = Conversation.objects.create(
         team=actors.team, user=actors.owner, connection=workers_connection, model_id=SCOUT
@@ -172,7 +180,8 @@ def test_the_delete_page_says_what_goes_and_what_stays_and_htmx_deletes_without_
 
 def test_deleting_from_the_list_answers_an_empty_row(actors: Actors, conversation: Conversation) -> None:
     response = client_for(actors.owner).post(
-        delete_url(conversation), headers={"HX-Request": "true", "HX-Target": f"conversation-row-{conversation.pk}"}
+        delete_url(conversation),
+        headers={"HX-Request": "true", "HX-Target": f"conversation-row-{conversation.pk}"},
     )
     assert response.status_code == 200
     assert response.content == b""
@@ -191,7 +200,9 @@ def test_a_model_change_reaches_the_upstream_and_each_answer_names_its_model(
     assert "Answered by" not in page  # one model so far: nothing to tell apart
 
     response = client.post(
-        model_url(conversation), {"connection": conversation.connection_id, "model_id": SCOUT}, headers={"HX-Request": "true"}
+        model_url(conversation),
+        {"connection": conversation.connection_id, "model_id": SCOUT},
+        headers={"HX-Request": "true"},
     )
     assert response.status_code == 200
     assert response["HX-Refresh"] == "true"
@@ -200,7 +211,10 @@ def test_a_model_change_reaches_the_upstream_and_each_answer_names_its_model(
     first, second = fake_upstream.requests
     assert first.path.endswith(f"/ai/run/{KIMI_K26}")
     assert second.path.endswith(f"/ai/run/{SCOUT}")
-    assert [m["content"] for m in second.json["messages"] if m["role"] == "user"] == ["First, on Kimi", "Second, on Scout"]
+    assert [m["content"] for m in second.json["messages"] if m["role"] == "user"] == [
+        "First, on Kimi",
+        "Second, on Scout",
+    ]
     assert second.headers["x-session-affinity"] == conversation.affinity_key  # the conversation's own key
     records = list(UsageRecord.objects.filter(conversation_id=conversation.pk).order_by("created_at"))
     assert [record.model_id for record in records] == [KIMI_K26, SCOUT]
@@ -212,7 +226,10 @@ def test_a_model_change_reaches_the_upstream_and_each_answer_names_its_model(
 
 
 def test_moving_to_another_connection_of_the_team_sends_there(
-    actors: Actors, conversation: Conversation, openai_connection: ProviderConnection, fake_upstream: FakeUpstream
+    actors: Actors,
+    conversation: Conversation,
+    openai_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
 ) -> None:
     conversation_model_change(
         user=actors.owner,
@@ -243,17 +260,29 @@ def test_a_typed_model_id_works_where_the_kind_takes_any(
 def test_a_model_that_cannot_take_the_conversations_settings_is_refused_with_the_reason(
     actors: Actors, conversation: Conversation
 ) -> None:
-    conversation.tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    conversation.tools = [
+        {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    ]
     conversation.save()
-    with pytest.raises(ValidationError, match="does not support tool calling.*Remove this conversation's tools first"):
+    with pytest.raises(
+        ValidationError, match=r"does not support tool calling.*Remove this conversation's tools first"
+    ):
         conversation_model_change(
-            user=actors.owner, conversation_id=conversation.pk, connection_id=conversation.connection_id or 0, model_id=GEMMA4
+            user=actors.owner,
+            conversation_id=conversation.pk,
+            connection_id=conversation.connection_id or 0,
+            model_id=GEMMA4,
         )
     conversation.tools = []
-    conversation.response_format = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+    conversation.response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"type": "object"}},
+    }
     conversation.save()
     response = client_for(actors.owner).post(
-        model_url(conversation), {"connection": conversation.connection_id, "model_id": SCOUT}, headers={"HX-Request": "true"}
+        model_url(conversation),
+        {"connection": conversation.connection_id, "model_id": SCOUT},
+        headers={"HX-Request": "true"},
     )
     assert "Set the response format to text or JSON object first." in response.content.decode()
     conversation.refresh_from_db()
@@ -261,17 +290,26 @@ def test_a_model_that_cannot_take_the_conversations_settings_is_refused_with_the
 
 
 def test_another_teams_connection_is_not_offered_and_refused(
-    actors: Actors, conversation: Conversation, workers_connection: ProviderConnection, fake_upstream: FakeUpstream
+    actors: Actors,
+    conversation: Conversation,
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
 ) -> None:
-    from tests.support.connections import workers_connection_for
     from playground.accounts.models import Membership, Role
+    from tests.support.connections import workers_connection_for
 
     # The owner also belongs to Bravo: its connection is theirs, but not this conversation's team's.
     Membership.objects.create(team=actors.other_team, user=actors.owner, role=Role.MEMBER)
     bravo = workers_connection_for(actors.other_team, fake_upstream, name="Bravo's", token="cf-bravo")
 
-    page = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk])).content.decode()
-    response = client_for(actors.owner).post(model_url(conversation), {"connection": bravo.pk, "model_id": KIMI_K26})
+    page = (
+        client_for(actors.owner)
+        .get(reverse("chat:conversation-detail", args=[conversation.pk]))
+        .content.decode()
+    )
+    response = client_for(actors.owner).post(
+        model_url(conversation), {"connection": bravo.pk, "model_id": KIMI_K26}
+    )
 
     assert "Bravo&#x27;s" not in page and "Bravo's" not in page
     assert response.status_code == 400
@@ -302,7 +340,9 @@ def test_another_teams_conversation_is_a_404_for_every_new_action(
     client = client_for(actors.owner)
 
     response = getattr(client, method)(reverse(name, args=[other_conversation.pk]), data)
-    htmx = getattr(client, method)(reverse(name, args=[other_conversation.pk]), data, headers={"HX-Request": "true"})
+    htmx = getattr(client, method)(
+        reverse(name, args=[other_conversation.pk]), data, headers={"HX-Request": "true"}
+    )
 
     assert response.status_code == htmx.status_code == 404
     other_conversation.refresh_from_db()
@@ -325,16 +365,22 @@ def test_the_chat_page_offers_rename_delete_and_model_to_members_only(
 def test_messages_and_answers_have_copy_buttons_with_their_raw_text(
     actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.script(sse([native_frame("Use `ls`:\n\n```sh\nls -la <dir>\n```"), native_frame("", usage=usage(9, 7))]))
+    fake_upstream.script(
+        sse([native_frame("Use `ls`:\n\n```sh\nls -la <dir>\n```"), native_frame("", usage=usage(9, 7))])
+    )
     turn = send(actors, conversation, "How do I list files?")
     assert turn.assistant_message is not None
 
-    page = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk])).content.decode()
+    page = (
+        client_for(actors.owner)
+        .get(reverse("chat:conversation-detail", args=[conversation.pk]))
+        .content.decode()
+    )
 
     question, answer = f"message-{turn.user_message.pk}", f"message-{turn.assistant_message.pk}"
     assert f'data-copy="{question}-text"' in page
     assert f'data-copy="{answer}-raw"' in page
     assert f'<div hidden id="{answer}-raw">Use `ls`:\n\n```sh\nls -la &lt;dir&gt;\n```</div>' in page
     assert "<pre><code" in page  # the code block the page gives its own Copy button (static/js/copy.js)
-    assert MessageRole.ASSISTANT == turn.assistant_message.role
+    assert turn.assistant_message.role == MessageRole.ASSISTANT
     assert UsageRecord.objects.get(conversation_id=conversation.pk).status == UsageStatus.OK

@@ -38,7 +38,9 @@ def found(actors: Actors, text: str, user: str = "owner") -> list[int]:
 
 
 def test_a_word_of_an_answer_finds_its_conversation_and_only_it(actors: Actors) -> None:
-    wanted = chat(actors.team, actors, "Geography", "What is the capital of Finland?", "The capital is Helsinki.")
+    wanted = chat(
+        actors.team, actors, "Geography", "What is the capital of Finland?", "The capital is Helsinki."
+    )
     chat(actors.team, actors, "Cooking", "How long do eggs boil?", "About nine minutes.")
 
     assert found(actors, "helsinki") == [wanted.pk]
@@ -126,7 +128,9 @@ def test_results_come_newest_first_fifty_at_a_time(actors: Actors) -> None:
 def test_the_search_box_answers_htmx_with_the_results_alone_and_a_link_with_the_whole_page(
     actors: Actors,
 ) -> None:
-    wanted = chat(actors.team, actors, "Trip planning", "Where to stay?", "Try the harbour district in Bergen.")
+    wanted = chat(
+        actors.team, actors, "Trip planning", "Where to stay?", "Try the harbour district in Bergen."
+    )
     chat(actors.team, actors, "Other", "Nothing here")
     client = client_for(actors.teammate)
 
@@ -142,7 +146,9 @@ def test_the_search_box_answers_htmx_with_the_results_alone_and_a_link_with_the_
     assert "No conversation in your teams holds “tromso”." in none
 
 
-def test_the_quick_switcher_lists_recent_conversations_then_matches_in_the_users_teams(actors: Actors) -> None:
+def test_the_quick_switcher_lists_recent_conversations_then_matches_in_the_users_teams(
+    actors: Actors,
+) -> None:
     recent = chat(actors.team, actors, "Budget review", "Numbers")
     chat(actors.other_team, actors, "Budget review elsewhere", "Numbers")
     client = client_for(actors.teammate)

@@ -16,9 +16,9 @@ from playground.chat.composer import composer_capabilities, parameters_check, re
 from playground.chat.models import Attachment, Conversation
 from playground.chat.selectors import conversation_get
 from playground.chat.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
+from playground.lib.storable import is_storable
 from playground.providers.connection_check import connection_model_check
 from playground.providers.json_problems import Issue
-from playground.lib.storable import is_storable
 from playground.providers.request_rules import JSON_SCHEMA, Capabilities, request_capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 
@@ -173,9 +173,13 @@ def conversation_delete(*, user: User, conversation_id: int) -> None:
     foreign key, and keep what it cost in the log and the dashboard ("Conversation #12
     (deleted)"). Raises `ConversationNotFound` or `PermissionDenied` (viewers)."""
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
-    storage = Attachment._meta.get_field("file").storage  # type: ignore[attr-defined]
+    storage = Attachment._meta.get_field("file").storage
     with transaction.atomic():
-        names = [name for name in Attachment.objects.filter(conversation=conversation).values_list("file", flat=True) if name]
+        names = [
+            name
+            for name in Attachment.objects.filter(conversation=conversation).values_list("file", flat=True)
+            if name
+        ]
         conversation.delete()  # messages and attachments cascade
         transaction.on_commit(lambda: _files_delete(storage, names))
 
