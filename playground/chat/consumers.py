@@ -260,7 +260,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         context = {
             "oob_target": f"answer-{_key(turn)}",
             "message": message_view(
-                turn.assistant_message, tools=turn.conversation.tools, awaiting=True, model_label=turn.model_label
+                turn.assistant_message,
+                tools=turn.conversation.tools,
+                awaiting=True,
+                model_label=turn.model_label,
             ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
         }

@@ -54,9 +54,15 @@ def model_drawer_context(
         initial = {"connection": conversation_connection_id} if conversation_connection_id else {}
         form = ModelChoiceForm(connections=connections, initial=initial)
     chosen = form["connection"].value()
-    selected = next((c for c in connections if str(c.pk) == str(chosen)), connections[0] if connections else None)
+    selected = next(
+        (c for c in connections if str(c.pk) == str(chosen)), connections[0] if connections else None
+    )
     context: dict[str, Any] = {"model_form": form, "model_connections": bool(connections)}
     if selected is not None:
         same = selected.pk == conversation_connection_id
-        context.update(model_field_context(selected, form=form if form.is_bound else None, current=current_model if same else ""))
+        context.update(
+            model_field_context(
+                selected, form=form if form.is_bound else None, current=current_model if same else ""
+            )
+        )
     return context

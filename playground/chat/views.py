@@ -142,7 +142,9 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
         "messages_list": message_views(
-            message_list(conversation=conversation), tools=conversation.tools, current_model=conversation.model_id
+            message_list(conversation=conversation),
+            tools=conversation.tools,
+            current_model=conversation.model_id,
         ),
         "can_send": not note,
         "can_run": can_run,
