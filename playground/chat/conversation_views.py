@@ -21,7 +21,7 @@ from playground.chat.forms import ModelChoiceForm, RenameForm
 from playground.chat.model_picker import model_drawer_context
 from playground.chat.models import Conversation
 from playground.chat.presenters import conversation_rows
-from playground.chat.selectors import conversation_get, conversation_page, conversation_search, message_list
+from playground.chat.selectors import conversation_get, conversation_page, conversation_search
 from playground.chat.services.conversations import (
     ConversationNotFound,
     conversation_delete,
@@ -76,15 +76,15 @@ def conversation_rename_view(request: HtmxHttpRequest, conversation_id: int) -> 
 def conversation_delete_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """GET: what deleting takes with it, to confirm (pages without JavaScript); POST: delete."""
     if request.method == "GET":
-        conversation = _conversation_or_404(request, conversation_id)
         try:
-            conversation_for_run(user=request.user, conversation_id=conversation.pk)
+            conversation = conversation_for_run(user=request.user, conversation_id=conversation_id)
+        except ConversationNotFound:
+            raise Http404("No such conversation.") from None
         except PermissionDenied as exc:
             return HttpResponse(str(exc), status=403, content_type="text/plain; charset=utf-8")
-        messages = message_list(conversation=conversation)
         context = {
             "conversation": conversation,
-            "message_count": messages.count(),
+            "message_count": conversation.messages.count(),
             "image_count": conversation.attachments.count(),
         }
         return render(request, "chat/conversation_delete.html", context)

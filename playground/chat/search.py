@@ -74,7 +74,9 @@ def recent_matches(ids: Sequence[int], terms: Sequence[str]) -> set[int]:
     Their rows are read by conversation, never through the index: a substring filter (LIKE,
     cheap) keeps the candidates, and each is then checked exactly, by the index's own
     expression on PostgreSQL, by `text_matches` here otherwise (SQLite's FTS5 would expand
-    a prefix again for every row it is asked about)."""
+    a prefix again for every row it is asked about). SQLite's LIKE folds the case of ASCII
+    letters only, so there a capitalised non-ASCII word ("Äpfel" for "äpfel") is found by
+    the index but can be missed among the newest conversations when a page of others match."""
     if not ids:
         return set()
     like = reduce(and_, (Q(content__icontains=term) for term in terms))
