@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from playground.accounts.models import Membership, Role, Team
+from playground.chat import selectors
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.search import search_terms
 from playground.chat.search_index import search_index_drop, search_index_ensure
@@ -23,6 +24,16 @@ pytestmark = pytest.mark.django_db
 
 LIST_URL = "/chat/"
 RESULTS = {"HX-Request": "true", "HX-Target": "conversation-results"}
+
+
+@pytest.fixture(autouse=True, params=["newest checked", "index"])
+def search_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs both ways a search is answered (`conversation_search`): from the newest
+    conversations checked directly (a test's few are all of them), and from the full-text index
+    (asked whenever fewer than a page match among the newest, here the newest one)."""
+    if request.param == "index":
+        monkeypatch.setattr(selectors, "RECENT_CHECKED", 1)
+    return str(request.param)
 
 
 def chat(team: Team, actors: Actors, title: str, *turns: str) -> Conversation:
