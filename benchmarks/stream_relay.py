@@ -11,9 +11,11 @@ concurrency level. Targets (issue 22): p95 added <= 2 ms up to 20 streams, <= 10
 at 50 chunks/s per stream. It also prints the app's CPU time per relayed chunk, a figure
 that a busy machine disturbs less than the latencies.
 
-The benchmark's user gets the app's per-user chat limits raised for its own run
-(`CHAT_MAX_CONCURRENT_TURNS`, `CHAT_TURNS_PER_MINUTE`): it opens one turn per stream,
-far beyond a person's 3 at once.
+Each stream is its own user's, signed in with its own session, in one team on one
+connection: 200 streams are 200 people with an answer streaming each, within the app's
+per-user limits. (One user holding all 200 turns measured the per-user slot scan, which
+tries each of the user's slots in turn, more than the relay.) The benchmark raises only the
+per-minute turn limit (`CHAT_TURNS_PER_MINUTE`), since each user sends one turn per level.
 
     .venv/bin/python benchmarks/stream_relay.py [--concurrency 1 20 100 200] [--every-ms 20] [--chunks 500]
     .venv/bin/python benchmarks/stream_relay.py --smoke    # seconds: the test suite runs this
@@ -60,8 +62,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def prepare_app(data_dir: str, upstream_url: str, conversations: int) -> tuple[str, list[int]]:
-    """Migrate a fresh database; a user, a team, a connection to the upstream, conversations."""
+def prepare_app(data_dir: str, upstream_url: str, streams: int) -> list[tuple[str, int]]:
+    """Migrate a fresh database; a team, a connection to the upstream, and `streams` members,
+    each signed in (a session) with a conversation of their own."""
     import django
     from django.core.management import call_command
 
@@ -70,6 +73,7 @@ def prepare_app(data_dir: str, upstream_url: str, conversations: int) -> tuple[s
     from django.contrib.auth.models import User
     from django.test import Client
 
+    from playground.accounts.models import Membership, Role
     from playground.chat.services.conversations import conversation_create
     from playground.providers.models import ConnectionKind, ProviderConnection
     from playground.providers.services import connection_save
@@ -83,13 +87,20 @@ def prepare_app(data_dir: str, upstream_url: str, conversations: int) -> tuple[s
         ),
         token="bench-token",
     )
-    ids = [
-        conversation_create(user=user, connection_id=connection.pk, model_id="paced", use_affinity=False).pk
-        for _ in range(conversations)
-    ]
-    client = Client()
-    client.force_login(user)
-    return client.cookies["sessionid"].value, ids
+    people = [user]
+    for n in range(1, streams):
+        member = User.objects.create_user(f"bench-{n}", password="bench-password-123")
+        Membership.objects.create(team=team, user=member, role=Role.MEMBER)
+        people.append(member)
+    seats = []
+    for person in people:
+        conversation = conversation_create(
+            user=person, connection_id=connection.pk, model_id="paced", use_affinity=False
+        )
+        client = Client()
+        client.force_login(person)
+        seats.append((client.cookies["sessionid"].value, conversation.pk))
+    return seats
 
 
 async def read_direct(upstream_url: str, chunks: int) -> list[float]:
@@ -132,16 +143,13 @@ async def run_mode(
     chunks: int,
     every_ms: float,
     app_url: str,
-    session: str,
-    ids: list[int],
+    seats: list[tuple[str, int]],
 ) -> tuple[list[float], list[float]]:
     """Direct readers first, then relayed ones; each phase runs `concurrency` streams at once."""
     upstream.script(*[paced(chunks, every_ms) for _ in range(concurrency)])
     direct = await asyncio.gather(*[read_direct(upstream.url, chunks) for _ in range(concurrency)])
     upstream.script(*[paced(chunks, every_ms) for _ in range(concurrency)])
-    relayed = await asyncio.gather(
-        *[read_relayed(app_url, session, ids[i], chunks) for i in range(concurrency)]
-    )
+    relayed = await asyncio.gather(*[read_relayed(app_url, *seats[i], chunks) for i in range(concurrency)])
     return [x for xs in direct for x in xs], [x for xs in relayed for x in xs]
 
 
@@ -191,17 +199,15 @@ def main() -> None:
             "PLAYGROUND_DATA_DIR": data_dir,
             "PROVIDER_HOST_ALLOWLIST": "127.0.0.1",
             "LOG_LEVEL": "WARNING",
-            # The benchmark's own user streams one answer per stream, every level (and a warm-up
-            # turn) within a minute.
-            "CHAT_MAX_CONCURRENT_TURNS": str(max(args.concurrency)),
-            "CHAT_TURNS_PER_MINUTE": str(sum(args.concurrency) + 1),
+            # Each user sends one turn per level (the first a warm-up turn too), within a minute.
+            "CHAT_TURNS_PER_MINUTE": str(len(args.concurrency) + 1),
         }
     )
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
     upstream = FakeUpstream()
     upstream.start()
-    session, ids = prepare_app(data_dir, upstream.url, max(args.concurrency))
+    seats = prepare_app(data_dir, upstream.url, max(args.concurrency))
     port = free_port()
     app_url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
@@ -223,7 +229,7 @@ def main() -> None:
         wait_for_app(app_url, server)
         # The app's first turn loads code and templates: one turn that is not measured does it.
         upstream.script(paced(WARM_UP_CHUNKS, args.every_ms))
-        asyncio.run(read_relayed(app_url, session, ids[0], WARM_UP_CHUNKS))
+        asyncio.run(read_relayed(app_url, *seats[0], WARM_UP_CHUNKS))
         print(f"{args.chunks} chunks every {args.every_ms:g} ms; upstream send -> client receive, in ms")
         print(
             f"{'streams':>7} {'path':>8} {'p50':>8} {'p95':>8} {'max':>8}   added p50 / p95   "
@@ -232,7 +238,7 @@ def main() -> None:
         for concurrency in args.concurrency:
             cpu_before = cpu_seconds(server.pid)
             direct, relayed = asyncio.run(
-                run_mode(upstream, concurrency, args.chunks, args.every_ms, app_url, session, ids)
+                run_mode(upstream, concurrency, args.chunks, args.every_ms, app_url, seats)
             )
             cpu_per_chunk_us = (cpu_seconds(server.pid) - cpu_before) / len(relayed) * 1e6
             for name, values in (("direct", direct), ("relayed", relayed)):

@@ -15,6 +15,8 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
+from playground.usage.budgets.ledger import ledgers_forget
+from playground.usage.services import price_cards_forget
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors, actors_create
 from tests.support.connections import WORKERS_TOKEN, workers_connection_for
@@ -59,6 +61,14 @@ def fresh_cache(settings: Any) -> None:
     The cache is Redis in the services profile: shared with other test runs, never flushed.
     """
     settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_caches() -> None:
+    """Each test starts with no remembered price card or ledger id: rolled-back tests reuse ids,
+    so what one test's database held must not price or hold another's requests."""
+    price_cards_forget()
+    ledgers_forget()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -304,13 +304,19 @@ def attachments_link(*, message: Message, attachments: Sequence[Attachment]) -> 
         attachment.message = message
 
 
-def user_content(*, text: str, attachments: Sequence[Attachment]) -> str | list[dict[str, Any]]:
-    """A user message's `content`: the text alone, or OpenAI parts with each image as a data URL."""
+def user_content(
+    *, text: str, attachments: Sequence[Attachment], image_bytes: bool = True
+) -> str | list[dict[str, Any]]:
+    """A user message's `content`: the text alone, or OpenAI parts with each image as a data URL.
+
+    `image_bytes=False` leaves each data URL empty without reading the file: enough for an
+    estimate, which counts an image as a fixed size (`providers.images.IMAGE_PROMPT_CHARS`).
+    """
     if not attachments:
         return text
     parts = [text_part(text)] if text else []
     for attachment in attachments:
-        data = attachment_bytes(attachment)
+        data = attachment_bytes(attachment) if image_bytes else b""
         if data is None:
             parts.append(text_part("(An image that is no longer stored.)"))
         else:

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.models import Attachment, Conversation, Message
 from playground.chat.search import matching_conversations, recent_matches, search_terms
-from playground.usage.models import UsageRecord
+from playground.usage.models import UsageRecord, UsageStatus
 
 
 def conversation_list(*, user: AnyUser) -> QuerySet[Conversation]:
@@ -219,4 +220,32 @@ def attachment_get(*, user: AnyUser, attachment_id: int) -> Attachment | None:
         Attachment.objects.filter(pk=attachment_id, conversation__team__memberships__user_id=user.pk)
         .select_related("conversation")
         .first()
+    )
+
+
+@dataclass(frozen=True)
+class UsageSoFar:
+    """What a conversation's answered turns have used: the pre-flight cost's "expected" reads it."""
+
+    turns: int
+    prompt_tokens: int
+    cached_tokens: int  # a turn whose provider did not say counts none
+    completion_tokens: int
+
+
+def conversation_usage_so_far(*, conversation: Conversation) -> UsageSoFar:
+    """Sums over the conversation's answered (`ok`) turns (the caller already checked access)."""
+    totals = UsageRecord.objects.filter(
+        team_id=conversation.team_id, conversation_id=conversation.pk, status=UsageStatus.OK
+    ).aggregate(
+        turns=Count("pk"),
+        prompt=Coalesce(Sum("prompt_tokens"), 0),
+        cached=Coalesce(Sum("cached_tokens"), 0),
+        completion=Coalesce(Sum("completion_tokens"), 0),
+    )
+    return UsageSoFar(
+        turns=totals["turns"],
+        prompt_tokens=totals["prompt"],
+        cached_tokens=totals["cached"],
+        completion_tokens=totals["completion"],
     )

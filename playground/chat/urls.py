@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat import attachment_views, conversation_views, views
+from playground.chat import attachment_views, code_views, conversation_views, views
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
@@ -27,6 +27,8 @@ urlpatterns: list[URLPattern] = [
     path("<int:conversation_id>/affinity/", views.conversation_affinity_view, name="conversation-affinity"),
     path("<int:conversation_id>/composer/", views.conversation_composer_view, name="conversation-composer"),
     path("<int:conversation_id>/tools/", views.conversation_tools_view, name="conversation-tools"),
+    path("<int:conversation_id>/code/", code_views.next_request_code_view, name="next-request-code"),
+    path("<int:conversation_id>/preflight/", code_views.preflight_view, name="preflight"),
     path(
         "<int:conversation_id>/attachments/",
         attachment_views.attachment_upload_view,
@@ -47,5 +49,10 @@ urlpatterns: list[URLPattern] = [
         "<int:conversation_id>/messages/<int:message_id>/request/",
         views.message_request_view,
         name="message-request",
+    ),
+    path(
+        "<int:conversation_id>/messages/<int:message_id>/code/",
+        code_views.message_code_view,
+        name="message-code",
     ),
 ]

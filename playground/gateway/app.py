@@ -7,9 +7,9 @@ token is a figure users compare (issue 24). This app does only what an API call 
 stays on the same spine as every other path: `gateway_admit` (the key, its limits) and the
 one `MeteredCall` (the budget, the meter, the one record writer, the one cost function).
 
-Its ORM work runs in asgiref's one shared worker thread (`sync_to_async`, thread
-sensitive), whose database connection is kept between requests (`lib.db.connections_heal`
-closes it only when it broke).
+Its ORM work runs through `lib.db.db_run`: in asgiref's one shared worker thread on SQLite,
+in a pool of threads on PostgreSQL, each thread's connection kept between requests
+(`lib.db.connections_heal` closes it only when it broke).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import aclosing, suppress
 from decimal import Decimal
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from playground.gateway.admission import Admitted, api_key_authenticate, gateway_admit
@@ -36,7 +36,7 @@ from playground.gateway.models_list import models_for_key
 from playground.gateway.ratelimits import rate_count_tokens
 from playground.gateway.routes import Action, Endpoint, endpoint_for, shape_for
 from playground.gateway.upstream_errors import error_for_failed_call
-from playground.lib.db import connections_heal
+from playground.lib.db import connections_heal, db_run
 from playground.providers.events import UpstreamError, WireBytes, WireHead
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ async def _models(headers: dict[str, str]) -> dict[str, Any]:
         ]
         return {"object": "list", "data": data}
 
-    result: dict[str, Any] = await sync_to_async(listing)()
+    result: dict[str, Any] = await db_run(listing)
     return result
 
 
@@ -114,7 +114,7 @@ async def _chat(
             digest=body_digest(raw) if idempotency_key is not None else "",
         )
 
-    admitted = await sync_to_async(admit)()
+    admitted = await db_run(admit)
     if isinstance(admitted, Replay):
         await _send(send, admitted.status, {**admitted.headers, "idempotent-replayed": "true"}, admitted.body)
         return
@@ -123,7 +123,7 @@ async def _chat(
     if admitted.call.outcome is None:  # the client left before the call began: its budget was held
         await admitted.call.abandon()
     if not finished and admitted.claim is not None:
-        await sync_to_async(idempotency_release)(admitted.claim)
+        await db_run(partial(idempotency_release, admitted.claim))
 
 
 class _Relay:
@@ -240,7 +240,7 @@ class _Relay:
                 }
                 idempotency_store(claim, status=self.status, headers=kept, body=bytes(self.body))
 
-        await sync_to_async(after)()
+        await db_run(after)
 
 
 async def _until_disconnected(work: Awaitable[None], receive: Receive) -> bool:

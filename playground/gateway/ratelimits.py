@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -21,11 +22,17 @@ from limits import RateLimitItemPerMinute, storage, strategies
 from playground.gateway.errors import GatewayError
 from playground.usage.models import ApiKey
 
+_limiter_lock = threading.Lock()
+
 
 @functools.cache
 def _limiter() -> strategies.FixedWindowRateLimiter:
-    uri = settings.REDIS_URL or "memory://"
-    return strategies.FixedWindowRateLimiter(storage.storage_from_string(uri))
+    # Made once, under a lock: on PostgreSQL admissions run in several threads (`lib.db.db_run`),
+    # and `limits` imports its Redis client lazily; threads that raced on that import saw
+    # "redis version 0.0.0" and failed their requests.
+    with _limiter_lock:
+        uri = settings.REDIS_URL or "memory://"
+        return strategies.FixedWindowRateLimiter(storage.storage_from_string(uri))
 
 
 @functools.cache

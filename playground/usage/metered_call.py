@@ -34,6 +34,7 @@ from playground.usage.budgets import (
 from playground.usage.metering import Outcome, UsageMeter
 from playground.usage.models import UsageRecord
 from playground.usage.services import RequestContext, request_price_card, usage_record_create
+from playground.usage.settle_queue import settle_queue
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class MeteredCall:
             self.outcome = meter.outcome(
                 cancelled=cancelled, stopped_by_user=self.stopped_by_user, rejected_reason=self.refusal
             )
-            await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
+            await finish_even_if_cancelled(self._settle())
 
     async def abandon(self) -> None:
         """For a caller that reserved (`reserve`) and then never iterated `events()` (its client
@@ -115,7 +116,7 @@ class MeteredCall:
         if self.outcome is not None:
             return
         self.outcome = UsageMeter(prompt_chars=0).outcome(cancelled=True, rejected_reason=self.refusal)
-        await finish_even_if_cancelled(sync_to_async(self._store_and_reconcile)(self.outcome))
+        await finish_even_if_cancelled(self._settle())
 
     def reserve(self) -> None:
         """Hold the request's worst-case cost on the budgets, or set `refusal` (fails closed).
@@ -147,8 +148,18 @@ class MeteredCall:
             logger.exception("the budget of a %s request could not be checked", self.context.path)
             self.refusal, self.refusal_code = BUDGET_UNCHECKED, BUDGET_UNCHECKED_CODE
 
-    def _store_and_reconcile(self, outcome: Outcome) -> None:
+    async def _settle(self) -> None:
+        """The record and the budget's settlement: with the calls ending meanwhile when the
+        feature keeps nothing of its own (`usage.settle_queue`), else in a step of its own."""
+        if self.after_record is None and not self.store_atomically:
+            await settle_queue().settle(self)
+        else:
+            await sync_to_async(self.store_and_reconcile)()
+
+    def store_and_reconcile(self) -> None:
         """The record (and the feature's result), then the budget counts what it really cost."""
+        assert self.outcome is not None
+        outcome = self.outcome
         try:
             self._store(outcome)
         finally:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import TTLCache
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -16,7 +20,7 @@ from playground.catalog.selectors import price_card_for, price_card_label
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
 from playground.usage.pricing import cost_for
-from playground.usage.rollups import rollup_add
+from playground.usage.rollups import rollup_add, rollups_add
 
 logger = logging.getLogger(__name__)
 
@@ -121,19 +125,61 @@ def request_price_card(*, context: RequestContext) -> KnownCard:
     )
 
 
+# Every request looks its card up twice (the budget's hold and the record), five queries each
+# time: a third of the gateway's database time (issue 24). Kept for PRICE_CARD_CACHE_SECONDS;
+# a card or model saved in this process clears it at once (`price_cards_forget`, connected in
+# `UsageConfig.ready`), so only another process's change waits that long.
+_known_cards: TTLCache[tuple[str, dt.date, int], KnownCard] = TTLCache(
+    maxsize=4096, ttl=settings.PRICE_CARD_CACHE_SECONDS
+)
+_known_cards_lock = threading.Lock()
+
+
 def price_card_known(*, model_id: str, day: dt.date, team_id: int) -> KnownCard:
     """The card of `model_id` for `team_id` on `day`, with its label (`catalog.selectors`)."""
+    key = (model_id, day, team_id)
+    with _known_cards_lock:
+        known = _known_cards.get(key)
+    if known is not None:
+        return known
     card = price_card_for(model_id=model_id, day=day, team_id=team_id)
     label = price_card_label(model_id=model_id, card=card, day=day) if card is not None else ""
-    return KnownCard(card, model_id=model_id, day=day, label=label)
+    known = KnownCard(card, model_id=model_id, day=day, label=label)
+    with _known_cards_lock:
+        _known_cards[key] = known
+    return known
+
+
+def price_cards_forget(**_: object) -> None:
+    """Drop every cached card (a signal receiver: a card or a catalogue model changed)."""
+    with _known_cards_lock:
+        _known_cards.clear()
+
+
+def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]]) -> list[UsageRecord]:
+    """Write the full records of requests that ended together, in one INSERT, and their rollups
+    (`rollups_add`), in the caller's transaction; raises if any cannot be written (the caller
+    then writes each with `usage_record_create`, which falls back to a minimal record)."""
+    records = UsageRecord.objects.bulk_create(
+        [_full_record(context=context, outcome=outcome) for context, outcome in settled]
+    )
+    rollups_add(records)
+    return records
 
 
 def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
+    record = _full_record(context=context, outcome=outcome)
+    record.save(force_insert=True)
+    rollup_add(record)  # same transaction: the record and its rollups commit together
+    return record
+
+
+def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     known = request_price_card(context=context)
     card = known.card
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
-    record = UsageRecord.objects.create(
+    return UsageRecord(
         **_identity(context),
         affinity_key=context.affinity_key,
         streamed=context.streamed,
@@ -159,8 +205,6 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
         error_text=outcome.error_text,
         request_body=context.request_body,
     )
-    rollup_add(record)  # same transaction: the record and its rollups commit together
-    return record
 
 
 def _identity(context: RequestContext) -> dict[str, Any]:

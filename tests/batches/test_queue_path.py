@@ -231,6 +231,7 @@ def test_a_poll_prices_its_results_by_one_look_up_of_the_card(
         return price_card_for(**query)
 
     monkeypatch.setattr(usage_services, "price_card_for", looking_up)
+    usage_services.price_cards_forget()  # the first step's look-up is not kept to this one
     fake_upstream.script(_results(batch, [0, 1, 2, 3]))
     BatchSubmission.objects.update(next_poll_at=timezone.now())
 

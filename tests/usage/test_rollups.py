@@ -26,11 +26,17 @@ from playground.usage.models import (
     UsageHourly,
     UsageKeyDaily,
     UsageKeyHourly,
+    UsageRecord,
     UsageSource,
     UsageStatus,
 )
 from playground.usage.rollups import ROLLUP_MODELS, histogram_bucket, rollups_rebuild
-from playground.usage.services import Attribution, RequestContext, usage_record_create
+from playground.usage.services import (
+    Attribution,
+    RequestContext,
+    usage_record_create,
+    usage_records_create_many,
+)
 from tests.support.clock import clock
 
 START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30
@@ -60,8 +66,14 @@ def outcome(rng: random.Random) -> Outcome:
     )
 
 
-def write_records(actors: Any, *, count: int, seed: int, start: dt.datetime) -> None:
+def write_records(
+    actors: Any, *, count: int, seed: int, start: dt.datetime, group_sizes: tuple[int, ...] = ()
+) -> None:
+    """`count` random records, one at a time, or with `group_sizes` in groups of those sizes
+    written together (`usage_records_create_many`, as the settle queue writes them)."""
     rng = random.Random(seed)
+    group: list[tuple[RequestContext, Outcome]] = []
+    size = rng.choice(group_sizes) if group_sizes else 1
     conversations = [
         Conversation.objects.create(team=actors.team, user=actors.owner, model_id=KIMI_K25) for _ in range(3)
     ]
@@ -73,7 +85,7 @@ def write_records(actors: Any, *, count: int, seed: int, start: dt.datetime) -> 
         for team in (actors.team, actors.other_team)
     }
     at = start
-    for _ in range(count):
+    for n in range(count):
         at += dt.timedelta(minutes=rng.randint(1, 200))
         team_id = rng.choice([actors.team.pk, actors.other_team.pk])
         path = rng.choice(["chat", "batch", "gateway", "gateway"])
@@ -92,8 +104,15 @@ def write_records(actors: Any, *, count: int, seed: int, start: dt.datetime) -> 
             path=path,
             attribution=attribution,
         )
-        with clock(at):
-            usage_record_create(context=context, outcome=outcome(rng))
+        if not group_sizes:
+            with clock(at):
+                usage_record_create(context=context, outcome=outcome(rng))
+            continue
+        group.append((context, outcome(rng)))
+        if len(group) == size or n == count - 1:
+            with clock(at):
+                usage_records_create_many(group)
+            group, size = [], rng.choice(group_sizes)
 
 
 @pytest.mark.django_db
@@ -114,6 +133,21 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     rollups_rebuild()
 
     assert snapshot() == incremental
+
+
+@pytest.mark.django_db
+def test_records_written_in_groups_add_to_the_rollups_what_the_rebuild_counts(actors: Any) -> None:
+    """A group adds one upsert per bucket, its records' measures summed and a conversation's
+    first and last day kept: the same rows as writing them one by one."""
+    write_records(actors, count=250, seed=11, start=START, group_sizes=(1, 3, 8, 20))
+    grouped = snapshot()
+    assert UsageRecord.objects.count() == 250
+    assert UsageDaily.objects.aggregate(n=Sum("requests"))["n"] == 250
+    assert any(first != last for _, _, first, last, *_ in grouped["UsageConversationTotal"])
+
+    rollups_rebuild()
+
+    assert snapshot() == grouped
 
 
 @pytest.mark.django_db

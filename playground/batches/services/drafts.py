@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import IO, TypedDict
 
@@ -23,9 +23,8 @@ from playground.providers.models import ProviderConnection
 from playground.providers.presets import RequestPreset, preset_get
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
-from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.estimates import cost_estimate
 from playground.usage.metering import estimate_tokens
-from playground.usage.pricing import cost_for
 from playground.usage.services import RequestContext, request_price_card
 from playground.usage.sources import CONVERSATION
 
@@ -251,15 +250,16 @@ def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens
     share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
     known = request_price_card(context=context)
     card = known.card
-    usage = NormalizedUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens)
-    plain = cost_for(usage=usage, card=card)
-    cached = cost_for(usage=replace(usage, cached_tokens=int(prompt_tokens * share)), card=card)
+    plain = cost_estimate(card=known, prompt_tokens=prompt_tokens, output_tokens=output_tokens).cost
+    cached = cost_estimate(
+        card=known, prompt_tokens=prompt_tokens, output_tokens=output_tokens, cache_share=share
+    ).cost
     return {
         "prompt_tokens": prompt_tokens,
         "output_tokens": output_tokens,
         "cache_share": str(share),
-        "cost": str(plain.total) if card else None,
-        "cost_with_cache": str(cached.total) if card else None,
+        "cost": str(plain) if plain is not None else None,
+        "cost_with_cache": str(cached) if cached is not None else None,
         "price_card": known.label,
         "price_card_override": bool(card and card.is_override),
         "priced_on": str(context.priced_on),

@@ -14,7 +14,7 @@ from playground.providers.answer_collector import FunctionCallPart, ToolCallPart
 HISTORY_MAX_MESSAGES = 200
 
 
-def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
+def upstream_messages(conversation: Conversation, *, image_bytes: bool = True) -> list[dict[str, Any]]:
     """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
 
     Only turns that were answered go out, and a turn whose tool round trip is pending (the
@@ -27,6 +27,7 @@ def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
     index order (matched by the answer and the index: Kimi's ids repeat), but only when every
     call was answered; otherwise (the user typed a new message instead) it goes out as text,
     or its turn not at all. Only the last `HISTORY_MAX_MESSAGES` messages are read.
+    `image_bytes=False`: images without their data, for estimates (`attachments.user_content`).
     """
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt.strip():
@@ -47,7 +48,9 @@ def upstream_messages(conversation: Conversation) -> list[dict[str, Any]]:
         if message.role == MessageRole.TOOL:
             continue  # sent right after the answer whose call it answers
         if message.role == MessageRole.USER:
-            turn = [_user_part(message)]  # a turn still open here was never answered: left out
+            turn = [
+                _user_part(message, image_bytes=image_bytes)
+            ]  # a turn still open here was never answered: left out
             continue
         answered = sorted(results.get(message.pk, []), key=lambda result: result.tool_call_index or 0)
         calls = sorted(message.tool_calls or [], key=lambda call: call["index"])
@@ -85,11 +88,14 @@ def _without_failed_turns(messages: Iterable[Message]) -> list[Message]:
     return kept + trigger
 
 
-def _user_part(message: Message) -> dict[str, Any]:
+def _user_part(message: Message, *, image_bytes: bool) -> dict[str, Any]:
     """A user message; with its images as OpenAI content parts carrying data URLs (the text may
     be empty)."""
     if images := list(message.attachments.all()):
-        return {"role": "user", "content": user_content(text=message.content, attachments=images)}
+        return {
+            "role": "user",
+            "content": user_content(text=message.content, attachments=images, image_bytes=image_bytes),
+        }
     return {"role": "user", "content": message.content}
 
 

@@ -122,15 +122,8 @@ def chat_turn_start(
     connection = conversation.connection
     if connection is None:
         raise ValidationError("This conversation's connection was deleted; start a new conversation.")
-    attachments = _attachments_to_send(conversation, attachment_ids)
-    request = chat_request_build(  # parameters, response format: the composer's settings
-        conversation=conversation,
-        messages=[
-            *upstream_messages(conversation),
-            {"role": "user", "content": user_content(text=text, attachments=attachments)},
-        ],
-        day=timezone.now().date(),
-    )
+    attachments = attachments_to_send(conversation, attachment_ids)
+    request = turn_request_build(conversation=conversation, text=text, attachments=attachments)
     context_window = require_fits_context(request)
     adapter = adapter_for(connection)
     with transaction.atomic():
@@ -147,6 +140,30 @@ def chat_turn_start(
             user=user, conversation=conversation, adapter=adapter, request=request, window=context_window
         ),
         model_label=_model_label(conversation),
+    )
+
+
+def turn_request_build(
+    *, conversation: Conversation, text: str, attachments: Sequence[Attachment] = (), image_bytes: bool = True
+) -> ChatRequest:
+    """The request a turn sends for the user's `text` and images: the history, then the new
+    message, with the composer's settings (parameters, response format, tools, affinity).
+
+    Also what "View code" and the pre-flight cost show for the next turn, so they describe the
+    very request Send would make. `image_bytes=False`: images without their data, for the
+    pre-flight's estimate (reading megabytes of images at each keystroke would be its whole cost).
+    Raises `ValidationError` like `chat_request_build`.
+    """
+    return chat_request_build(
+        conversation=conversation,
+        messages=[
+            *upstream_messages(conversation, image_bytes=image_bytes),
+            {
+                "role": "user",
+                "content": user_content(text=text, attachments=attachments, image_bytes=image_bytes),
+            },
+        ],
+        day=timezone.now().date(),
     )
 
 
@@ -237,7 +254,8 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
     return doomed
 
 
-def _attachments_to_send(conversation: Conversation, ids: Sequence[int]) -> list[Attachment]:
+def attachments_to_send(conversation: Conversation, ids: Sequence[int]) -> list[Attachment]:
+    """The images uploaded for the next message (`ids`), refused for a model that reads none."""
     if not ids:
         return []
     refusal = image_refusal(model_id=conversation.model_id)

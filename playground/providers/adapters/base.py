@@ -124,11 +124,17 @@ class HTTPChatAdapter(ABC):
 
 def request_headers(request: ChatRequest, *, token: str) -> dict[str, str]:
     """What every chat request sends besides its body: the token, and the affinity key if any."""
+    return wire_headers(affinity_key=request.affinity_key, token=token)
+
+
+def wire_headers(*, affinity_key: str, token: str) -> dict[str, str]:
+    """`request_headers` from its two inputs: generated code (`providers.code_samples`) sends
+    these too, with `token` left out (it reads the secret from the environment)."""
     headers = {"accept": "text/event-stream, application/json"}
     if token:
         headers["authorization"] = f"Bearer {token}"
-    if request.affinity_key:
-        headers["x-session-affinity"] = request.affinity_key
+    if affinity_key:
+        headers["x-session-affinity"] = affinity_key
     return headers
 
 

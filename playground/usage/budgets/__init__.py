@@ -27,8 +27,10 @@ from playground.usage.budgets.admission import (
 from playground.usage.budgets.ledger import Reservation
 from playground.usage.budgets.months import budget_month
 from playground.usage.budgets.settlement import (
+    budget_alerts_after,
     budget_reconcile,
     budget_reservations_sweep,
+    budget_settle_many,
     record_cost_for_budget,
 )
 from playground.usage.budgets.status import BudgetStatus, budget_status, key_spend, member_spend
@@ -42,11 +44,13 @@ __all__ = [
     "KeyBudget",
     "Reservation",
     "UnpricedRefused",
+    "budget_alerts_after",
     "budget_month",
     "budget_reconcile",
     "budget_reservations_sweep",
     "budget_reserve",
     "budget_reserve_for_request",
+    "budget_settle_many",
     "budget_status",
     "key_spend",
     "member_spend",

@@ -8,18 +8,24 @@ the card, so none can skip that rule.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import DecimalField, F, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from playground.accounts.models import Membership, Team
 from playground.providers.adapters import ChatRequest
-from playground.usage.budgets.ledger import Reservation, ledger_for_month, ledger_hold
+from playground.usage.budgets.ledger import Reservation, ledger_hold, ledger_id_for_month
 from playground.usage.budgets.months import budget_month
 from playground.usage.budgets.settlement import budget_reservations_sweep
 from playground.usage.budgets.worst_case import request_worst_case_cost
-from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
+from playground.usage.models import BudgetLedger, BudgetReservation
 from playground.usage.money import money
 from playground.usage.pricing import ZERO
 from playground.usage.services import KnownCard
@@ -81,19 +87,9 @@ def budget_reserve(
     the member's remaining budget is smaller, `UnpricedRefused` when `card` found no card and
     a budget applies that the team did not open to unpriced requests.
     """
-    team = Team.objects.get(pk=team_id)
+    team, team_limit, allow_unpriced, member_limit = _team_with_limits(team_id=team_id, user_id=user_id)
     month = budget_month(team)
-    budget_reservations_sweep(team_id=team_id)
-    team_limit, allow_unpriced = (
-        TeamBudget.objects.filter(team_id=team_id).values_list("monthly_limit_usd", "allow_unpriced").first()
-    ) or (None, False)
-    member_limit = (
-        Membership.objects.filter(team_id=team_id, user_id=user_id)
-        .values_list("monthly_budget_usd", flat=True)
-        .first()
-        if user_id is not None
-        else None
-    )
+    _sweep_now_and_then(team_id)
     key_limit = key.limit if key is not None else None
     limits = (team_limit, member_limit, key_limit)
     if card.card is None and not allow_unpriced and any(limit is not None for limit in limits):
@@ -105,10 +101,14 @@ def budget_reserve(
             else _key_whose(key)
         )
         raise UnpricedRefused(_unpriced_refusal(card, whose=whose))
-    team_ledger = ledger_for_month(team=team, user_id=None, month=month)
-    member_ledger = ledger_for_month(team=team, user_id=user_id, month=month) if user_id is not None else None
+    team_ledger = ledger_id_for_month(team=team, user_id=None, month=month)
+    member_ledger = (
+        ledger_id_for_month(team=team, user_id=user_id, month=month) if user_id is not None else None
+    )
     key_ledger = (
-        ledger_for_month(team=team, user_id=None, month=month, api_key_id=key.id) if key is not None else None
+        ledger_id_for_month(team=team, user_id=None, month=month, api_key_id=key.id)
+        if key is not None
+        else None
     )
     holds = [
         (ledger, limit, whose)
@@ -123,22 +123,57 @@ def budget_reserve(
         # In id order, as `budget_reconcile` takes them: two processes that lock the same rows
         # in different orders deadlock on PostgreSQL. Leaving the block with an exception rolls
         # back the holds made before it as well.
-        for ledger, limit, whose in sorted(holds, key=lambda hold: hold[0].pk):
+        for ledger, limit, whose in sorted(holds, key=lambda hold: hold[0]):
             if not ledger_hold(ledger, amount, limit):
                 raise BudgetExceeded(_refusal(ledger, amount, limit, whose=whose))
         reservation = BudgetReservation.objects.create(
             team_id=team_id,
-            team_ledger=team_ledger,
-            member_ledger=member_ledger,
-            key_ledger=key_ledger,
+            team_ledger_id=team_ledger,
+            member_ledger_id=member_ledger,
+            key_ledger_id=key_ledger,
             amount_usd=amount,
             label=label[:120],
         )
     return Reservation(id=reservation.pk, amount=amount)
 
 
-def _refusal(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None, *, whose: str) -> str:
-    ledger.refresh_from_db()
+def _team_with_limits(
+    *, team_id: int, user_id: int | None
+) -> tuple[Team, Decimal | None, bool, Decimal | None]:
+    """The team, its budget's limit and rule for unpriced requests, and the member's limit, read
+    in one query at every admission: a limit changed a moment ago applies to the next request."""
+    member_budget: Any = (
+        Subquery(
+            Membership.objects.filter(team_id=OuterRef("pk"), user_id=user_id).values("monthly_budget_usd")[
+                :1
+            ]
+        )
+        if user_id is not None
+        else Value(None, output_field=DecimalField())
+    )
+    team: Any = Team.objects.annotate(
+        budget_limit=F("budget__monthly_limit_usd"),
+        budget_allow_unpriced=Coalesce(F("budget__allow_unpriced"), Value(False)),
+        member_budget=member_budget,
+    ).get(pk=team_id)
+    return team, team.budget_limit, bool(team.budget_allow_unpriced), team.member_budget
+
+
+_last_sweeps: dict[int, float] = {}
+
+
+def _sweep_now_and_then(team_id: int) -> None:
+    """The team's stale reservations released, at most every `BUDGET_SWEEP_EVERY` seconds per
+    process: a reservation is stale only after `BUDGET_RESERVATION_TTL`, an hour by default."""
+    now = time.monotonic()
+    if now - _last_sweeps.get(team_id, -math.inf) < settings.BUDGET_SWEEP_EVERY:
+        return
+    _last_sweeps[team_id] = now
+    budget_reservations_sweep(team_id=team_id)
+
+
+def _refusal(ledger_id: int, amount: Decimal, limit: Decimal | None, *, whose: str) -> str:
+    ledger = BudgetLedger.objects.get(pk=ledger_id)
     remaining = max(ZERO, Decimal(limit or 0) - ledger.spent_usd - ledger.reserved_usd)
     return (
         f"This request could cost up to {money(amount)}; {money(remaining)} of {whose} "

@@ -14,10 +14,12 @@ requests cannot all pass a check made before any of them was counted (LiteLLM #3
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from cachetools import LRUCache
 from django.db import IntegrityError, transaction
 from django.db.models import F, Sum
 
@@ -35,11 +37,38 @@ class Reservation:
     amount: Decimal
 
 
-def ledger_for_month(
+# A ledger row, once made, keeps its id for good (a team's deletion takes its rows with it,
+# `ledgers_forget`): each process remembers the ids it found, so admission holds money with
+# UPDATEs alone instead of first reading three rows (issue 24).
+_ledger_ids: LRUCache[tuple[int, int | None, int | None, dt.date], int] = LRUCache(maxsize=65536)
+_ledger_ids_lock = threading.Lock()
+
+
+def ledger_id_for_month(
     *, team: Team, user_id: int | None, month: dt.date, api_key_id: int | None = None
+) -> int:
+    """The id of the month's ledger row (the team's, a member's or an API key's), created with
+    what the month's records already cost."""
+    key = (team.pk, user_id, api_key_id, month)
+    with _ledger_ids_lock:
+        known = _ledger_ids.get(key)
+    if known is not None:
+        return known
+    ledger_id = _ledger_for_month(team=team, user_id=user_id, month=month, api_key_id=api_key_id).pk
+    with _ledger_ids_lock:
+        _ledger_ids[key] = ledger_id
+    return ledger_id
+
+
+def ledgers_forget(**_: object) -> None:
+    """Forget every remembered ledger id (a signal receiver: a ledger row was deleted)."""
+    with _ledger_ids_lock:
+        _ledger_ids.clear()
+
+
+def _ledger_for_month(
+    *, team: Team, user_id: int | None, month: dt.date, api_key_id: int | None
 ) -> BudgetLedger:
-    """The ledger row of the month (the team's, a member's or an API key's), created with what
-    the month's records already cost."""
     scope: dict[str, Any]
     if api_key_id is not None:
         scope = {"api_key_id": api_key_id}
@@ -65,9 +94,9 @@ def ledger_for_month(
         return BudgetLedger.objects.get(team=team, month=month, **scope)
 
 
-def ledger_hold(ledger: BudgetLedger, amount: Decimal, limit: Decimal | None) -> bool:
+def ledger_hold(ledger_id: int, amount: Decimal, limit: Decimal | None) -> bool:
     """The one conditional UPDATE: raise `reserved` only if the limit still covers it."""
-    rows = BudgetLedger.objects.filter(pk=ledger.pk)
+    rows = BudgetLedger.objects.filter(pk=ledger_id)
     if limit is not None:
         rows = rows.filter(spent_usd__lte=Decimal(limit) - amount - F("reserved_usd"))
     return rows.update(reserved_usd=F("reserved_usd") + amount) == 1

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -26,24 +27,72 @@ def budget_reconcile(*, reservation: Reservation, actual: Decimal) -> bool:
     e-mail goes out through Celery once the caller's transaction commits).
     """
     with transaction.atomic():
-        settled = BudgetReservation.objects.filter(pk=reservation.id, settled_at__isnull=True).update(
-            settled_at=timezone.now(), actual_usd=actual
+        team_ledgers = budget_settle_many([(reservation, actual)])
+    budget_alerts_after(team_ledgers)
+    return bool(team_ledgers)
+
+
+def budget_settle_many(settlements: Sequence[tuple[Reservation, Decimal]]) -> set[int]:
+    """Settle each reservation not settled yet at its actual cost, in the caller's transaction;
+    the ids of the team ledgers it touched (for `budget_alerts_after`, once that commits).
+
+    Claims the reservations first, with one `UPDATE ... WHERE settled_at IS NULL RETURNING id`
+    (a reservation the sweep or another call settled meanwhile is skipped, never counted
+    twice), then moves each ledger once by the sum of its reservations: a group of requests
+    settled together (`usage.settle_queue`) costs the same few statements as one.
+    """
+    actual_of = {reservation.id: actual for reservation, actual in settlements}
+    claimed = _claim(list(actual_of), now=timezone.now())
+    if not claimed:
+        return set()
+    rows = BudgetReservation.objects.filter(pk__in=claimed).values_list(
+        "pk", "amount_usd", "team_ledger_id", "member_ledger_id", "key_ledger_id"
+    )
+    moves: dict[int, tuple[Decimal, Decimal]] = {}  # ledger id: (released hold, added spend)
+    team_ledgers = set()
+    settled = []
+    for pk, amount, *ledger_ids in rows:
+        settled.append(BudgetReservation(pk=pk, actual_usd=actual_of[pk]))
+        team_ledgers.add(ledger_ids[0])
+        for ledger_id in filter(None, ledger_ids):
+            held, spent = moves.get(ledger_id, (ZERO, ZERO))
+            moves[ledger_id] = (held + amount, spent + actual_of[pk])
+    BudgetReservation.objects.bulk_update(settled, ["actual_usd"])
+    # One row at a time in id order, as admission holds them (`pk__in` locks rows in
+    # whatever order PostgreSQL scans them, which deadlocked against another process).
+    for ledger_id in sorted(moves):
+        held, spent = moves[ledger_id]
+        BudgetLedger.objects.filter(pk=ledger_id).update(
+            reserved_usd=F("reserved_usd") - held, spent_usd=F("spent_usd") + spent
         )
-        if not settled:
-            return False
-        row = BudgetReservation.objects.get(pk=reservation.id)
-        ledger_ids = [row.team_ledger_id, *(i for i in (row.member_ledger_id, row.key_ledger_id) if i)]
-        # One row at a time in id order, as admission holds them (`pk__in` locks rows in
-        # whatever order PostgreSQL scans them, which deadlocked against another process).
-        for ledger_id in sorted(ledger_ids):
-            BudgetLedger.objects.filter(pk=ledger_id).update(
-                reserved_usd=F("reserved_usd") - row.amount_usd, spent_usd=F("spent_usd") + actual
-            )
-    try:
-        budget_alerts_check(ledger_id=row.team_ledger_id)
-    except Exception:  # an alert that cannot be recorded must not undo the accounting
-        logger.exception("budget alert check failed")
-    return True
+    return team_ledgers
+
+
+def budget_alerts_after(team_ledgers: set[int]) -> None:
+    """The alert thresholds of each team ledger a settlement moved (`budget_settle_many`)."""
+    for ledger_id in sorted(team_ledgers):
+        try:
+            budget_alerts_check(ledger_id=ledger_id)
+        except Exception:  # an alert that cannot be recorded must not undo the accounting
+            logger.exception("budget alert check failed")
+
+
+def _claim(ids: list[int], *, now: dt.datetime) -> list[int]:
+    """Mark unsettled reservations among `ids` settled; the ids this call marked."""
+    if not ids:
+        return []
+    quote = connection.ops.quote_name
+    field = BudgetReservation._meta.get_field("settled_at")
+    placeholders = ", ".join(["%s"] * len(ids))
+    # Only our own table and column names are formatted in; every value is a parameter.
+    table, settled_at, pk = quote(BudgetReservation._meta.db_table), quote("settled_at"), quote("id")
+    sql = (
+        f"UPDATE {table} SET {settled_at} = %s "  # noqa: S608
+        f"WHERE {pk} IN ({placeholders}) AND {settled_at} IS NULL RETURNING {pk}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [field.get_db_prep_save(now, connection), *ids])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def budget_release(*, reservation: Reservation) -> bool:

@@ -1,0 +1,120 @@
+"""The pre-flight cost: what the next turn would cost, shown in the composer as the user types.
+
+The request is the one Send would make (`turn_request_build`: history, settings, the draft and
+its images), its prompt estimated as the meter estimates it. Two figures, both from the one
+cost function (`usage.estimates`) and the card that would price the record:
+
+- at most: the prompt with no cached token and `max_tokens` of output, which is also what the
+  budget holds before sending (`usage.budgets.worst_case`);
+- expected: the prompt with the cached share this conversation's answered turns have had, and
+  an answer as long as their average (at most `max_tokens`; before any answer, `max_tokens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from playground.catalog.selectors import catalog_model_serving
+from playground.chat.models import Conversation
+from playground.chat.selectors import UsageSoFar, conversation_usage_so_far
+from playground.chat.services.turns import attachments_to_send, turn_request_build
+from playground.usage.budgets.worst_case import request_max_tokens
+from playground.usage.estimates import CostEstimate, cost_estimate
+from playground.usage.metering import estimate_tokens
+from playground.usage.services import price_card_known
+
+# From this share of the context window on, the composer warns that the prompt nears it.
+CONTEXT_WARNING_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Preflight:
+    at_most: CostEstimate
+    expected: CostEstimate
+    so_far: UsageSoFar
+    context_window: int | None  # None: the catalogue does not know the model's
+
+    @property
+    def cache_share(self) -> Decimal:
+        return _share(self.so_far)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.at_most.prompt_tokens
+
+    @property
+    def cache_percent(self) -> int:
+        return round(self.cache_share * 100)
+
+    @property
+    def window_percent(self) -> int | None:
+        share = self.window_share
+        return None if share is None else round(share * 100)
+
+    @property
+    def counts(self) -> dict[str, str]:
+        """The token counts as the line shows them (thousands grouped)."""
+        return {
+            "prompt": f"{self.prompt_tokens:,}",
+            "max_tokens": f"{self.at_most.output_tokens:,}",
+            "answer": f"{self.expected.output_tokens:,}",
+            "window": f"{self.context_window:,}" if self.context_window else "",
+        }
+
+    @property
+    def window_share(self) -> float | None:
+        return self.prompt_tokens / self.context_window if self.context_window else None
+
+    @property
+    def near_window(self) -> bool:
+        share = self.window_share
+        return share is not None and share >= CONTEXT_WARNING_SHARE
+
+    @property
+    def over_window(self) -> bool:
+        """Send would be refused: the turn service refuses a prompt this long (`require_fits_context`)."""
+        return self.context_window is not None and self.prompt_tokens >= self.context_window
+
+
+class PreflightUnavailable(Exception):
+    """The next request cannot be built (no connection, an image the model cannot read, ...)."""
+
+
+def preflight_for(*, conversation: Conversation, text: str, attachment_ids: Sequence[int] = ()) -> Preflight:
+    """The next turn's figures for the draft `text` and images. Raises `PreflightUnavailable`."""
+    if conversation.connection is None:
+        raise PreflightUnavailable("This conversation's connection was deleted.")
+    try:
+        attachments = attachments_to_send(conversation, attachment_ids)
+        request = turn_request_build(
+            conversation=conversation, text=text.strip(), attachments=attachments, image_bytes=False
+        )
+    except ValidationError as exc:
+        raise PreflightUnavailable(" ".join(exc.messages)) from None
+    today = timezone.now().date()
+    card = price_card_known(model_id=conversation.model_id, day=today, team_id=conversation.team_id)
+    prompt = estimate_tokens(request.prompt_chars)
+    max_tokens = request_max_tokens(request)
+    so_far = conversation_usage_so_far(conversation=conversation)
+    answer = min(max_tokens, round(so_far.completion_tokens / so_far.turns)) if so_far.turns else max_tokens
+    model = catalog_model_serving(model_id=conversation.model_id, day=today)
+    return Preflight(
+        at_most=cost_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens),
+        expected=cost_estimate(
+            card=card, prompt_tokens=prompt, output_tokens=answer, cache_share=_share(so_far)
+        ),
+        so_far=so_far,
+        context_window=model.context_window if model is not None else None,
+    )
+
+
+def _share(so_far: UsageSoFar) -> Decimal:
+    """The share of prompt tokens that were cached over the conversation's answered turns."""
+    if not so_far.prompt_tokens:
+        return Decimal(0)
+    return Decimal(so_far.cached_tokens) / Decimal(so_far.prompt_tokens)

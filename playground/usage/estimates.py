@@ -1,0 +1,46 @@
+"""What a request would cost before it is sent: estimated tokens through the one cost function.
+
+The batch page's estimate and the chat's pre-flight cost both come from here, priced by the
+card that will price their records (`KnownCard`: the team's override when one applies) and by
+`pricing.cost_for`, so an estimate and the record it foretells never disagree on prices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.pricing import ZERO, cost_for
+from playground.usage.services import KnownCard
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    card: KnownCard
+    prompt_tokens: int
+    output_tokens: int
+    cached_tokens: int  # of `prompt_tokens`
+
+    @property
+    def cost(self) -> Decimal | None:
+        """The total in USD; None when no card prices the model."""
+        if self.card.card is None:
+            return None
+        usage = NormalizedUsage(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.output_tokens,
+            cached_tokens=self.cached_tokens,
+        )
+        return cost_for(usage=usage, card=self.card.card).total
+
+
+def cost_estimate(
+    *, card: KnownCard, prompt_tokens: int, output_tokens: int, cache_share: Decimal = ZERO
+) -> CostEstimate:
+    """`prompt_tokens` and `output_tokens` priced by `card`, `cache_share` of the prompt cached
+    (rounded down to whole tokens)."""
+    cached = int(prompt_tokens * cache_share)
+    return CostEstimate(
+        card=card, prompt_tokens=prompt_tokens, output_tokens=output_tokens, cached_tokens=cached
+    )
