@@ -46,26 +46,32 @@ def text_matches(text: str, terms: Sequence[str]) -> bool:
     return all(any(word.startswith(term) for word in words) for term in terms)
 
 
-def matching_conversations(terms: Sequence[str]) -> RawSQL | Q:
-    """Every conversation, of any team, whose title or one message holds all `terms`: a `pk__in`
-    subquery on the index (PostgreSQL, SQLite), a scan elsewhere (neither profile uses it)."""
+def matching_conversation_ids(terms: Sequence[str]) -> list[int]:
+    """Every conversation, of any team, whose title or one message holds all `terms`, from the
+    index (PostgreSQL, SQLite; a scan elsewhere, which neither profile uses). Ids, not a
+    subquery: joined to the conversations, PostgreSQL's planner preferred reading the whole
+    table to looking up a few thousand rows (300 ms against 20 for a word in 1 % of 800,000)."""
     # The SQL below is constant text; what the user typed goes in as parameters only.
     if connection.vendor == "postgresql":
         query = _tsquery(terms)
-        return RawSQL(  # noqa: S611
+        sql = (
             f"SELECT conversation_id FROM chat_message WHERE {MESSAGE_VECTOR} @@ to_tsquery('simple', %s) "  # noqa: S608
-            f"UNION SELECT id FROM chat_conversation WHERE {TITLE_VECTOR} @@ to_tsquery('simple', %s)",
-            [query, query],
+            f"UNION SELECT id FROM chat_conversation WHERE {TITLE_VECTOR} @@ to_tsquery('simple', %s)"
         )
-    if connection.vendor == "sqlite":
+        params = [query, query]
+    elif connection.vendor == "sqlite":
         match = " ".join(f'"{term}"*' for term in terms)  # FTS5: every word, each as a prefix
-        return RawSQL(
+        sql = (
             "SELECT m.conversation_id FROM chat_message_fts f JOIN chat_message m ON m.id = f.rowid "
             "WHERE chat_message_fts MATCH %s "
-            "UNION SELECT rowid FROM chat_conversation_fts WHERE chat_conversation_fts MATCH %s",
-            [match, match],
+            "UNION SELECT rowid FROM chat_conversation_fts WHERE chat_conversation_fts MATCH %s"
         )
-    return _scan(terms)
+        params = [match, match]
+    else:
+        return list(Conversation.objects.filter(_scan(terms)).values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
 
 
 def recent_matches(ids: Sequence[int], terms: Sequence[str]) -> set[int]:

@@ -7,8 +7,7 @@ import binascii
 import datetime as dt
 import heapq
 from dataclasses import dataclass
-from itertools import islice
-from typing import Any
+from itertools import batched, islice
 
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
@@ -16,7 +15,7 @@ from django.db.models.functions import Coalesce
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.models import Attachment, Conversation, Message
-from playground.chat.search import matching_conversations, recent_matches, search_terms
+from playground.chat.search import matching_conversation_ids, recent_matches, search_terms
 from playground.usage.models import UsageRecord, UsageStatus
 
 
@@ -64,6 +63,7 @@ def conversation_page(
 
 
 RECENT_CHECKED = 2000  # the newest conversations checked directly before the index is asked
+ID_BATCH = 500  # ids per query: well under SQLite's limit of bound parameters
 
 
 def conversation_search(
@@ -91,14 +91,10 @@ def conversation_search(
         hits = recent_matches(chunk, terms)
         found += [pk for pk in chunk if pk in hits]
         start, step = start + step, step * 2
-    if len(found) > size or len(recent) < RECENT_CHECKED:
-        by_id = Conversation.objects.select_related("team", "connection").in_bulk(found[: size + 1])
-        rows = [by_id[pk] for pk in found[: size + 1] if pk in by_id]
-    else:
-        query = Conversation.objects.filter(team_id__in=team_ids, pk__in=_as_subquery(terms))
-        if after is not None:
-            query = query.filter(_older_than(after))
-        rows = list(query.select_related("team", "connection").order_by("-updated_at", "-id")[: size + 1])
+    if len(found) <= size and len(recent) == RECENT_CHECKED:  # rare among the newest: the index
+        found = _newest_of(matching_conversation_ids(terms), team_ids=team_ids, after=after, limit=size + 1)
+    by_id = Conversation.objects.select_related("team", "connection").in_bulk(found[: size + 1])
+    rows = [by_id[pk] for pk in found[: size + 1] if pk in by_id]
     page = rows[:size]
     more = len(rows) > size
     return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
@@ -117,10 +113,18 @@ def _recent_ids(*, team_ids: list[int], after: tuple[dt.datetime, int] | None, l
     return [pk for _, pk in islice(merged, limit)]
 
 
-def _as_subquery(terms: list[str]) -> Any:
-    """`matching_conversations` as what `pk__in` takes (a Q is a condition on the row itself)."""
-    matching = matching_conversations(terms)
-    return Conversation.objects.filter(matching).values("pk") if isinstance(matching, Q) else matching
+def _newest_of(
+    ids: list[int], *, team_ids: list[int], after: tuple[dt.datetime, int] | None, limit: int
+) -> list[int]:
+    """The `limit` newest of the conversations `ids` in `team_ids` after the cursor, newest
+    first, read a few hundred at a time by primary key."""
+    newest: list[tuple[dt.datetime, int]] = []
+    for chunk in batched(ids, ID_BATCH):
+        rows = Conversation.objects.filter(pk__in=chunk, team_id__in=team_ids)
+        if after is not None:
+            rows = rows.filter(_older_than(after))
+        newest = heapq.nlargest(limit, [*newest, *rows.values_list("updated_at", "id")])
+    return [pk for _, pk in newest]
 
 
 def conversation_count_capped(*, user: AnyUser, cap: int = COUNT_CAP) -> int:
