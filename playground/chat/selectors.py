@@ -9,6 +9,7 @@ import heapq
 from dataclasses import dataclass
 from itertools import batched, islice
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
@@ -63,7 +64,6 @@ def conversation_page(
 
 
 RECENT_CHECKED = 2000  # the newest conversations checked directly before the index is asked
-ID_BATCH = 500  # ids per query: well under SQLite's limit of bound parameters
 
 
 def conversation_search(
@@ -117,13 +117,15 @@ def _newest_of(
     ids: list[int], *, team_ids: list[int], after: tuple[dt.datetime, int] | None, limit: int
 ) -> list[int]:
     """The `limit` newest of the conversations `ids` in `team_ids` after the cursor, newest
-    first, read a few hundred at a time by primary key."""
+    first, read by primary key in batches the database takes (SQLite binds at most 999
+    parameters, as Django counts them; PostgreSQL has no such limit)."""
     newest: list[tuple[dt.datetime, int]] = []
-    for chunk in batched(ids, ID_BATCH):
+    batch = (connection.features.max_query_params or 10_000) - len(team_ids) - 4  # the cursor's too
+    for chunk in batched(ids, batch):
         rows = Conversation.objects.filter(pk__in=chunk, team_id__in=team_ids)
         if after is not None:
             rows = rows.filter(_older_than(after))
-        newest = heapq.nlargest(limit, [*newest, *rows.values_list("updated_at", "id")])
+        newest = heapq.nlargest(limit, [*newest, *rows.order_by().values_list("updated_at", "id")])
     return [pk for _, pk in newest]
 
 
