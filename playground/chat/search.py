@@ -10,7 +10,7 @@ returns every matching conversation, whatever its team, and its cost follows the
 tens of milliseconds for a rare word, seconds for "the" among 800,000 conversations. So the
 newest conversations of the user's teams are checked first (`recent_matches`), a few
 thousand rows read down the list's own index; a word common enough to fill a page there is
-answered from them, and only rarer words go to the index (`matching_conversations`), where
+answered from them, and only rarer words go to the index (`matching_conversation_ids`), where
 they are cheap.
 """
 
