@@ -43,8 +43,10 @@
         open(dialog);
       }
     });
-    document.querySelectorAll("[data-open-switcher]").forEach(function (button) {
-      button.addEventListener("click", function () {
+    // Without JavaScript the link goes to the list's search box instead.
+    document.querySelectorAll("[data-open-switcher]").forEach(function (link) {
+      link.addEventListener("click", function (event) {
+        event.preventDefault();
         open(dialog);
       });
     });
