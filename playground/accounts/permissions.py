@@ -28,3 +28,11 @@ def require_run_role(*, user: AnyUser, team_id: int) -> None:
     """Raise PermissionDenied unless `user` may send requests in `team_id`."""
     if not user_can_run(user=user, team_id=team_id):
         raise PermissionDenied(VIEWERS_CANNOT_RUN)
+
+
+def team_ids_can_run(*, user: AnyUser) -> set[int]:
+    """The teams where `user` may send requests (and so change their conversations)."""
+    if not user.is_authenticated:
+        return set()
+    memberships = Membership.objects.filter(user_id=user.pk, role__in=ROLES_THAT_CAN_RUN)
+    return set(memberships.values_list("team_id", flat=True))

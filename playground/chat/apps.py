@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.db import connections
+from django.db.models.signals import post_migrate
 
 
 class ChatConfig(AppConfig):
@@ -15,3 +19,12 @@ class ChatConfig(AppConfig):
 
         sources.resolvers.register(sources.CONVERSATION, ConversationSources())
         presets.sources.register(sources.CONVERSATION, ConversationPresets())
+        post_migrate.connect(_search_index_ensure, sender=self)
+
+
+def _search_index_ensure(*, using: str, plan: Any = None, **kwargs: Any) -> None:
+    """After every `migrate`: the search index exists and its triggers survived the migrations
+    (see `chat.search_index`)."""
+    from playground.chat.search_index import search_index_ensure
+
+    search_index_ensure(connections[using])

@@ -259,7 +259,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.finished_sent = True
         context = {
             "oob_target": f"answer-{_key(turn)}",
-            "message": message_view(turn.assistant_message, tools=turn.conversation.tools, awaiting=True),
+            "message": message_view(
+                turn.assistant_message,
+                tools=turn.conversation.tools,
+                awaiting=True,
+                model_label=turn.model_label,
+            ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
         }
         await self._send_quietly("chat/ws/turn_finished.html", context)

@@ -35,7 +35,10 @@ def connection_label(connection: ProviderConnection) -> str:
     return connection.name if connection.name == kind else f"{connection.name} · {kind}"
 
 
-class ConversationCreateForm(forms.Form):
+class ModelChoiceForm(forms.Form):
+    """A connection and a model it serves: a catalogue model of its kind, or (where the kind
+    takes any id) a typed one. Starts a conversation, or changes the one it sends to."""
+
     connection = forms.TypedChoiceField(coerce=int, label="Connection")
     model_id = forms.CharField(required=False, max_length=200, label="Model")
     custom_model_id = forms.CharField(
@@ -43,15 +46,6 @@ class ConversationCreateForm(forms.Form):
         max_length=MODEL_ID_MAX_CHARS,
         label="…or type a model id",
         validators=[model_id_validate],
-    )
-    system_prompt = forms.CharField(
-        required=False,
-        max_length=SYSTEM_PROMPT_MAX_CHARS,
-        label="System prompt (optional)",
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "You are a concise, helpful assistant."}),
-    )
-    use_affinity = forms.BooleanField(
-        required=False, initial=True, label="Session affinity", help_text=AFFINITY_HELP
     )
 
     def __init__(self, *args: Any, connections: Sequence[ProviderConnection], **kwargs: Any) -> None:
@@ -91,6 +85,22 @@ class ConversationCreateForm(forms.Form):
         else:
             cleaned["model"] = chosen
         return cleaned
+
+
+class ConversationCreateForm(ModelChoiceForm):
+    system_prompt = forms.CharField(
+        required=False,
+        max_length=SYSTEM_PROMPT_MAX_CHARS,
+        label="System prompt (optional)",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "You are a concise, helpful assistant."}),
+    )
+    use_affinity = forms.BooleanField(
+        required=False, initial=True, label="Session affinity", help_text=AFFINITY_HELP
+    )
+
+
+class RenameForm(forms.Form):
+    title = forms.CharField(required=False, max_length=1_000, label="Title")
 
 
 class AffinityForm(forms.Form):

@@ -132,6 +132,7 @@ class MessageView:
     tool_calls: tuple[ToolCallView, ...] = ()
     awaiting_results: bool = False  # the latest answer, its calls not answered yet: show the form
     failed: bool = False  # a refused or failed answer: its turn is not sent again and may be deleted
+    model_label: str = ""  # the model that wrote this answer, shown once a conversation's model changed
 
     @property
     def is_user(self) -> bool:
@@ -208,9 +209,11 @@ def message_view(
     tools: Sequence[Mapping[str, Any]] = (),
     results: Iterable[Message] = (),
     awaiting: bool = False,
+    model_label: str = "",
 ) -> MessageView:
     """`tools`: the conversation's definitions (for mocks); `results`: this answer's tool
-    messages; `awaiting`: it is the latest answer and its calls may still be answered."""
+    messages; `awaiting`: it is the latest answer and its calls may still be answered;
+    `model_label`: the model to name on it (see `answer_models`)."""
     record = message.usage_record if message.role == MessageRole.ASSISTANT else None
     return MessageView(
         id=message.pk,
@@ -227,6 +230,7 @@ def message_view(
         awaiting_results=awaiting and bool(message.tool_calls) and not results,
         images=_images(message),
         failed=message.is_failed_answer,
+        model_label=model_label,
     )
 
 
@@ -262,10 +266,31 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+def answer_models(messages: Sequence[Message], *, current_model: str) -> dict[int, str]:
+    """Which answers name their model: none while one model wrote them all and is still the
+    conversation's; once it changed, the first answer and every answer whose model differs
+    from the answer before it. The model is the one its usage record says served it."""
+    served = [
+        (message.pk, message.usage_record.model_id)
+        for message in messages
+        if message.role == MessageRole.ASSISTANT and message.usage_record is not None
+    ]
+    if len({model for _, model in served} | {current_model}) <= 1:
+        return {}
+    labels = {}
+    previous = ""
+    for pk, model in served:
+        if model != previous:
+            labels[pk] = model
+        previous = model
+    return labels
+
+
 def message_views(
-    messages: Iterable[Message], *, tools: Sequence[Mapping[str, Any]] = ()
+    messages: Iterable[Message], *, tools: Sequence[Mapping[str, Any]] = (), current_model: str = ""
 ) -> list[MessageView]:
-    """The conversation's messages to show; tool results are shown on the answer they reply to."""
+    """The conversation's messages to show; tool results are shown on the answer they reply to.
+    `current_model`: the conversation's model now (answers name theirs once it changed)."""
     shown: list[Message] = []
     results: dict[int, list[Message]] = {}
     for message in messages:
@@ -274,8 +299,15 @@ def message_views(
         elif message.role != MessageRole.TOOL:
             shown.append(message)
     last = shown[-1].pk if shown else None
+    models = answer_models(shown, current_model=current_model) if current_model else {}
     return [
-        message_view(message, tools=tools, results=results.get(message.pk, ()), awaiting=message.pk == last)
+        message_view(
+            message,
+            tools=tools,
+            results=results.get(message.pk, ()),
+            awaiting=message.pk == last,
+            model_label=models.get(message.pk, ""),
+        )
         for message in shown
     ]
 
@@ -295,6 +327,7 @@ def model_choices(models: Iterable[CatalogModel], *, today: dt.date) -> list[Mod
 @dataclass(frozen=True)
 class ConversationRow:
     id: int
+    team_id: int
     title: str
     model_id: str
     team_name: str
@@ -307,6 +340,7 @@ def conversation_rows(conversations: Iterable[Conversation], *, now: dt.datetime
     return [
         ConversationRow(
             id=conversation.pk,
+            team_id=conversation.team_id,
             title=conversation.title or "Untitled conversation",
             model_id=conversation.model_id,
             team_name=conversation.team.name,

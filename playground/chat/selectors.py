@@ -7,14 +7,16 @@ import binascii
 import datetime as dt
 import heapq
 from dataclasses import dataclass
-from itertools import islice
+from itertools import batched, islice
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.models import Attachment, Conversation, Message
+from playground.chat.search import matching_conversation_ids, recent_matches, search_terms
 from playground.usage.models import UsageRecord, UsageStatus
 
 
@@ -61,6 +63,72 @@ def conversation_page(
     return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
 
 
+RECENT_CHECKED = 2000  # the newest conversations checked directly before the index is asked
+
+
+def conversation_search(
+    *, user: AnyUser, text: str, cursor: str = "", size: int = CONVERSATION_PAGE_SIZE
+) -> ConversationPage:
+    """The user's teams' conversations whose title or one message holds every word of `text`
+    (`chat.search`), most recently updated first, in keyset pages like `conversation_page`.
+
+    First the `RECENT_CHECKED` newest conversations (after the cursor) are checked directly:
+    if more than a page of them match, or they were all there is, they are the answer, exact
+    and in order, whatever the word. Otherwise the word is rare among them and the full-text
+    index gives every match, which is then few: the cost stays near a page's whether the word
+    is in one conversation or in all of them. No word in `text`: no results.
+    """
+    after = conversation_cursor_decode(cursor) if cursor else None
+    terms = search_terms(text)
+    team_ids = _team_ids(user)
+    if not terms or not team_ids:
+        return ConversationPage(conversations=[], next_cursor="")
+    recent = _recent_ids(team_ids=team_ids, after=after, limit=RECENT_CHECKED)
+    found: list[int] = []
+    start, step = 0, 2 * size
+    while start < len(recent) and len(found) <= size:  # doubling steps: "the" stops after the first
+        chunk = recent[start : start + step]
+        hits = recent_matches(chunk, terms)
+        found += [pk for pk in chunk if pk in hits]
+        start, step = start + step, step * 2
+    if len(found) <= size and len(recent) == RECENT_CHECKED:  # rare among the newest: the index
+        found = _newest_of(matching_conversation_ids(terms), team_ids=team_ids, after=after, limit=size + 1)
+    by_id = Conversation.objects.select_related("team", "connection").in_bulk(found[: size + 1])
+    rows = [by_id[pk] for pk in found[: size + 1] if pk in by_id]
+    page = rows[:size]
+    more = len(rows) > size
+    return ConversationPage(conversations=page, next_cursor=conversation_cursor(page[-1]) if more else "")
+
+
+def _recent_ids(*, team_ids: list[int], after: tuple[dt.datetime, int] | None, limit: int) -> list[int]:
+    """The ids of the `limit` newest conversations of `team_ids` after the cursor, newest first
+    (each team down its own index, merged, as `conversation_page` reads them)."""
+    per_team = []
+    for team_id in team_ids:
+        rows = Conversation.objects.filter(team_id=team_id)
+        if after is not None:
+            rows = rows.filter(_older_than(after))
+        per_team.append(list(rows.order_by("-updated_at", "-id").values_list("updated_at", "id")[:limit]))
+    merged = heapq.merge(*per_team, reverse=True)
+    return [pk for _, pk in islice(merged, limit)]
+
+
+def _newest_of(
+    ids: list[int], *, team_ids: list[int], after: tuple[dt.datetime, int] | None, limit: int
+) -> list[int]:
+    """The `limit` newest of the conversations `ids` in `team_ids` after the cursor, newest
+    first, read by primary key in batches the database takes (SQLite binds at most 999
+    parameters, as Django counts them; PostgreSQL has no such limit)."""
+    newest: list[tuple[dt.datetime, int]] = []
+    batch = (connection.features.max_query_params or 10_000) - len(team_ids) - 4  # the cursor's too
+    for chunk in batched(ids, batch):
+        rows = Conversation.objects.filter(pk__in=chunk, team_id__in=team_ids)
+        if after is not None:
+            rows = rows.filter(_older_than(after))
+        newest = heapq.nlargest(limit, [*newest, *rows.order_by().values_list("updated_at", "id")])
+    return [pk for _, pk in newest]
+
+
 def conversation_count_capped(*, user: AnyUser, cap: int = COUNT_CAP) -> int:
     """How many conversations the user's teams hold, counting no further than `cap` + 1."""
     team_ids = _team_ids(user)
@@ -100,13 +168,17 @@ def _team_ids(user: AnyUser) -> list[int]:
 def _newest_first(*, team_id: int, after: tuple[dt.datetime, int] | None) -> QuerySet[Conversation]:
     rows = Conversation.objects.filter(team_id=team_id).select_related("team", "connection")
     if after is not None:
-        updated_at, last_id = after
-        # The redundant `lte` bounds the index scan at the cursor (an OR alone cannot bound it).
-        rows = rows.filter(
-            Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, id__lt=last_id),
-            updated_at__lte=updated_at,
-        )
+        rows = rows.filter(_older_than(after))
     return rows.order_by("-updated_at", "-id")
+
+
+def _older_than(after: tuple[dt.datetime, int]) -> Q:
+    """Rows after the cursor's (updated_at, id) in newest-first order."""
+    updated_at, last_id = after
+    # The redundant `lte` bounds the index scan at the cursor (an OR alone cannot bound it).
+    return (Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, id__lt=last_id)) & Q(
+        updated_at__lte=updated_at
+    )
 
 
 def _sort_key(conversation: Conversation) -> tuple[dt.datetime, int]:

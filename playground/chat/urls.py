@@ -2,14 +2,28 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat import attachment_views, code_views, views
+from playground.chat import attachment_views, code_views, conversation_views, views
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
     path("", views.conversation_list_view, name="conversation-list"),
     path("new/", views.conversation_create_view, name="conversation-create"),
     path("models/", views.model_options_view, name="model-options"),
+    path("switch/", conversation_views.conversation_switch_view, name="conversation-switch"),
     path("<int:conversation_id>/", views.conversation_detail_view, name="conversation-detail"),
+    path(
+        "<int:conversation_id>/rename/",
+        conversation_views.conversation_rename_view,
+        name="conversation-rename",
+    ),
+    path(
+        "<int:conversation_id>/delete/",
+        conversation_views.conversation_delete_view,
+        name="conversation-delete",
+    ),
+    path(
+        "<int:conversation_id>/model/", conversation_views.conversation_model_view, name="conversation-model"
+    ),
     path("<int:conversation_id>/affinity/", views.conversation_affinity_view, name="conversation-affinity"),
     path("<int:conversation_id>/composer/", views.conversation_composer_view, name="conversation-composer"),
     path("<int:conversation_id>/tools/", views.conversation_tools_view, name="conversation-tools"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
@@ -18,9 +17,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from playground.accounts.permissions import user_can_run
-from playground.catalog.selectors import catalog_models_for_kind
+from playground.accounts.permissions import team_ids_can_run, user_can_run
 from playground.chat.attachment_views import attachments_context
+from playground.chat.conversation_views import team_connections
 from playground.chat.forms import (
     AFFINITY_HELP,
     AffinityForm,
@@ -29,13 +28,13 @@ from playground.chat.forms import (
     ToolsForm,
     connection_label,
 )
+from playground.chat.model_picker import model_drawer_context, model_field_context
 from playground.chat.models import Conversation
 from playground.chat.presenters import (
     composer_note,
     composer_summary,
     conversation_rows,
     message_views,
-    model_choices,
     request_view,
 )
 from playground.chat.routing import chat_socket_path
@@ -47,6 +46,7 @@ from playground.chat.selectors import (
     conversation_count_capped,
     conversation_get,
     conversation_page,
+    conversation_search,
     message_list,
     message_request_get,
 )
@@ -75,10 +75,19 @@ BAD_CURSOR = "That page link is not valid: start again from the newest conversat
 @login_required
 @require_GET
 def conversation_list_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The list, or with `q` the conversations that match it (`conversation_search`); the search
+    box asks htmx for the results alone."""
+    query = request.GET.get("q", "").strip()
+    cursor = request.GET.get("after", "")
     try:
-        page = conversation_page(user=request.user, cursor=request.GET.get("after", ""))
+        if query:
+            page = conversation_search(user=request.user, text=query, cursor=cursor)
+        else:
+            page = conversation_page(user=request.user, cursor=cursor)
     except BadCursor:
         return HttpResponseBadRequest(BAD_CURSOR, content_type="text/plain; charset=utf-8")
+    if request.htmx.target == "conversation-results":
+        return render(request, "chat/conversation_list.html#results", _results_context(request, page, query))
     connections = _runnable_connections(request)
     form = ConversationCreateForm(connections=connections, initial=_initial(connections))
     return _list_page(request, form=form, connections=connections, page=page)
@@ -118,7 +127,7 @@ def model_options_view(request: HtmxHttpRequest) -> HttpResponse:
     connection = connection_get(user=request.user, connection_id=connection_id)
     if connection is None:
         raise Http404("No such connection.")
-    return render(request, "chat/conversation_list.html#model_field", _model_field_context(connection))
+    return render(request, "chat/conversation_list.html#model_field", model_field_context(connection))
 
 
 @never_cache  # live data: going back must not show an answer-less copy
@@ -132,7 +141,11 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     context = {
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
-        "messages_list": message_views(message_list(conversation=conversation), tools=conversation.tools),
+        "messages_list": message_views(
+            message_list(conversation=conversation),
+            tools=conversation.tools,
+            current_model=conversation.model_id,
+        ),
         "can_send": not note,
         "can_run": can_run,
         "composer_note": note,
@@ -142,6 +155,9 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
         **attachments_context(conversation, can_send=not note),
+        **model_drawer_context(
+            conversation.connection_id, conversation.model_id, team_connections(request, conversation)
+        ),
     }
     return render(request, "chat/conversation_detail.html", context)
 
@@ -315,6 +331,25 @@ def _initial(connections: list[ProviderConnection]) -> dict[str, Any]:
     return {"connection": default.pk} if default else {}
 
 
+def _results_context(request: HttpRequest, page: ConversationPage, query: str) -> dict[str, Any]:
+    """One page of the list or of a search's results, with its pager."""
+    older = QueryDict(mutable=True)
+    if query:
+        older["q"] = query
+    older["after"] = page.next_cursor
+    newest = QueryDict(mutable=True)
+    if query:
+        newest["q"] = query
+    return {
+        "conversations": conversation_rows(page.conversations, now=timezone.now()),
+        "query": query,
+        "older_query": older.urlencode() if page.next_cursor else "",
+        "newest_query": newest.urlencode(),
+        "is_first_page": not request.GET.get("after"),
+        "manageable": team_ids_can_run(user=request.user),  # viewers may not rename or delete
+    }
+
+
 def _list_page(
     request: HttpRequest,
     *,
@@ -331,36 +366,11 @@ def _list_page(
     if page is None:
         page = conversation_page(user=request.user)
     count = conversation_count_capped(user=request.user)
-    older = QueryDict(mutable=True)
-    older["after"] = page.next_cursor
     context = {
         "form": form,
-        "conversations": conversation_rows(page.conversations, now=timezone.now()),
+        **_results_context(request, page, request.GET.get("q", "").strip()),
         "conversation_count": f"{COUNT_CAP:,}+" if count > COUNT_CAP else f"{count:,}",
-        "older_query": older.urlencode() if page.next_cursor else "",
-        "is_first_page": not request.GET.get("after"),
         "has_connections": bool(connections),
-        **(_model_field_context(selected, form=form) if selected else {}),
+        **(model_field_context(selected, form=form) if selected else {}),
     }
     return render(request, "chat/conversation_list.html", context, status=status)
-
-
-def _model_field_context(
-    connection: ProviderConnection, *, form: ConversationCreateForm | None = None
-) -> dict[str, Any]:
-    choices = model_choices(catalog_models_for_kind(kind=connection.kind), today=timezone.now().date())
-    selected = (form["model_id"].value() if form is not None else "") or ""
-    custom = (form["custom_model_id"].value() if form is not None else "") or ""
-    if not selected and choices:
-        # The engine's default model (SmolLM2) before its second (Gemma), which sorts first by name.
-        values = [choice.value for choice in choices]
-        selected = settings.ENGINE_MODEL_ID if settings.ENGINE_MODEL_ID in values else values[0]
-    return {
-        "model_choices": choices,
-        "selected_model": selected,
-        "custom_model_id": custom,
-        "allows_custom_model": connection.spec.free_model_id,
-        "kind_help": connection.spec.help,
-        "model_errors": form.errors.get("model_id", []) if form is not None else [],
-        "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],
-    }

@@ -1,5 +1,6 @@
-// The few behaviours htmx does not cover on the chat page: Enter to send, clearing the
-// box once the server accepted the message, and keeping the newest text in view.
+// The few behaviours htmx does not cover on the chat page: Enter or Ctrl/⌘+Enter to send, Esc
+// to stop a streaming answer, clearing the box once the server accepted the message, and
+// keeping the newest text in view.
 (function () {
   "use strict";
 
@@ -15,12 +16,36 @@
       return Boolean(actions && actions.dataset.state === "streaming");
     }
 
+    function send() {
+      // An image-only message (no text) is allowed: attachments.js puts their ids in the form.
+      var images = composer.querySelector("input[name=attachment]");
+      if (!streaming() && (input.value.trim() || images)) composer.requestSubmit();
+    }
+
     input.addEventListener("keydown", function (event) {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
-        // An image-only message (no text) is allowed: attachments.js puts their ids in the form.
-        var images = composer.querySelector("input[name=attachment]");
-        if (!streaming() && (input.value.trim() || images)) composer.requestSubmit();
+        send();
+      }
+    });
+
+    // Ctrl/⌘+Enter sends from anywhere in the composer (the attach button, an image chip).
+    composer.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && event.target !== input) {
+        event.preventDefault();
+        send();
+      }
+    });
+
+    // Esc stops the answer, unless it closes something first: layout.js closes an open drawer
+    // (and says so with preventDefault); a dialog or the menu closes by itself.
+    document.addEventListener("keydown", function (event) {
+      if (event.key !== "Escape" || event.defaultPrevented || !streaming()) return;
+      if (document.querySelector("dialog[open], details.drawer-panel[open], :popover-open")) return;
+      var stop = document.getElementById("stop-button");
+      if (stop) {
+        event.preventDefault();
+        stop.click();
       }
     });
 

@@ -1,6 +1,9 @@
 // Copy buttons: <button data-copy="ID" data-copied-label="Copied"> copies the value (or text)
 // of the element with that id, then says so for two seconds. The clipboard API needs a secure
 // context (HTTPS or localhost); elsewhere the field's text is selected and copied the old way.
+//
+// Code blocks in rendered answers (`.markdown pre`) get a Copy button of their own, also those
+// that arrive later over the chat socket (a MutationObserver watches the page).
 (function () {
   "use strict";
 
@@ -44,4 +47,40 @@
     var button = event.target.closest("[data-copy]");
     if (button) copy(button);
   });
+
+  var codeBlocks = 0;
+
+  // The button sits in a wrapper beside the <pre>, so the code's text stays the code alone.
+  function addCodeButtons(root) {
+    root.querySelectorAll(".markdown pre:not([data-copyable])").forEach(function (pre) {
+      pre.dataset.copyable = "";
+      if (!pre.id) pre.id = "code-block-" + ++codeBlocks;
+      var wrapper = document.createElement("div");
+      wrapper.className = "answer-code";
+      pre.parentNode.insertBefore(wrapper, pre);
+      wrapper.appendChild(pre);
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy-button copy-code";
+      button.dataset.copy = pre.id;
+      button.dataset.copiedLabel = "Copied";
+      button.setAttribute("aria-label", "Copy code");
+      button.textContent = "Copy";
+      wrapper.appendChild(button);
+    });
+  }
+
+  function init() {
+    addCodeButtons(document);
+    new MutationObserver(function (changes) {
+      changes.forEach(function (change) {
+        change.addedNodes.forEach(function (node) {
+          if (node.nodeType === Node.ELEMENT_NODE) addCodeButtons(node.parentNode || node);
+        });
+      });
+    }).observe(document.body, { childList: true, subtree: true });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
 })();

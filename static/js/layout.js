@@ -55,7 +55,10 @@
     var menu = document.getElementById("site-menu");
     if (menu && menu.matches(":popover-open")) return; // this Escape closes the menu
     var panels = openDrawers();
-    if (panels.length) closeDrawer(panels[panels.length - 1]);
+    if (panels.length) {
+      closeDrawer(panels[panels.length - 1]);
+      event.preventDefault(); // this Escape is spent: it does not also stop an answer (chat.js)
+    }
   });
 
   var narrow = window.matchMedia(NARROW);

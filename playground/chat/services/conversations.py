@@ -1,4 +1,5 @@
-"""Conversations: start one on a connection and model, and save its settings (affinity, composer, tools)."""
+"""Conversations: start one on a connection and model, save its settings (affinity, composer,
+tools), rename it, change the connection or model its next turn goes to, and delete it."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
 from playground.chat.composer import composer_capabilities, parameters_check, response_format_check
-from playground.chat.models import Conversation
+from playground.chat.models import Attachment, Conversation
 from playground.chat.selectors import conversation_get
 from playground.chat.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
+from playground.lib.storable import is_storable
 from playground.providers.connection_check import connection_model_check
 from playground.providers.json_problems import Issue
-from playground.providers.request_rules import Capabilities, tools_support
+from playground.providers.request_rules import JSON_SCHEMA, Capabilities, request_capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 
 
@@ -141,4 +144,77 @@ def conversation_tools_update(
     conversation.save(
         update_fields=["tools", "tool_choice", "parallel_tool_calls", "auto_mock_steps", "updated_at"]
     )
+    return conversation
+
+
+TITLE_MAX_CHARS = Conversation._meta.get_field("title").max_length or 200
+
+
+def conversation_rename(*, user: User, conversation_id: int, title: str) -> Conversation:
+    """Give the conversation a title of the user's. It keeps its place in the list (renaming is
+    not using it). Raises `ConversationNotFound`, `PermissionDenied` (viewers) or
+    `ValidationError` keyed `title`."""
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    title = " ".join(title.split())  # one line, as the list and the page show it
+    if not title:
+        raise ValidationError({"title": "Type a title."})
+    if len(title) > TITLE_MAX_CHARS:
+        raise ValidationError({"title": f"A title can be at most {TITLE_MAX_CHARS} characters."})
+    if not is_storable(title):
+        raise ValidationError({"title": "The title contains a character that cannot be stored."})
+    conversation.title = title
+    conversation.save(update_fields=["title"])
+    return conversation
+
+
+def conversation_delete(*, user: User, conversation_id: int) -> None:
+    """Delete the conversation with its messages and images, and the images' files once the
+    deletion commits. Its usage records stay: they name the conversation by id, not by a
+    foreign key, and keep what it cost in the log and the dashboard ("Conversation #12
+    (deleted)"). Raises `ConversationNotFound` or `PermissionDenied` (viewers)."""
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    storage = Attachment._meta.get_field("file").storage
+    with transaction.atomic():
+        names = [
+            name
+            for name in Attachment.objects.filter(conversation=conversation).values_list("file", flat=True)
+            if name
+        ]
+        conversation.delete()  # messages and attachments cascade
+        transaction.on_commit(lambda: _files_delete(storage, names))
+
+
+def _files_delete(storage: Any, names: list[str]) -> None:
+    for name in names:
+        storage.delete(name)
+
+
+def conversation_model_change(
+    *, user: User, conversation_id: int, connection_id: int, model_id: str
+) -> Conversation:
+    """Send the conversation's next turns to another connection of its team, or another model.
+
+    The history goes with it; earlier answers keep the model that served them (their usage
+    records say which). Raises `ConversationNotFound`, `PermissionDenied` (viewers) or
+    `ValidationError` keyed by form field: another team's connection, a model the connection
+    does not serve, or settings the new model cannot take (a JSON schema, tools), which must be
+    changed first since every turn sends them.
+    """
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    if connection.team_id != conversation.team_id:
+        raise ValidationError({"connection": "Choose one of this conversation's team's connections."})
+    connection_model_check(connection=connection, model_id=model_id)
+    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=timezone.now().date())
+    response_format = conversation.response_format or {}
+    if response_format.get("type") == JSON_SCHEMA and not caps.json_schema:
+        raise ValidationError(
+            {"model_id": f"{caps.json_schema_reason} Set the response format to text or JSON object first."}
+        )
+    support = tools_support(model_id=model_id)
+    if conversation.tools and not support.allowed:
+        raise ValidationError({"model_id": f"{support.reason} Remove this conversation's tools first."})
+    conversation.connection = connection
+    conversation.model_id = model_id
+    conversation.save(update_fields=["connection", "model_id", "updated_at"])
     return conversation

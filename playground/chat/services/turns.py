@@ -65,6 +65,7 @@ class ChatTurn:
     continues: Message | None = None
     tool_results: list[Message] = field(default_factory=list)
     mock_steps: int = 0
+    model_label: str = ""  # the model to name on the answer: the conversation's changed since the last one
 
     def __post_init__(self) -> None:
         self.call.after_record = self._save_answer
@@ -138,6 +139,7 @@ def chat_turn_start(
         call=turn_metered_call(
             user=user, conversation=conversation, adapter=adapter, request=request, window=context_window
         ),
+        model_label=_model_label(conversation),
     )
 
 
@@ -163,6 +165,17 @@ def turn_request_build(
         ],
         day=timezone.now().date(),
     )
+
+
+def _model_label(conversation: Conversation) -> str:
+    """The conversation's model if the last answer was written by another (as the page names it)."""
+    previous = (
+        conversation.messages.filter(role=MessageRole.ASSISTANT, usage_record__isnull=False)
+        .order_by("-created_at", "-id")
+        .values_list("usage_record__model_id", flat=True)
+        .first()
+    )
+    return conversation.model_id if previous is not None and previous != conversation.model_id else ""
 
 
 def turn_metered_call(

@@ -1,0 +1,68 @@
+"""The model picker (a connection's catalogue models, or a typed id where the kind takes any),
+shared by the new-conversation form and the chat page's Model drawer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.forms import ModelChoiceForm
+from playground.chat.presenters import model_choices
+from playground.providers.models import ProviderConnection
+
+
+def model_field_context(
+    connection: ProviderConnection, *, form: ModelChoiceForm | None = None, current: str = ""
+) -> dict[str, Any]:
+    """What `conversation_list.html#model_field` shows for `connection`. `current`: the model
+    to preselect when no form says otherwise (a conversation's own)."""
+    choices = model_choices(catalog_models_for_kind(kind=connection.kind), today=timezone.now().date())
+    values = [choice.value for choice in choices]
+    selected = (form["model_id"].value() if form is not None else "") or ""
+    custom = (form["custom_model_id"].value() if form is not None else "") or ""
+    if not selected and not custom and current:
+        if current in values:
+            selected = current
+        elif connection.spec.free_model_id:
+            custom = current
+    if not selected and choices:
+        # The engine's default model (SmolLM2) before its second (Gemma), which sorts first by name.
+        selected = settings.ENGINE_MODEL_ID if settings.ENGINE_MODEL_ID in values else values[0]
+    return {
+        "model_choices": choices,
+        "selected_model": selected,
+        "custom_model_id": custom,
+        "allows_custom_model": connection.spec.free_model_id,
+        "kind_help": connection.spec.help,
+        "model_errors": form.errors.get("model_id", []) if form is not None else [],
+        "custom_model_errors": form.errors.get("custom_model_id", []) if form is not None else [],
+    }
+
+
+def model_drawer_context(
+    conversation_connection_id: int | None,
+    current_model: str,
+    connections: list[ProviderConnection],
+    *,
+    form: ModelChoiceForm | None = None,
+) -> dict[str, Any]:
+    """The chat page's Model drawer: its team's connections, the conversation's preselected."""
+    if form is None:
+        initial = {"connection": conversation_connection_id} if conversation_connection_id else {}
+        form = ModelChoiceForm(connections=connections, initial=initial)
+    chosen = form["connection"].value()
+    selected = next(
+        (c for c in connections if str(c.pk) == str(chosen)), connections[0] if connections else None
+    )
+    context: dict[str, Any] = {"model_form": form, "model_connections": bool(connections)}
+    if selected is not None:
+        same = selected.pk == conversation_connection_id
+        context.update(
+            model_field_context(
+                selected, form=form if form.is_bound else None, current=current_model if same else ""
+            )
+        )
+    return context
