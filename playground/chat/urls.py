@@ -2,13 +2,21 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat import attachment_views, code_views, views
+from playground.chat import attachment_views, code_views, compare_views, views
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
     path("", views.conversation_list_view, name="conversation-list"),
     path("new/", views.conversation_create_view, name="conversation-create"),
     path("models/", views.model_options_view, name="model-options"),
+    path("compare/", compare_views.comparison_new_view, name="comparison-new"),
+    path("compare/new/", compare_views.comparison_create_view, name="comparison-create"),
+    path("compare/<int:comparison_id>/", compare_views.comparison_detail_view, name="comparison-detail"),
+    path(
+        "compare/<int:comparison_id>/columns/<int:column_id>/continue/",
+        compare_views.comparison_continue_view,
+        name="comparison-continue",
+    ),
     path("<int:conversation_id>/", views.conversation_detail_view, name="conversation-detail"),
     path("<int:conversation_id>/affinity/", views.conversation_affinity_view, name="conversation-affinity"),
     path("<int:conversation_id>/composer/", views.conversation_composer_view, name="conversation-composer"),
