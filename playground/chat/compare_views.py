@@ -14,9 +14,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.compare_presenters import column_views
@@ -119,6 +121,8 @@ def comparison_continue_view(request: HtmxHttpRequest, comparison_id: int, colum
         raise Http404("No such column.") from None
     except ValidationError as exc:
         return HttpResponse(" ".join(exc.messages), status=400, content_type="text/plain; charset=utf-8")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("chat:conversation-detail", args=[conversation.pk]))
     return redirect("chat:conversation-detail", conversation_id=conversation.pk)
 
 

@@ -64,6 +64,9 @@ def test_a_blank_comparison_is_stored_with_its_columns_and_opens_its_page(
         and f'ws-connect="/ws/chat/compare/{comparison.pk}/"'.encode() in page.content
     )
     assert b'hx-trigger="load"' in page.content, "a comparison never run starts when its page opens"
+    Comparison.objects.filter(pk=comparison.pk).update(runs=1)
+    again = client_for(actors.teammate).get(response["Location"])
+    assert b'hx-trigger="load"' not in again.content, "opening it again sends nothing"
 
 
 def test_a_comparison_from_a_conversation_takes_its_system_prompt_tools_and_response_format(
