@@ -20,6 +20,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from playground.accounts.permissions import user_can_run
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.compare_presenters import column_views
 from playground.chat.forms import (
@@ -99,11 +100,14 @@ def comparison_detail_view(request: HtmxHttpRequest, comparison_id: int) -> Http
     comparison = comparison_get(user=request.user, comparison_id=comparison_id)
     if comparison is None:
         raise Http404("No such comparison.")
+    can_run = user_can_run(user=request.user, team_id=comparison.team_id)
     context = {
         "comparison": comparison,
         "columns": column_views(comparison_columns(comparison=comparison)),
         "socket_path": compare_socket_path(comparison.pk),
-        "autorun": comparison.runs == 0,
+        "can_run": can_run,  # viewers see the columns; only those who may send open the socket
+        "read_only": not can_run,
+        "autorun": can_run and comparison.runs == 0,
         "json_schema": (comparison.response_format or {}).get("type") == "json_schema",
     }
     return render(request, "chat/compare_detail.html", context)

@@ -6,11 +6,17 @@ from __future__ import annotations
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 
 from playground.catalog.seed import KIMI_K26
 from playground.chat.forms import target_value
 from playground.chat.models import Comparison, ComparisonColumn, Conversation
-from playground.chat.services.comparisons import ComparisonNotFound, Target, comparison_create
+from playground.chat.services.comparisons import (
+    ComparisonNotFound,
+    Target,
+    comparison_create,
+    comparison_run_start,
+)
 from playground.providers.models import ProviderConnection
 from tests.support.actors import Actors
 from tests.support.clients import client_for
@@ -185,3 +191,22 @@ async def test_another_teams_comparison_socket_is_refused_like_a_404(
     socket = WebsocketCommunicator(application, f"/ws/chat/compare/{other_comparison.pk}/", headers=headers)
     connected, code = await socket.connect(timeout=5)
     assert (connected, code) == (False, 4404)
+
+
+def test_a_viewer_sees_a_comparison_but_cannot_run_or_continue_it(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    comparison = comparison_create(
+        user=actors.owner,
+        prompt="Seen, not run",
+        targets=[Target(workers_connection.pk, KIMI_K26), Target(workers_connection.pk, KIMI_K26)],
+    )
+    column = comparison.columns.first()
+    assert column is not None
+    viewer = client_for(actors.viewer)
+    page = viewer.get(f"/chat/compare/{comparison.pk}/")
+    assert page.status_code == 200 and b"Seen, not run" in page.content
+    assert b"ws-connect" not in page.content and b"Rerun all" not in page.content
+    with pytest.raises(PermissionDenied):
+        comparison_run_start(user=actors.viewer, comparison_id=comparison.pk, first=True)
+    assert viewer.post(f"/chat/compare/{comparison.pk}/columns/{column.pk}/continue/").status_code == 403

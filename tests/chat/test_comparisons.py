@@ -218,3 +218,47 @@ def test_the_request_log_links_a_columns_record_to_its_comparison(
     assert link is not None and link.url == f"/chat/compare/{comparison.pk}/"
     (elsewhere,) = record_source_links(team_id=actors.other_team.pk, records=[record])
     assert elsewhere is not None and elsewhere.url == "", "another team's column never resolves"
+
+
+SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "colour",
+        "strict": True,
+        "schema": {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]},
+    },
+}
+
+
+@pytest.fixture
+def schema_comparison(
+    actors: Actors, workers_connection: ProviderConnection, conversation: Conversation
+) -> Comparison:
+    conversation.response_format = SCHEMA
+    conversation.save()
+    return comparison_create(
+        user=actors.owner,
+        prompt="A colour as JSON.",
+        conversation_id=conversation.pk,
+        targets=[
+            Target(workers_connection.pk, KIMI_K26),
+            Target(workers_connection.pk, KIMI_K26, {"temperature": 1}),
+        ],
+    )
+
+
+async def test_each_column_says_whether_its_answer_matches_the_schema(
+    open_compare: OpenCompare, schema_comparison: Comparison, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.default_text = '{"colour": 5}'
+    socket = open_compare("owner", schema_comparison.pk)
+    assert (await socket.connect())[0]
+    frames = await run(socket)
+    await socket.disconnect()
+
+    assert all(request.json["response_format"]["type"] == "json_schema" for request in fake_upstream.requests)
+    for column in await columns(schema_comparison):
+        assert column.structured is not None and column.structured["valid"] is False
+        assert column.structured["errors"][0]["path"] == "$.colour"
+    ends = [frame for frame in frames if COLUMN_END in frame]
+    assert len(ends) == 2 and all("badge-invalid" in end for end in ends)

@@ -245,7 +245,7 @@ def comparison_run_start(*, user: User, comparison_id: int, first: bool = False)
             return []
         if not first:
             runs.update(runs=comparison.runs + 1)
-        columns = list(comparison.columns.select_for_update().select_related("connection"))
+        columns = list(comparison.columns.select_for_update(of=("self",)).select_related("connection"))
         for column in columns:
             column.attempt += 1
             column.content = column.reasoning = ""
@@ -294,7 +294,7 @@ def comparison_continue(*, user: User, comparison_id: int, column_id: int) -> Co
     comparison = comparison_for_run(user=user, comparison_id=comparison_id)
     with transaction.atomic():
         column = (
-            comparison.columns.select_for_update()
+            comparison.columns.select_for_update(of=("self",))
             .select_related("continued_as", "usage_record")
             .filter(pk=column_id)
             .first()
