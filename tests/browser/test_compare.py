@@ -93,6 +93,7 @@ def test_two_engine_models_side_by_side_then_continue_with_one(
         page.locator("#compare-rerun").click()
         expect(page.locator('.compare-column[data-state="streaming"]').first).to_be_attached()
         wait_for_run(page)
+        page.screenshot(path=artifacts / "compare-06-rerun.png")
 
         columns.nth(1).get_by_role("button", name="Continue with this one").click()
         expect(page).to_have_url(re.compile(rf"^{re.escape(live_app.url)}/chat/(?!{conversation.pk}/)\d+/$"))
@@ -106,6 +107,8 @@ def test_two_engine_models_side_by_side_then_continue_with_one(
     records = UsageRecord.objects.filter(path=RequestPath.COMPARE)
     assert records.count() == 4, "two columns, run twice"
     assert set(records.values_list("status", flat=True)) == {UsageStatus.OK}
+    # Affinity is on for both: the rerun reaches the replica that holds the prompt, and says so.
+    assert all(record.cached_tokens for record in records.filter(source__endswith=":2"))
     column = ComparisonColumn.objects.get(comparison=comparison, model_id=GEMMA)
     continued = Conversation.objects.exclude(pk=conversation.pk).get()
     assert (continued.model_id, continued.system_prompt) == (GEMMA, "Answer in one short sentence.")

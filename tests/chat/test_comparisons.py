@@ -22,11 +22,12 @@ from playground.chat.services.comparisons import (
 )
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BUDGET_EXCEEDED
+from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import RequestPath, TeamBudget, UsageRecord, UsageStatus
 from playground.usage.sources import record_source_links
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import FakeUpstream, sse
 from tests.support.actors import Actors
-from tests.support.sockets import Socket
+from tests.support.sockets import SLOW_WORDS, Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -262,3 +263,24 @@ async def test_each_column_says_whether_its_answer_matches_the_schema(
         assert column.structured["errors"][0]["path"] == "$.colour"
     ends = [frame for frame in frames if COLUMN_END in frame]
     assert len(ends) == 2 and all("badge-invalid" in end for end in ends)
+
+
+async def test_stop_cancels_every_column_upstream_and_each_keeps_a_stopped_record(
+    open_compare: OpenCompare, comparison: Comparison, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script(sse(SLOW_WORDS, delay=0.2), sse(SLOW_WORDS, delay=0.2))
+    socket = open_compare("owner", comparison.pk)
+    assert (await socket.connect())[0]
+    await socket.send(action="run")
+    await socket.receive_until('-text" hx-swap-oob="beforeend"')  # a first word is in
+    await socket.send(action="stop")
+    frames = await socket.receive_until(RUN_END)
+    await socket.disconnect()
+
+    assert len([frame for frame in frames if COLUMN_END in frame]) == 2
+    for column in await columns(comparison):
+        record = column.usage_record
+        assert record is not None and record.path == RequestPath.COMPARE
+        assert (record.status, record.error_code) == (UsageStatus.CLIENT_DISCONNECTED, STOPPED_BY_USER)
+    for index in range(2):
+        assert (await fake_upstream.wait_ended(index)).disconnected, "the upstream request was cancelled"
