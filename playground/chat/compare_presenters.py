@@ -33,6 +33,7 @@ class ColumnView:
     title: str  # "Target 1"
     model_id: str
     connection: str
+    connection_deleted: bool
     settings: str  # "temperature 0.2 · affinity on"
     html: SafeString
     calls: tuple[str, ...]  # the tools the answer called, by name
@@ -56,6 +57,7 @@ def column_view(column: ComparisonColumn) -> ColumnView:
         title=f"Target {column.position + 1}",
         model_id=column.model_id,
         connection=connection_label(column.connection) if column.connection else "deleted connection",
+        connection_deleted=column.connection_id is None,
         settings=target_settings(column),
         html=render_markdown(column.content),
         calls=tuple(call.get("name", "") for call in column.tool_calls),

@@ -146,9 +146,13 @@ def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
 def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:
     """Every catalogued model of every connection the user may run, grouped by connection."""
     today = timezone.now().date()
+    by_kind = {
+        kind: model_choices(catalog_models_for_kind(kind=kind), today=today)
+        for kind in {connection.kind for connection in connections}
+    }
     groups: TargetChoices = []
     for connection in connections:
-        models = model_choices(catalog_models_for_kind(kind=connection.kind), today=today)
+        models = by_kind[connection.kind]
         label = connection_label(connection)
         if len({c.team_id for c in connections}) > 1:
             label = f"{connection.team.name}: {label}"

@@ -27,6 +27,7 @@ from playground.usage.models import RequestPath, TeamBudget, UsageRecord, UsageS
 from playground.usage.sources import record_source_links
 from tests.fakes.upstream import FakeUpstream, sse
 from tests.support.actors import Actors
+from tests.support.clients import client_for
 from tests.support.sockets import SLOW_WORDS, Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -284,3 +285,18 @@ async def test_stop_cancels_every_column_upstream_and_each_keeps_a_stopped_recor
         assert (record.status, record.error_code) == (UsageStatus.CLIENT_DISCONNECTED, STOPPED_BY_USER)
     for index in range(2):
         assert (await fake_upstream.wait_ended(index)).disconnected, "the upstream request was cancelled"
+
+
+def test_a_target_whose_connection_was_deleted_is_refused_alone_and_sends_nothing(
+    actors: Actors, comparison: Comparison, fake_upstream: FakeUpstream
+) -> None:
+    gone = comparison.columns.get(position=0)
+    ComparisonColumn.objects.filter(pk=gone.pk).update(connection=None)
+
+    refused, kept = comparison_run_start(user=actors.owner, comparison_id=comparison.pk, first=True)
+
+    assert (refused.call, refused.refusal) == (None, "This target's connection was deleted.")
+    assert kept.call is not None and kept.call.context.path == RequestPath.COMPARE
+    page = client_for(actors.owner).get(f"/chat/compare/{comparison.pk}/")
+    assert b"Not sent: this target's connection was deleted." in page.content
+    assert fake_upstream.requests == []

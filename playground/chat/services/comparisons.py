@@ -24,6 +24,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
@@ -244,7 +245,7 @@ def comparison_run_start(*, user: User, comparison_id: int, first: bool = False)
         if first and not runs.filter(runs=0).update(runs=1):
             return []
         if not first:
-            runs.update(runs=comparison.runs + 1)
+            runs.update(runs=F("runs") + 1)
         columns = list(comparison.columns.select_for_update(of=("self",)).select_related("connection"))
         for column in columns:
             column.attempt += 1
