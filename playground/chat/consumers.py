@@ -104,10 +104,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # --- turns ---------------------------------------------------------------------------
 
     async def _still_signed_in(self) -> bool:
-        """The session that opened the socket still signs in its user, and the user is active."""
-        session = self.scope.get("session")
-        user_id = await asession_user_id(session_key=session.session_key if session else None)
-        return user_id is not None and user_id == self.scope["user"].pk
+        return await still_signed_in(self.scope)
 
     def _turn_running(self) -> bool:
         return self.turn_task is not None and not self.turn_task.done()
@@ -281,6 +278,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send_template(template, context)
         except Exception:
             logger.info("could not send %s: the client went away", template)
+
+
+async def still_signed_in(scope: dict[str, Any]) -> bool:
+    """The session that opened the socket still signs in its user, and the user is active."""
+    session = scope.get("session")
+    user_id = await asession_user_id(session_key=session.session_key if session else None)
+    return user_id is not None and user_id == scope["user"].pk
 
 
 def _key(turn: ChatTurn) -> int:

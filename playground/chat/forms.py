@@ -243,17 +243,7 @@ def chat_command_parse(raw: str | None) -> ChatCommand:
     The htmx ws extension sends the form's fields as JSON (plus a `HEADERS` object we
     ignore); `action` defaults to "send".
     """
-    if raw is None:
-        raise BadCommand("Messages must be text.")
-    size, limit = len(raw.encode("utf-8", "surrogatepass")), settings.CHAT_MAX_FRAME_BYTES
-    if size > limit:  # checked before parsing: parsing a huge frame costs memory too
-        raise BadCommand(f"That message is {size // 1024:,} KB; the limit is {limit // 1024:,} KB. Not sent.")
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise BadCommand("That message was not valid JSON; nothing was sent.") from None
-    if not isinstance(data, dict):
-        raise BadCommand("That message was not a JSON object; nothing was sent.")
+    data = _socket_message(raw)
     action = data.get("action", "send")
     if action == "stop":
         return StopCommand()
@@ -265,6 +255,34 @@ def chat_command_parse(raw: str | None) -> ChatCommand:
     if not isinstance(text, str):
         raise BadCommand("The message must be text.")
     return SendCommand(text=text, attachment_ids=_attachment_ids(data.get("attachment")))
+
+
+def _socket_message(raw: str | None) -> dict[str, Any]:
+    """A socket message as a JSON object, its size checked before it is parsed."""
+    if raw is None:
+        raise BadCommand("Messages must be text.")
+    size, limit = len(raw.encode("utf-8", "surrogatepass")), settings.CHAT_MAX_FRAME_BYTES
+    if size > limit:  # checked before parsing: parsing a huge frame costs memory too
+        raise BadCommand(f"That message is {size // 1024:,} KB; the limit is {limit // 1024:,} KB. Not sent.")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise BadCommand("That message was not valid JSON; nothing was sent.") from None
+    if not isinstance(data, dict):
+        raise BadCommand("That message was not a JSON object; nothing was sent.")
+    return data
+
+
+COMPARE_ACTIONS = ("run", "rerun", "stop")
+
+
+def compare_command_parse(raw: str | None) -> str:
+    """The compare socket's one kind of message, `{"action": "run" | "rerun" | "stop"}`:
+    "run" starts a comparison never run (the page sends it when it opens), "rerun" runs all again."""
+    action = _socket_message(raw).get("action")
+    if action not in COMPARE_ACTIONS:
+        raise BadCommand("Unknown action.")
+    return str(action)
 
 
 def _attachment_ids(value: Any) -> tuple[int, ...]:
@@ -317,3 +335,54 @@ class ToolsForm(forms.Form):
     tool_choice = forms.CharField(required=False, max_length=80)
     parallel_tool_calls = forms.BooleanField(required=False)
     auto_mock_steps = forms.IntegerField(required=False, min_value=0, max_value=MAX_AUTO_MOCK_STEPS)
+
+
+# --- compare ---------------------------------------------------------------------------
+
+TARGET_SLOTS = 4  # the form's columns; the first two are required
+
+
+def target_value(connection_id: int, model_id: str) -> str:
+    """A compare target's option value: the connection and the model in one select."""
+    return f"{connection_id}:{model_id}"
+
+
+class CompareForm(forms.Form):
+    """The prompt, and the system prompt on a blank page (from a conversation it is the conversation's)."""
+
+    prompt = forms.CharField(
+        max_length=100_000,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "The prompt every target answers"}),
+    )
+    system_prompt = forms.CharField(
+        required=False,
+        max_length=SYSTEM_PROMPT_MAX_CHARS,
+        label="System prompt (optional)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    conversation = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+
+class CompareTargetForm(forms.Form):
+    """One column: a connection's model, two parameters, affinity. An empty target is no column."""
+
+    target = forms.ChoiceField(required=False, label="Connection and model")
+    temperature = _ranged(forms.FloatField, "temperature")
+    max_tokens = _ranged(forms.IntegerField, "max_tokens")
+    use_affinity = forms.BooleanField(required=False, initial=True, label="Session affinity")
+
+    def __init__(self, *args: Any, targets: Sequence[tuple[str, Any]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["target"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "No target"), *targets]
+        for name in ("temperature", "max_tokens"):
+            self.fields[name].widget.attrs["placeholder"] = "Model default"
+
+    def chosen(self) -> tuple[int, str] | None:
+        """(connection id, model id), or None for a column left empty."""
+        connection, _, model = (self.cleaned_data.get("target") or "").partition(":")
+        return (int(connection), model) if connection.isdigit() and model else None
+
+    def parameters(self) -> dict[str, Any]:
+        return {name: self.cleaned_data.get(name) for name in ("temperature", "max_tokens")}

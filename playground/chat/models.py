@@ -123,3 +123,70 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.content_type} {self.width}x{self.height} ({self.sha256[:12]})"
+
+
+class Comparison(models.Model):
+    """One prompt sent at once to 2-4 targets (`ComparisonColumn`), side by side.
+
+    Holds its own copy of the setup it was started with (from a conversation, or typed on a
+    blank page), so a rerun sends the same thing however the conversation changed since.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="comparisons", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="comparisons")
+    # The conversation whose system prompt, tools and response format it took, if any.
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="comparisons"
+    )
+    prompt = models.TextField()
+    system_prompt = models.TextField(blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    tool_choice = models.JSONField(default=tool_choice_default, blank=True)
+    parallel_tool_calls = models.BooleanField(default=True)
+    response_format = models.JSONField(null=True, blank=True)
+    runs = models.PositiveIntegerField(default=0)  # 0: never run, the page starts the first run
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["team", "-created_at", "-id"], name="chat_comparison_team_recent")]
+
+    def __str__(self) -> str:
+        return f"Comparison {self.pk}: {self.prompt[:40]}"
+
+
+class ComparisonColumn(models.Model):
+    """One target of a comparison (connection, model, parameters, affinity) and its latest answer.
+
+    Each run is an ordinary metered request whose record's source is
+    `compare-column:<id>:<attempt>`; `usage_record` is the latest run's.
+    """
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="columns")
+    position = models.PositiveSmallIntegerField()
+    connection = models.ForeignKey(ProviderConnection, null=True, on_delete=models.SET_NULL, related_name="+")
+    model_id = models.CharField(max_length=200)
+    parameters = models.JSONField(default=dict, blank=True)
+    use_affinity = models.BooleanField(default=True)
+    affinity_key = models.CharField(max_length=120, blank=True)
+    attempt = models.PositiveIntegerField(default=0)  # runs started; the record source's attempt
+    content = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)  # as Message.tool_calls
+    structured = models.JSONField(null=True, blank=True)  # as Message.structured
+    usage_record = models.ForeignKey(
+        "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The conversation "Continue with this one" made of it (opened again on a second press).
+    continued_as = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["comparison", "position"], name="chat_comparison_column_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"Column {self.position} of comparison {self.comparison_id}: {self.model_id}"

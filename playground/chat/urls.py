@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat import attachment_views, code_views, conversation_views, views
+from playground.chat import attachment_views, code_views, compare_views, conversation_views, views
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
@@ -10,6 +10,14 @@ urlpatterns: list[URLPattern] = [
     path("new/", views.conversation_create_view, name="conversation-create"),
     path("models/", views.model_options_view, name="model-options"),
     path("switch/", conversation_views.conversation_switch_view, name="conversation-switch"),
+    path("compare/", compare_views.comparison_new_view, name="comparison-new"),
+    path("compare/new/", compare_views.comparison_create_view, name="comparison-create"),
+    path("compare/<int:comparison_id>/", compare_views.comparison_detail_view, name="comparison-detail"),
+    path(
+        "compare/<int:comparison_id>/columns/<int:column_id>/continue/",
+        compare_views.comparison_continue_view,
+        name="comparison-continue",
+    ),
     path("<int:conversation_id>/", views.conversation_detail_view, name="conversation-detail"),
     path(
         "<int:conversation_id>/rename/",

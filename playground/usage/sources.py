@@ -22,6 +22,7 @@ from playground.usage.models import UsageRecord
 
 CONVERSATION = "conversation"
 BATCH_ITEM = "batch-item"
+COMPARISON_COLUMN = "compare-column"
 
 _SOURCE = re.compile(r"^(?P<kind>[a-z][a-z-]*):(?P<id>\d+):(?P<attempt>\d+)$")
 

@@ -36,6 +36,7 @@ class RequestPath(models.TextChoices):
     CHAT = "chat", "Chat"
     BATCH = "batch", "Batch item"
     GATEWAY = "gateway", "Gateway"
+    COMPARE = "compare", "Compare column"
 
 
 class NullsLastIndex(models.Index):

@@ -1,0 +1,226 @@
+"""Compare pages: start a comparison (from a conversation or a blank page), see it, continue a column.
+
+The answers stream over the comparison's socket (`compare_consumer`); these views only store
+and show. Every lookup is scoped to the user's teams: another team's comparison, column or
+source conversation is a 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from playground.accounts.permissions import user_can_run
+from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.compare_presenters import column_views
+from playground.chat.forms import (
+    TARGET_SLOTS,
+    CompareForm,
+    CompareTargetForm,
+    connection_label,
+    target_value,
+)
+from playground.chat.models import Conversation
+from playground.chat.presenters import model_choices
+from playground.chat.routing import compare_socket_path
+from playground.chat.selectors import comparison_columns, comparison_get, comparison_recent, conversation_get
+from playground.chat.services.comparisons import (
+    MAX_TARGETS,
+    ComparisonNotFound,
+    Target,
+    comparison_continue,
+    comparison_create,
+)
+from playground.lib.web import HtmxHttpRequest
+from playground.providers.models import ProviderConnection
+from playground.providers.selectors import connection_list_runnable
+
+TargetChoices = list[tuple[str, list[tuple[str, str]]]]
+
+
+@never_cache
+@login_required
+@require_GET
+def comparison_new_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The compare form: `?conversation=<id>` takes that conversation's setup and target."""
+    source = _source_or_404(request, request.GET.get("conversation", ""))
+    connections = list(connection_list_runnable(user=request.user))
+    choices = _target_choices(connections)
+    form = CompareForm(initial={"conversation": source.pk if source else None})
+    targets = [
+        CompareTargetForm(prefix=f"t{slot}", targets=choices, initial=initial)
+        for slot, initial in enumerate(_initial_targets(source, choices))
+    ]
+    return _form_page(request, form=form, targets=targets, source=source)
+
+
+@login_required
+@require_POST
+def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
+    form = CompareForm(request.POST)
+    source = _source_or_404(request, request.POST.get("conversation", ""))
+    choices = _target_choices(list(connection_list_runnable(user=request.user)))
+    targets = [
+        CompareTargetForm(request.POST, prefix=f"t{slot}", targets=choices) for slot in range(TARGET_SLOTS)
+    ]
+    valid = all([form.is_valid(), *(target.is_valid() for target in targets)])
+    chosen = [(slot, target) for slot, target in enumerate(targets) if valid and target.chosen() is not None]
+    if valid:
+        try:
+            comparison = comparison_create(
+                user=request.user,
+                prompt=form.cleaned_data["prompt"],
+                system_prompt=form.cleaned_data["system_prompt"],
+                conversation_id=source.pk if source else None,
+                targets=[_target(target) for _, target in chosen],
+            )
+        except ValidationError as exc:
+            _errors_add(exc, form=form, targets=[target for _, target in chosen])
+        except PermissionDenied as exc:
+            form.add_error(None, str(exc) or "You may not send requests in this team.")
+        else:
+            return redirect("chat:comparison-detail", comparison_id=comparison.pk)
+    return _form_page(request, form=form, targets=targets, source=source, status=400)
+
+
+@never_cache  # live data: going back must not show a copy without its answers
+@login_required
+@require_GET
+def comparison_detail_view(request: HtmxHttpRequest, comparison_id: int) -> HttpResponse:
+    comparison = comparison_get(user=request.user, comparison_id=comparison_id)
+    if comparison is None:
+        raise Http404("No such comparison.")
+    can_run = user_can_run(user=request.user, team_id=comparison.team_id)
+    context = {
+        "comparison": comparison,
+        "columns": column_views(comparison_columns(comparison=comparison)),
+        "socket_path": compare_socket_path(comparison.pk),
+        "can_run": can_run,  # viewers see the columns; only those who may send open the socket
+        "read_only": not can_run,
+        "autorun": can_run and comparison.runs == 0,
+        "json_schema": (comparison.response_format or {}).get("type") == "json_schema",
+    }
+    return render(request, "chat/compare_detail.html", context)
+
+
+@login_required
+@require_POST
+def comparison_continue_view(request: HtmxHttpRequest, comparison_id: int, column_id: int) -> HttpResponse:
+    """Continue with this one: the column as a conversation, which opens."""
+    try:
+        conversation = comparison_continue(
+            user=request.user, comparison_id=comparison_id, column_id=column_id
+        )
+    except ComparisonNotFound:
+        raise Http404("No such column.") from None
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=400, content_type="text/plain; charset=utf-8")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("chat:conversation-detail", args=[conversation.pk]))
+    return redirect("chat:conversation-detail", conversation_id=conversation.pk)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
+    """The conversation a comparison starts from (none on a blank page); another team's is a 404."""
+    if not raw:
+        return None
+    conversation = conversation_get(user=request.user, conversation_id=int(raw)) if raw.isdigit() else None
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
+
+
+def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:
+    """Every catalogued model of every connection the user may run, grouped by connection."""
+    today = timezone.now().date()
+    by_kind = {
+        kind: model_choices(catalog_models_for_kind(kind=kind), today=today)
+        for kind in {connection.kind for connection in connections}
+    }
+    groups: TargetChoices = []
+    for connection in connections:
+        models = by_kind[connection.kind]
+        label = connection_label(connection)
+        if len({c.team_id for c in connections}) > 1:
+            label = f"{connection.team.name}: {label}"
+        groups.append((label, [(target_value(connection.pk, m.value), m.label) for m in models]))
+    return groups
+
+
+def _initial_targets(source: Conversation | None, choices: TargetChoices) -> list[dict[str, Any]]:
+    """The form's columns: the conversation's own target first (from a conversation), else the
+    engine's default model; then the next models on offer, so two differ from the start."""
+    values = [value for _, options in choices for value, _ in options]
+    if source is not None and source.connection_id is not None:
+        first = target_value(source.connection_id, source.model_id)
+        parameters = source.parameters or {}
+        initial: dict[str, Any] = {
+            "target": first,
+            "temperature": parameters.get("temperature"),
+            "max_tokens": parameters.get("max_tokens"),
+            "use_affinity": source.use_affinity,
+        }
+    else:
+        default = next(
+            (v for v in values if v.endswith(f":{settings.ENGINE_MODEL_ID}")), values[0] if values else ""
+        )
+        first, initial = default, {"target": default, "use_affinity": True}
+    others = [value for value in values if value != first]
+    second = {"target": others[0] if others else first, "use_affinity": True}
+    return [initial, second, *({"use_affinity": True} for _ in range(TARGET_SLOTS - 2))]
+
+
+def _target(form: CompareTargetForm) -> Target:
+    chosen = form.chosen()
+    assert chosen is not None
+    connection_id, model_id = chosen
+    return Target(
+        connection_id=connection_id,
+        model_id=model_id,
+        parameters=form.parameters(),
+        use_affinity=form.cleaned_data["use_affinity"],
+    )
+
+
+def _errors_add(exc: ValidationError, *, form: CompareForm, targets: list[CompareTargetForm]) -> None:
+    """The service's errors beside their fields: `<n>-<field>` belongs to the n-th chosen target."""
+    for key, messages in exc.message_dict.items():
+        position, _, name = key.partition("-")
+        if position.isdigit() and int(position) < len(targets):
+            target = targets[int(position)]
+            target.add_error(name if name in target.fields else "target", messages)
+        elif key in form.fields:
+            form.add_error(key, messages)
+        else:
+            form.add_error(None, messages)
+
+
+def _form_page(
+    request: HtmxHttpRequest,
+    *,
+    form: CompareForm,
+    targets: list[CompareTargetForm],
+    source: Conversation | None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "form": form,
+        "targets": targets,
+        "source": source,
+        "max_targets": MAX_TARGETS,
+        "recent": comparison_recent(user=request.user),
+    }
+    return render(request, "chat/compare_new.html", context, status=status)
