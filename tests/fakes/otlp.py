@@ -1,6 +1,7 @@
 """A loopback OpenTelemetry collector: a real HTTP server that takes OTLP/HTTP trace exports
 (`POST /v1/traces`, protobuf, gzip or not) and decodes them with the `opentelemetry-proto`
-package, as a collector would. The `otlp_receiver` fixture starts one per test."""
+package, as a collector would. The `otlp_receiver` fixture starts one per test;
+`hanging_collector` is one that never answers."""
 
 from __future__ import annotations
 
@@ -104,14 +105,6 @@ class OtlpReceiver:
 SPAN_KIND_CLIENT = Span.SPAN_KIND_CLIENT
 
 
-def closed_port_url() -> str:
-    """The base URL of a loopback port nobody listens on: a collector that is down."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 @pytest.fixture
 def otlp_receiver(settings: Any) -> Iterator[OtlpReceiver]:
     """A running receiver, with the app's exporter pointed at it."""
@@ -120,3 +113,14 @@ def otlp_receiver(settings: Any) -> Iterator[OtlpReceiver]:
     settings.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url
     yield receiver
     receiver.stop()
+
+
+@pytest.fixture
+def hanging_collector(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """A collector that takes connections and never answers; the exporter gives up after 3 s."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "3")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        settings.OTEL_EXPORTER_OTLP_ENDPOINT = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield sock

@@ -7,8 +7,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -67,17 +65,6 @@ def test_every_gateway_request_is_one_span_at_the_receiver(
         )
         assert attributes["gen_ai.usage.output_tokens"] == 3
         assert attributes["playground.cost.usd"] == float(record.total_cost) > 0
-
-
-@pytest.fixture
-def hanging_collector(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
-    """A collector that takes connections and never answers; the exporter gives up after 3 s."""
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "3")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        settings.OTEL_EXPORTER_OTLP_ENDPOINT = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        yield sock
 
 
 def test_a_hanging_collector_delays_no_request_and_costs_no_record(
