@@ -190,7 +190,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # bigger uploads go to a temporary file
 # when there is one, else in this process (the embedded profile runs one web process).
 CACHES: dict[str, dict[str, object]]
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES: dict[str, dict[str, object]] = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
 else:
     # Far above Django's 300 entries: past that many, every new key evicted a third of them,
     # live chat limits included (a user's turn count, a streaming turn's slot), and a count
@@ -270,6 +272,16 @@ BUDGET_SWEEP_EVERY = env_int("BUDGET_SWEEP_EVERY", 30)
 # A price card looked up is reused this long (seconds) by the process that looked it up; a
 # change saved in that process applies at once, one saved in another process after this.
 PRICE_CARD_CACHE_SECONDS = env_int("PRICE_CARD_CACHE_SECONDS", 5)
+
+# --- exports ---
+# Who the FOCUS export names as the provider, publisher and invoice issuer of its charges: the
+# playground prices them with its own cards (docs/usage-analytics.md, "FOCUS export").
+FOCUS_PROVIDER_NAME = env_str("FOCUS_PROVIDER_NAME", "Inference Playground")
+# Set, every usage record is also sent as an OpenTelemetry GenAI span over OTLP/HTTP to
+# {endpoint}/v1/traces, in the background (playground.usage.telemetry). The exporter itself
+# reads the standard OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT and _COMPRESSION variables.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "playground")
 # Budget alerts go out through Django's email backend: the console unless configured.
 _EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 MAILERS = {

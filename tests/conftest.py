@@ -23,7 +23,13 @@ from tests.support.connections import WORKERS_TOKEN, workers_connection_for
 
 # Fixtures that live beside the code they drive, registered once for every test package
 # (importing a fixture into a conftest or a test module is what pytest advises against).
-pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.dns", "tests.support.engine", "tests.support.live"]
+pytest_plugins = [
+    "tests.fakes.fixtures",
+    "tests.fakes.dns",
+    "tests.fakes.otlp",
+    "tests.support.engine",
+    "tests.support.live",
+]
 
 
 @pytest.fixture

@@ -21,4 +21,5 @@ urlpatterns: list[URLPattern] = [
     path("log/totals/", views.log_totals_view, name="log-totals"),
     path("log/<uuid:request_id>/", views.record_detail_view, name="record-detail"),
     path("export.<slug:fmt>", views.export_view, name="export"),
+    path("focus.csv", views.focus_export_view, name="focus-export"),
 ]

@@ -31,7 +31,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
 from playground.accounts.selectors import team_list_for_user
-from playground.analytics import charts, exports
+from playground.analytics import charts, exports, focus
 from playground.analytics.filters import GROUPS, FilterError, FilterForm, Filters, filters_from_query
 from playground.analytics.presenters import (
     HEADLINE_BY_ATTRIBUTION,
@@ -53,6 +53,7 @@ from playground.analytics.selectors.chart_series import (
     ttft_percentiles_by_cache,
 )
 from playground.analytics.selectors.conversations import prompt_growth, top_conversations
+from playground.analytics.selectors.focus import focus_unserved
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
@@ -328,6 +329,7 @@ def log_view(request: HtmxHttpRequest) -> HttpResponse:
                 "next_query": _query(next_query) if page.next_cursor else "",
                 "first_query": _query(request.GET, without=("after",)),
                 "is_first_page": not request.GET.get("after"),
+                "focus_unserved": focus_unserved(filters),
             }
         )
     return render(request, _template(request, "analytics/log.html"), context)
@@ -384,6 +386,24 @@ CSV_FLAVOURS = {
     exports.SPREADSHEET: ("text/csv; charset=utf-8", "spreadsheet"),
     exports.DATA: ("text/csv; charset=utf-8; header=present", "data"),
 }
+
+
+@never_cache
+@login_required
+@require_GET
+def focus_export_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The period's FOCUS file (`focus`), for the filters the rollups hold; a 400 names the others."""
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    unserved = focus_unserved(filters)
+    if unserved:
+        return HttpResponse(unserved, status=400, content_type="text/plain")
+    period = filters.period
+    name = f"focus-{filters.team.slug}-{period.start:%Y%m%d-%H%M}-{period.end:%Y%m%d-%H%M}"
+    response = HttpResponse(focus.focus_csv(filters), content_type="text/csv; charset=utf-8; header=present")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
 
 
 @never_cache

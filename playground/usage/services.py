@@ -21,6 +21,7 @@ from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
 from playground.usage.pricing import cost_for
 from playground.usage.rollups import rollup_add, rollups_add
+from playground.usage.telemetry import spans_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +91,16 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
     """Write the request's record; if that fails for any reason, a minimal one that says so.
 
     A request without a record is work nobody can see or bill, so the fallback holds only
-    what cannot fail: the ids, the status and `RECORD_WRITE_FAILED`.
+    what cannot fail: the ids, the status and `RECORD_WRITE_FAILED`. Either one becomes a span
+    once it commits (`telemetry`), registered outside the savepoint so a rolled-back full
+    record sends none.
     """
+    record = _record_or_minimal(context=context, outcome=outcome)
+    spans_after_commit([record])
+    return record
+
+
+def _record_or_minimal(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     try:
         with transaction.atomic():  # a savepoint: PostgreSQL refuses more statements after a failed one
             return _full_record_create(context=context, outcome=outcome)
@@ -164,6 +173,7 @@ def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]])
         [_full_record(context=context, outcome=outcome) for context, outcome in settled]
     )
     rollups_add(records)
+    spans_after_commit(records)  # dropped with the caller's transaction if it rolls back
     return records
 
 

@@ -68,6 +68,7 @@ def test_a_conversation_title_in_a_figure_is_escaped(actors: Any, known: Known) 
         reverse("analytics:export", args=["csv"]),
         reverse("analytics:export", args=["jsonl"]),
         reverse("analytics:export", args=["xlsx"]),
+        reverse("analytics:focus-export"),
     ],
 )
 def test_another_teams_id_is_a_404_on_every_page_fragment_and_export(
