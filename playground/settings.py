@@ -190,9 +190,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # bigger uploads go to a temporary file
 # when there is one, else in this process (the embedded profile runs one web process).
 CACHES: dict[str, dict[str, object]]
 if REDIS_URL:
-    CACHES: dict[str, dict[str, object]] = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     # Far above Django's 300 entries: past that many, every new key evicted a third of them,
     # live chat limits included (a user's turn count, a streaming turn's slot), and a count
