@@ -109,9 +109,10 @@ def test_the_engine_answers_a_json_schema_request_and_the_page_shows_it_valid(
         assert badge.text_content() == "valid", answer.inner_text()
         expect(answer.locator(".json-block")).to_contain_text('"name":')
 
-        answer.locator(".request-info > summary").click()
-        expect(answer.locator(".request-info-body")).to_contain_text('"json_schema"')
-        expect(answer.locator(".request-facts")).to_contain_text("200")
+        request_info = answer.locator(".request-info", has_text="View request")  # not "View code"
+        request_info.locator("> summary").click()
+        expect(request_info.locator(".request-info-body")).to_contain_text('"json_schema"')
+        expect(request_info.locator(".request-facts")).to_contain_text("200")
         shot(page, artifacts, "schema-03-valid-answer.png")
 
     assert console.problems == []

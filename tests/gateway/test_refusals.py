@@ -41,6 +41,7 @@ def test_a_missing_wrong_revoked_or_expired_key_is_refused_in_the_openai_shape(
     assert wrong.json()["error"]["type"] == "authentication_error"
 
     assert _post(gateway, gateway_key.secret).status_code == 200
+    records_written(1)  # the answer goes out before its record: let the server's write end first
     ApiKey.objects.filter(pk=gateway_key.key.pk).update(revoked_at=timezone.now())
     revoked = _post(gateway, gateway_key.secret)
     assert revoked.status_code == 401 and "was revoked" in revoked.json()["error"]["message"]
