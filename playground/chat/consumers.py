@@ -33,11 +33,20 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.template.loader import render_to_string
 
 from playground.accounts.selectors import asession_user_id
-from playground.chat.forms import BadCommand, ContinueCommand, SendCommand, StopCommand, chat_command_parse
+from playground.chat.forms import (
+    BadCommand,
+    ContinueCommand,
+    EditCommand,
+    RegenerateCommand,
+    SendCommand,
+    StopCommand,
+    chat_command_parse,
+)
 from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.relay import DeltaFrames, FrameRelay
 from playground.chat.selectors import aconversation_get
+from playground.chat.services.branching import MessageNotFound, chat_edit_start, chat_regenerate_start
 from playground.chat.services.conversations import ConversationNotFound
 from playground.chat.services.tool_continuations import (
     ToolResultInput,
@@ -53,6 +62,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 BUSY = "An answer is still streaming: wait for it to finish, or press Stop."
 GONE = "This conversation is no longer available to you."
+NO_MESSAGE = "That message is not in this conversation (it may have been deleted): reload the page."
 SIGNED_OUT = "You are signed out (or your account was deactivated): sign in again to continue."
 
 
@@ -100,6 +110,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._start_turn(lambda: self._open_turn(text, attachment_ids))
             case ContinueCommand():
                 await self._start_turn(lambda: self._open_continue(command))
+            case EditCommand(message_id=message_id, text=text):
+                await self._start_turn(lambda: self._open_branch(chat_edit_start, message_id, text=text))
+            case RegenerateCommand(message_id=message_id):
+                await self._start_turn(lambda: self._open_branch(chat_regenerate_start, message_id))
 
     # --- turns ---------------------------------------------------------------------------
 
@@ -155,6 +169,32 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         return turn
 
+    async def _open_branch(
+        self, service: Callable[..., ChatTurn], message_id: int, **kwargs: Any
+    ) -> ChatTurn | None:
+        """An edited question or a regenerated answer: the messages it replaces leave the page,
+        and the new branch streams in their place."""
+        turn = await self._refusable(
+            database_sync_to_async(service),
+            user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            message_id=message_id,
+            **kwargs,
+        )
+        if turn is None:
+            return None
+        self.turn, self.finished_sent = turn, False
+        context = {
+            "replaced": turn.replaced,
+            "user_message": message_view(turn.user_message, alternatives=turn.question_siblings),
+            "edited": bool(turn.question_siblings),  # a new question (a regenerated answer has none)
+            "key": _key(turn),
+            "conversation": turn.conversation,
+            "whole_answer": not turn.call.request.stream,
+        }
+        await self._send_template("chat/ws/branch_started.html", context)
+        return turn
+
     async def _open_continue(self, command: ContinueCommand) -> ChatTurn | None:
         """Save the tool results and show them with a new answer streaming under them."""
         results = {
@@ -192,6 +232,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Run a turn-starting service; a refusal becomes a notice (or closes the socket) and None."""
         try:
             return await service(**kwargs)
+        except MessageNotFound:
+            await self._notice(NO_MESSAGE)
         except ConversationNotFound:
             await self._notice(GONE)
             await self.close(code=CLOSE_NOT_FOUND)
@@ -259,7 +301,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.finished_sent = True
         context = {
             "oob_target": f"answer-{_key(turn)}",
-            "message": message_view(turn.assistant_message, tools=turn.conversation.tools, awaiting=True),
+            "message": message_view(
+                turn.assistant_message,
+                tools=turn.conversation.tools,
+                awaiting=True,
+                alternatives=turn.answer_siblings,
+            ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
         }
         await self._send_quietly("chat/ws/turn_finished.html", context)

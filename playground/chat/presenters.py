@@ -117,6 +117,30 @@ def size_text(size: int) -> str:
 
 
 @dataclass(frozen=True)
+class BranchView:
+    """Where a message stands among its alternatives (edits of a question, regenerated
+    answers): "< 2 / 3 >", each arrow the id of the alternative it shows."""
+
+    position: int
+    count: int
+    previous_id: int | None
+    next_id: int | None
+
+
+def branch_view(message_id: int, alternatives: Sequence[int]) -> BranchView | None:
+    """None when the message has no alternative (nothing to switch to)."""
+    if len(alternatives) < 2 or message_id not in alternatives:
+        return None
+    index = alternatives.index(message_id)
+    return BranchView(
+        position=index + 1,
+        count=len(alternatives),
+        previous_id=alternatives[index - 1] if index > 0 else None,
+        next_id=alternatives[index + 1] if index + 1 < len(alternatives) else None,
+    )
+
+
+@dataclass(frozen=True)
 class MessageView:
     id: int
     role: str
@@ -132,6 +156,7 @@ class MessageView:
     tool_calls: tuple[ToolCallView, ...] = ()
     awaiting_results: bool = False  # the latest answer, its calls not answered yet: show the form
     failed: bool = False  # a refused or failed answer: its turn is not sent again and may be deleted
+    branch: BranchView | None = None  # its alternatives, when it has some
 
     @property
     def is_user(self) -> bool:
@@ -208,9 +233,11 @@ def message_view(
     tools: Sequence[Mapping[str, Any]] = (),
     results: Iterable[Message] = (),
     awaiting: bool = False,
+    alternatives: Sequence[int] = (),
 ) -> MessageView:
     """`tools`: the conversation's definitions (for mocks); `results`: this answer's tool
-    messages; `awaiting`: it is the latest answer and its calls may still be answered."""
+    messages; `awaiting`: it is the latest answer and its calls may still be answered;
+    `alternatives`: its branch alternatives, itself included."""
     record = message.usage_record if message.role == MessageRole.ASSISTANT else None
     return MessageView(
         id=message.pk,
@@ -227,6 +254,7 @@ def message_view(
         awaiting_results=awaiting and bool(message.tool_calls) and not results,
         images=_images(message),
         failed=message.is_failed_answer,
+        branch=branch_view(message.pk, alternatives),
     )
 
 
@@ -263,9 +291,13 @@ def _pretty(value: Any) -> str:
 
 
 def message_views(
-    messages: Iterable[Message], *, tools: Sequence[Mapping[str, Any]] = ()
+    messages: Iterable[Message],
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    alternatives: Mapping[int, Sequence[int]] | None = None,
 ) -> list[MessageView]:
-    """The conversation's messages to show; tool results are shown on the answer they reply to."""
+    """The branch's messages to show; tool results are shown on the answer they reply to.
+    `alternatives`: for messages where branches fork, every alternative's id (`branch_shown`)."""
     shown: list[Message] = []
     results: dict[int, list[Message]] = {}
     for message in messages:
@@ -274,8 +306,15 @@ def message_views(
         elif message.role != MessageRole.TOOL:
             shown.append(message)
     last = shown[-1].pk if shown else None
+    forks = alternatives or {}
     return [
-        message_view(message, tools=tools, results=results.get(message.pk, ()), awaiting=message.pk == last)
+        message_view(
+            message,
+            tools=tools,
+            results=results.get(message.pk, ()),
+            awaiting=message.pk == last,
+            alternatives=forks.get(message.pk, ()),
+        )
         for message in shown
     ]
 
