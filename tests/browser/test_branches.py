@@ -68,7 +68,7 @@ def test_an_edited_question_makes_a_branch_and_the_next_request_sends_the_branch
         # Edit the second question: a new branch, its switcher, and the old third turn off screen.
         second = page.locator(".message-user").nth(1)
         second.get_by_text("Edit", exact=True).click()
-        second.get_by_label("Edited message").fill("Two, said differently")
+        second.get_by_label("Edited question").fill("Two, said differently")
         second.get_by_role("button", name="Send").click()
         expect_questions(page, ["One", "Two, said differently"])
         idle(page)
