@@ -18,16 +18,21 @@ from playground.chat.services.branching import (
     MessageNotFound,
     chat_branch_switch,
     chat_edit_start,
+    chat_fork,
     chat_regenerate_start,
     chat_turn_delete,
 )
+from playground.chat.services.tool_continuations import ToolResultInput, chat_continue_start
 from playground.chat.services.turns import ChatTurn, chat_turn_start
 from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
+
+CLOCK_TOOL = {"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}}
 
 
 def drain(turn: ChatTurn) -> ChatTurn:
@@ -377,3 +382,52 @@ def test_existing_conversations_become_one_branch_each(actors: Actors) -> None:
     assert new.get_model("chat", "Conversation").objects.get(pk=empty.pk).current_leaf_id is None
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_a_regenerated_continuation_sends_the_tool_round_trip_again(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    conversation.tools = [
+        {"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}}
+    ]
+    conversation.save()
+    question = message_append(conversation=conversation, role=MessageRole.USER, content="Time?")
+    calls = [{"index": 0, "id": "c0", "name": "clock", "arguments": "{}", "valid": True, "errors": []}]
+    asked = message_append(conversation=conversation, role=MessageRole.ASSISTANT, tool_calls=calls)
+    continued = drain(
+        chat_continue_start(
+            user=actors.owner,
+            conversation_id=conversation.pk,
+            message_id=asked.pk,
+            results={0: ToolResultInput(text="noon")},
+        )
+    )
+    assert continued.assistant_message is not None
+    first = fake_upstream.requests[-1].json["messages"]
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "tool"]
+
+    again = drain(
+        chat_regenerate_start(
+            user=actors.owner, conversation_id=conversation.pk, message_id=continued.assistant_message.pk
+        )
+    )
+
+    assert fake_upstream.requests[-1].json["messages"] == first
+    assert again.assistant_message is not None
+    assert again.assistant_message.parent_id == continued.tool_results[-1].pk
+    assert question.pk in [m.pk for m in branch_shown(conversation=conversation).messages]
+
+
+def test_a_question_forked_unanswered_is_answered_by_its_own_id(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, three_turns: list[Message]
+) -> None:
+    fork = chat_fork(user=actors.owner, conversation_id=conversation.pk, message_id=three_turns[1].pk)
+    assert fork.current_leaf is not None and shown(fork) == ["One", "answer to One", "Two"]
+
+    turn = drain(
+        chat_regenerate_start(user=actors.owner, conversation_id=fork.pk, message_id=fork.current_leaf.pk)
+    )
+
+    assert sent(fake_upstream)[1:] == [("user", "One"), ("assistant", "answer to One"), ("user", "Two")]
+    assert turn.assistant_message is not None and turn.replaced == []
+    assert shown(fork) == ["One", "answer to One", "Two", fake_upstream.default_text]
