@@ -17,7 +17,7 @@ from playwright.sync_api import Page, ViewportSize, expect
 
 from playground.chat.models import Conversation, Message
 from playground.usage.models import UsageRecord
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
 
@@ -62,8 +62,18 @@ def test_an_edited_question_makes_a_branch_and_the_next_request_sends_the_branch
         page.on("dialog", lambda dialog: dialog.accept())
         log_in(page, live_app.url, then=f"/chat/{conversation.pk}/")
         open_chat(page, live_app.url, conversation)
+        # Answers whose cached share grows with the shared prefix, and an edit that breaks it.
+        fake_upstream.script(
+            *(
+                sse([native_frame(answer), native_frame("", usage=usage(prompt, 5, cached=cached))])
+                for prompt, cached in ((100, 0), (200, 100), (300, 240), (200, 50))
+            )
+        )
         for text in ("One", "Two", "Three"):
             send(page, text)
+        expect(page.locator(".message-assistant").last.locator(".usage-line")).to_contain_text(
+            "240 cached (80%)"
+        )
 
         # Edit the second question: a new branch, its switcher, and the old third turn off screen.
         second = page.locator(".message-user").nth(1)
@@ -75,7 +85,10 @@ def test_an_edited_question_makes_a_branch_and_the_next_request_sends_the_branch
         edited = page.locator(".message-user").nth(1)
         expect(edited.locator(".branch-position")).to_have_text("2 / 2")
         assert history(fake_upstream) == ["One", answer, "Two, said differently"]
-        expect(page.locator(".message-assistant").last.locator(".usage-line")).to_contain_text("cached")
+        # What the edit cost in cache misses: the branched turn shows its own cached share.
+        expect(page.locator(".message-assistant").last.locator(".usage-line")).to_contain_text(
+            "50 cached (25%)"
+        )
         page.screenshot(path=artifacts / "branches-01-switcher-1280.png")
         page.set_viewport_size(PHONE)
         edited.scroll_into_view_if_needed()
