@@ -4,6 +4,8 @@ upstream), and usage records are never deleted."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.attachments import attachment_store, image_clean
+from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import (
     MessageNotFound,
@@ -22,16 +25,20 @@ from playground.chat.services.branching import (
     chat_regenerate_start,
     chat_turn_delete,
 )
+from playground.chat.services.conversations import conversation_create
 from playground.chat.services.tool_continuations import ToolResultInput, chat_continue_start
 from playground.chat.services.turns import ChatTurn, chat_turn_start
+from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
-from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
+from tests.fakes.upstream import FakeUpstream, error, native_frame, sse, usage
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.images import png
 from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
 
+SCOUT = "@cf/meta/llama-4-scout-17b-16e-instruct"  # reads images, per the catalogue
 CLOCK_TOOL = {"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}}
 
 
@@ -431,3 +438,79 @@ def test_a_question_forked_unanswered_is_answered_by_its_own_id(
     assert sent(fake_upstream)[1:] == [("user", "One"), ("assistant", "answer to One"), ("user", "Two")]
     assert turn.assistant_message is not None and turn.replaced == []
     assert shown(fork) == ["One", "answer to One", "Two", fake_upstream.default_text]
+
+
+# --- images and failed continuations --------------------------------------------------------
+
+
+def test_an_edited_question_keeps_its_images_as_copies_that_outlive_the_original(
+    actors: Actors,
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+    settings: Any,
+    tmp_path: Path,
+) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    vision = conversation_create(user=actors.owner, connection_id=workers_connection.pk, model_id=SCOUT)
+    image = attachment_store(conversation=vision, image=image_clean(png()))
+    question = drain(
+        chat_turn_start(
+            user=actors.owner, conversation_id=vision.pk, text="What is it?", attachment_ids=[image.pk]
+        )
+    ).user_message
+
+    edited = drain(
+        chat_edit_start(
+            user=actors.owner, conversation_id=vision.pk, message_id=question.pk, text="What colour?"
+        )
+    ).user_message
+    sent_parts = fake_upstream.requests[-1].json["messages"][-1]["content"]
+    chat_turn_delete(user=actors.owner, conversation_id=vision.pk, message_id=question.pk)
+
+    assert [part["type"] for part in sent_parts] == ["text", "image_url"]
+    assert not Attachment.objects.filter(pk=image.pk).exists()
+    copy = Attachment.objects.get(message=edited)
+    assert copy.sha256 == image.sha256 and copy.file.name != image.file.name
+    with copy.file.open("rb") as file:
+        assert hashlib.sha256(file.read()).hexdigest() == copy.sha256
+
+
+def test_deleting_a_failed_continuation_removes_its_results_and_the_calls_can_be_answered_again(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, settings: Any
+) -> None:
+    settings.UPSTREAM_MAX_RETRIES = 0
+    conversation.tools = [CLOCK_TOOL]
+    conversation.save()
+    message_append(conversation=conversation, role=MessageRole.USER, content="Time?")
+    calls = [{"index": 0, "id": "c0", "name": "clock", "arguments": "{}", "valid": True, "errors": []}]
+    asked = message_append(conversation=conversation, role=MessageRole.ASSISTANT, tool_calls=calls)
+    fake_upstream.script(error(500))
+    failed = drain(
+        chat_continue_start(
+            user=actors.owner,
+            conversation_id=conversation.pk,
+            message_id=asked.pk,
+            results={0: ToolResultInput(text="noon")},
+        )
+    ).assistant_message
+    assert failed is not None and failed.is_failed_answer
+    results = list(asked.tool_results.values_list("pk", flat=True))
+
+    deleted = chat_turn_delete(user=actors.owner, conversation_id=conversation.pk, message_id=failed.pk)
+
+    assert sorted(deleted) == sorted([failed.pk, *results]) and len(results) == 1
+    assert not asked.tool_results.exists()
+    assert shown(conversation) == ["Time?", ""]
+    drain(
+        chat_continue_start(
+            user=actors.owner,
+            conversation_id=conversation.pk,
+            message_id=asked.pk,
+            results={0: ToolResultInput(text="one o'clock")},
+        )
+    )
+    assert fake_upstream.requests[-1].json["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c0",
+        "content": "one o'clock",
+    }

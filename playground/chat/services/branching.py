@@ -128,26 +128,24 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
     with transaction.atomic():
         message = _message(conversation, message_id)
         tree = MessageTree.load(conversation)
+        roles = dict(conversation.messages.values_list("pk", "role"))
         if message.role == MessageRole.ASSISTANT:
             if not message.is_failed_answer:
-                raise ValidationError(
-                    "Only a refused or failed answer is deleted alone: delete its question."
-                )
-            top = _trigger_top(conversation, tree, message)
+                raise ValidationError("Only a failed answer is deleted alone: delete its question.")
+            top = _trigger_top(tree, roles, message.pk)
         elif message.role == MessageRole.USER:
-            top = message
+            top = message.pk
         else:
             raise ValidationError("A tool result goes with its turn: delete the question.")
-        roles = dict(conversation.messages.values_list("pk", "role"))
-        doomed, kept = _turn_below(tree, roles, top.pk)
-        Message.objects.filter(pk__in=kept).update(parent_id=top.parent_id)
+        above = tree.parents[top]
+        doomed, kept = _turn_below(tree, roles, top)
+        Message.objects.filter(pk__in=kept).update(parent_id=above)
         for attachment in Attachment.objects.filter(message_id__in=doomed):
             attachment_discard(attachment)
         Message.objects.filter(pk__in=doomed).delete()
         leaf = branch_leaf_id(conversation, tree)
         if leaf is None or leaf in doomed:
-            after = MessageTree.load(conversation)
-            leaf = after.newest_leaf(top.parent_id)
+            leaf = MessageTree.load(conversation).newest_leaf(above)
         Conversation.objects.filter(pk=conversation.pk).update(current_leaf_id=leaf)
     return doomed
 
@@ -220,17 +218,16 @@ def _shown_from(conversation: Conversation, message: Message) -> list[int]:
     return sorted(shown.values_list("pk", flat=True))
 
 
-def _trigger_top(conversation: Conversation, tree: MessageTree, answer: Message) -> Message:
+def _trigger_top(tree: MessageTree, roles: dict[int, str], answer_id: int) -> int:
     """The first message of a failed answer's turn: up through what triggered it (tool results,
     a question) while each has no other child, stopping below the previous answer."""
-    top_id = answer.pk
-    parent_id = tree.parents[top_id]
-    roles = dict(conversation.messages.values_list("pk", "role"))
-    while parent_id is not None and roles[parent_id] != MessageRole.ASSISTANT:
-        if tree.children.get(parent_id, []) != [top_id]:
+    top = answer_id
+    parent = tree.parents[top]
+    while parent is not None and roles[parent] != MessageRole.ASSISTANT:
+        if tree.children.get(parent, []) != [top]:
             break
-        top_id, parent_id = parent_id, tree.parents[parent_id]
-    return answer if top_id == answer.pk else conversation.messages.get(pk=top_id)
+        top, parent = parent, tree.parents[parent]
+    return top
 
 
 def _turn_below(tree: MessageTree, roles: dict[int, str], top_id: int) -> tuple[list[int], list[int]]:

@@ -189,7 +189,9 @@ def question_turn_start(
         call=turn_metered_call(
             user=user, conversation=conversation, adapter=adapter, request=request, window=context_window
         ),
-        question_siblings=MessageTree.load(conversation).siblings(user_message.pk),
+        question_siblings=list(
+            conversation.messages.filter(parent_id=parent_id).order_by("id").values_list("id", flat=True)
+        ),
     )
 
 
