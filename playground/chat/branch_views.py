@@ -81,4 +81,4 @@ def _messages(request: HtmxHttpRequest, conversation: Conversation) -> HttpRespo
     if not request.htmx:
         return redirect("chat:conversation-detail", conversation_id=conversation.pk)
     context = {"conversation": conversation, "can_send": conversation.connection_id is not None}
-    return render(request, "chat/conversation_detail.html#messages", context | branch_context(conversation))
+    return render(request, "chat/messages_redrawn.html", context | branch_context(conversation))

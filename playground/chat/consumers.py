@@ -46,8 +46,8 @@ from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.relay import DeltaFrames, FrameRelay
 from playground.chat.selectors import aconversation_get
-from playground.chat.services.branching import MessageNotFound, chat_edit_start, chat_regenerate_start
-from playground.chat.services.conversations import ConversationNotFound
+from playground.chat.services.branching import chat_edit_start, chat_regenerate_start
+from playground.chat.services.conversations import ConversationNotFound, MessageNotFound
 from playground.chat.services.tool_continuations import (
     ToolResultInput,
     ToolResultsRefused,
@@ -106,8 +106,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             case StopCommand():
                 if await self._stop_turn(by_user=True) and self.turn is not None:
                     await self._send_finished(self.turn)
-            case SendCommand(text=text, attachment_ids=attachment_ids):
-                await self._start_turn(lambda: self._open_turn(text, attachment_ids))
+            case SendCommand(text=text, attachment_ids=attachment_ids, after=after):
+                await self._start_turn(lambda: self._open_turn(text, attachment_ids, after))
             case ContinueCommand():
                 await self._start_turn(lambda: self._open_continue(command))
             case EditCommand(message_id=message_id, text=text):
@@ -146,7 +146,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self._run_turn(turn, slot), name=f"chat-turn-{turn.user_message.pk}"
             )
 
-    async def _open_turn(self, text: str, attachment_ids: tuple[int, ...] = ()) -> ChatTurn | None:
+    async def _open_turn(
+        self, text: str, attachment_ids: tuple[int, ...] = (), after: int | None = None
+    ) -> ChatTurn | None:
         """Save the question and show it; None (after a notice) when the service refuses."""
         turn = await self._refusable(
             database_sync_to_async(chat_turn_start),
@@ -154,6 +156,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             conversation_id=self.conversation_id,
             text=text,
             attachment_ids=attachment_ids,
+            after=after,
         )
         if turn is None:
             return None

@@ -208,6 +208,7 @@ class BadCommand(Exception):
 class SendCommand:
     text: str
     attachment_ids: tuple[int, ...] = ()  # uploaded images sent with the text
+    after: int | None = None  # the last message on the page (None: the branch's current end)
 
 
 @dataclass(frozen=True)
@@ -275,11 +276,12 @@ def chat_command_parse(raw: str | None) -> ChatCommand:
         raise BadCommand("The message must be text.")
     if action == "edit":
         return EditCommand(message_id=_message_id(data), text=text)
-    return SendCommand(text=text, attachment_ids=_attachment_ids(data.get("attachment")))
+    after = _message_id(data, "after") if data.get("after") not in (None, "") else None
+    return SendCommand(text=text, attachment_ids=_attachment_ids(data.get("attachment")), after=after)
 
 
-def _message_id(data: dict[str, Any]) -> int:
-    value = data.get("message_id")
+def _message_id(data: dict[str, Any], key: str = "message_id") -> int:
+    value = data.get(key)
     digits = str(value).strip() if isinstance(value, int | str) and not isinstance(value, bool) else ""
     if not (digits.isascii() and digits.isdigit()):
         raise BadCommand("That action needs the message it applies to.")

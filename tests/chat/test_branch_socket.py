@@ -88,3 +88,45 @@ async def test_editing_or_regenerating_another_conversations_message_is_refused_
         assert "That message is not in this conversation" in notice
     assert fake_upstream.requests == []
     assert await Message.objects.acount() == 1
+
+
+async def test_a_page_showing_another_branch_than_the_last_continued_sends_its_own(
+    open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    """Two tabs: one still shows "One" and its answer; the other went on with "Two". The first
+    tab's message follows what it shows, as a new branch beside "Two"."""
+    socket = open_socket("owner", conversation.pk)
+    assert (await socket.connect())[0]
+    await turn(socket, action="send", message="One")
+    first_answer = await Message.objects.aget(conversation=conversation, role=MessageRole.ASSISTANT)
+    finished = (await turn(socket, action="send", message="Two"))[-1]
+    assert 'id="composer-after" value="' in finished  # the page's composer follows the stored answer
+
+    await turn(socket, action="send", message="Instead of Two", after=str(first_answer.pk))
+    await socket.disconnect()
+
+    sent = [m["content"] for m in fake_upstream.requests[-1].json["messages"]]
+    assert sent == ["Be brief.", "One", fake_upstream.default_text, "Instead of Two"]
+    instead = await Message.objects.aget(content="Instead of Two")
+    two = await Message.objects.aget(content="Two")
+    assert instead.parent_id == two.parent_id == first_answer.pk
+
+
+async def test_a_send_after_another_conversations_message_is_refused(
+    open_socket: OpenSocket,
+    conversation: Conversation,
+    other_conversation: Conversation,
+    fake_upstream: FakeUpstream,
+) -> None:
+    theirs = await Message.objects.acreate(
+        conversation=other_conversation, role=MessageRole.USER, content="Theirs"
+    )
+    socket = open_socket("owner", conversation.pk)
+    assert (await socket.connect())[0]
+
+    await socket.send(action="send", message="Hello", after=str(theirs.pk))
+    notice = await socket.receive()
+    await socket.disconnect()
+
+    assert "That message is not in this conversation" in notice
+    assert fake_upstream.requests == [] and await Message.objects.acount() == 1

@@ -18,14 +18,13 @@ from playground.chat.attachments import attachment_store, image_clean
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import (
-    MessageNotFound,
     chat_branch_switch,
     chat_edit_start,
     chat_fork,
     chat_regenerate_start,
     chat_turn_delete,
 )
-from playground.chat.services.conversations import conversation_create
+from playground.chat.services.conversations import MessageNotFound, conversation_create
 from playground.chat.services.tool_continuations import ToolResultInput, chat_continue_start
 from playground.chat.services.turns import ChatTurn, chat_turn_start
 from playground.providers.models import ProviderConnection
@@ -516,3 +515,22 @@ def test_deleting_a_failed_continuation_removes_its_results_and_the_calls_can_be
         "tool_call_id": "c0",
         "content": "one o'clock",
     }
+
+
+def test_view_code_and_the_preflight_follow_the_last_message_the_page_shows(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, three_turns: list[Message]
+) -> None:
+    first_answer = Message.objects.get(parent=three_turns[0])
+    owner = client_for(actors.owner)
+    code_url = reverse("chat:next-request-code", args=[conversation.pk])
+    preflight_url = reverse("chat:preflight", args=[conversation.pk])
+
+    whole = owner.post(code_url, {"message": "Next"}).content.decode()
+    shorter = owner.post(code_url, {"message": "Next", "after": str(first_answer.pk)}).content.decode()
+    estimates = [
+        owner.post(preflight_url, {"message": "Next", **after}).content.decode()
+        for after in ({}, {"after": str(first_answer.pk)})
+    ]
+
+    assert "Three" in whole and "Three" not in shorter and "One" in shorter
+    assert estimates[0] != estimates[1]

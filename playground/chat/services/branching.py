@@ -22,7 +22,7 @@ from playground.chat.attachments import attachment_copy, attachment_discard
 from playground.chat.branches import MessageTree, branch_leaf_id
 from playground.chat.composer import chat_request_build
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
-from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
+from playground.chat.services.conversations import MessageNotFound, conversation_for_run
 from playground.chat.services.history import branch_messages, upstream_messages, without_failed_turns
 from playground.chat.services.turns import (
     ChatTurn,
@@ -32,10 +32,6 @@ from playground.chat.services.turns import (
     turn_metered_call,
 )
 from playground.providers.adapters import adapter_for
-
-
-class MessageNotFound(ConversationNotFound):
-    """No such message in that conversation of the user's teams (answered as 404)."""
 
 
 def chat_edit_start(*, user: User, conversation_id: int, message_id: int, text: str) -> ChatTurn:

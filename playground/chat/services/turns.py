@@ -32,7 +32,7 @@ from playground.chat.attachments import (
 from playground.chat.branches import MessageTree, branch_leaf_id
 from playground.chat.composer import chat_request_build, structured_check
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
-from playground.chat.services.conversations import conversation_for_run
+from playground.chat.services.conversations import MessageNotFound, conversation_for_run
 from playground.chat.services.history import CURRENT_LEAF, upstream_messages
 from playground.chat.tools import ToolCallRecord, tool_call_record
 from playground.lib.storable import is_storable
@@ -114,24 +114,42 @@ class ChatTurn:
 
 
 def chat_turn_start(
-    *, user: User, conversation_id: int, text: str, attachment_ids: Sequence[int] = ()
+    *,
+    user: User,
+    conversation_id: int,
+    text: str,
+    attachment_ids: Sequence[int] = (),
+    after: int | None = None,
 ) -> ChatTurn:
     """Check the user may send, save their message at the end of the branch on screen, and
     build the upstream request.
 
     `attachment_ids`: images uploaded to this conversation and not sent yet; they go with
-    the message (which may then have no text) when the model reads images.
+    the message (which may then have no text) when the model reads images. `after`: the last
+    message the page shows (None: the conversation's current leaf). A page that shows another
+    branch than the one last continued (another tab moved on) sends its own: a message after
+    one that already has a continuation starts a new branch there.
 
     Blocking (ORM, decrypting the token, resolving the host): call via `sync_to_async`.
-    Raises `ConversationNotFound`, `PermissionDenied` or `ValidationError`.
+    Raises `ConversationNotFound`, `MessageNotFound`, `PermissionDenied` or `ValidationError`.
     """
     text = message_text_check(text, images=bool(attachment_ids))
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
     attachments = attachments_to_send(conversation, attachment_ids)
-    parent_id = branch_leaf_id(conversation, MessageTree.load(conversation))
+    parent_id = branch_end(conversation, after)
     return question_turn_start(
         user=user, conversation=conversation, parent_id=parent_id, text=text, attachments=attachments
     )
+
+
+def branch_end(conversation: Conversation, after: int | None) -> int | None:
+    """The message a new question follows: `after` (refused unless it is this conversation's),
+    or the current leaf."""
+    if after is None:
+        return branch_leaf_id(conversation, MessageTree.load(conversation))
+    if not conversation.messages.filter(pk=after).exists():
+        raise MessageNotFound(after)
+    return after
 
 
 def message_text_check(text: str, *, images: bool = False) -> str:
