@@ -65,9 +65,3 @@ def branch_leaf_id(conversation: Conversation, tree: MessageTree) -> int | None:
     if leaf is not None and leaf in tree.parents:
         return leaf
     return tree.newest_leaf(None)
-
-
-def branch_path_ids(conversation: Conversation) -> list[int]:
-    """The ids of the branch on screen, first message first."""
-    tree = MessageTree.load(conversation)
-    return tree.path(branch_leaf_id(conversation, tree))
