@@ -262,6 +262,27 @@ def attachment_discard(attachment: Attachment) -> None:
         transaction.on_commit(lambda: storage.delete(name))
 
 
+def attachment_copy(original: Attachment, *, message: Message) -> Attachment:
+    """A copy of `original` (its file too) for `message`, which may be in another conversation:
+    an edited question or a forked conversation keeps its images, and deleting one copy never
+    takes the other's file."""
+    with original.file.open("rb") as source:
+        data = source.read()
+    copy = Attachment(
+        message=message,
+        conversation_id=message.conversation_id,
+        sha256=original.sha256,
+        content_type=original.content_type,
+        width=original.width,
+        height=original.height,
+        size_bytes=original.size_bytes,
+    )
+    extension = (original.file.name or "").rpartition(".")[2]
+    copy.file.save(f"{uuid.uuid4().hex}.{extension}", ContentFile(data), save=False)
+    copy.save()
+    return copy
+
+
 def attachments_pending(*, conversation: Conversation) -> list[Attachment]:
     """Images uploaded to the conversation and not sent yet, oldest first."""
     return list(conversation.attachments.filter(message__isnull=True))

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from playground.chat.preflight import PreflightUnavailable, preflight_for
 from playground.chat.request_code import next_request_code, past_request_code, target_parse
 from playground.chat.selectors import conversation_get, message_request_get
+from playground.chat.services.history import CURRENT_LEAF
 from playground.lib.web import HtmxHttpRequest
 
 
@@ -32,6 +33,7 @@ def next_request_code_view(request: HtmxHttpRequest, conversation_id: int) -> Ht
         attachment_ids=_ids(data),
         target=target_parse(data.get("target", "")),
         origin=_origin(request),
+        after=_after(data),
     )
     context = {
         "code": code,
@@ -75,7 +77,10 @@ def preflight_view(request: HtmxHttpRequest, conversation_id: int) -> HttpRespon
         raise Http404("No such conversation.")
     try:
         preflight = preflight_for(
-            conversation=conversation, text=request.POST.get("message", ""), attachment_ids=_ids(request.POST)
+            conversation=conversation,
+            text=request.POST.get("message", ""),
+            attachment_ids=_ids(request.POST),
+            after=_after(request.POST),
         )
     except PreflightUnavailable as exc:
         return render(request, "chat/preflight.html", {"problem": str(exc)})
@@ -85,6 +90,13 @@ def preflight_view(request: HtmxHttpRequest, conversation_id: int) -> HttpRespon
 def _ids(data: QueryDict) -> list[int]:
     """The draft's image ids; anything that is not one is left out (the send checks them again)."""
     return [int(value) for value in data.getlist("attachment") if value.isascii() and value.isdigit()]
+
+
+def _after(data: QueryDict) -> int:
+    """The last message the page shows (the composer's `after`); the current leaf without one.
+    Another conversation's id finds no message in this one's tree, so it shows no history."""
+    value = data.get("after", "")
+    return int(value) if value.isascii() and value.isdigit() else CURRENT_LEAF
 
 
 def _origin(request: HtmxHttpRequest) -> str:

@@ -33,12 +33,21 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.template.loader import render_to_string
 
 from playground.accounts.selectors import asession_user_id
-from playground.chat.forms import BadCommand, ContinueCommand, SendCommand, StopCommand, chat_command_parse
+from playground.chat.forms import (
+    BadCommand,
+    ContinueCommand,
+    EditCommand,
+    RegenerateCommand,
+    SendCommand,
+    StopCommand,
+    chat_command_parse,
+)
 from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.presenters import message_view
 from playground.chat.relay import DeltaFrames, FrameRelay
 from playground.chat.selectors import aconversation_get
-from playground.chat.services.conversations import ConversationNotFound
+from playground.chat.services.branching import chat_edit_start, chat_regenerate_start
+from playground.chat.services.conversations import ConversationNotFound, MessageNotFound
 from playground.chat.services.tool_continuations import (
     ToolResultInput,
     ToolResultsRefused,
@@ -53,6 +62,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 BUSY = "An answer is still streaming: wait for it to finish, or press Stop."
 GONE = "This conversation is no longer available to you."
+NO_MESSAGE = "That message is not in this conversation (it may have been deleted): reload the page."
 SIGNED_OUT = "You are signed out (or your account was deactivated): sign in again to continue."
 
 
@@ -96,10 +106,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             case StopCommand():
                 if await self._stop_turn(by_user=True) and self.turn is not None:
                     await self._send_finished(self.turn)
-            case SendCommand(text=text, attachment_ids=attachment_ids):
-                await self._start_turn(lambda: self._open_turn(text, attachment_ids))
+            case SendCommand(text=text, attachment_ids=attachment_ids, after=after):
+                await self._start_turn(lambda: self._open_turn(text, attachment_ids, after))
             case ContinueCommand():
                 await self._start_turn(lambda: self._open_continue(command))
+            case EditCommand(message_id=message_id, text=text):
+                await self._start_turn(lambda: self._open_branch(chat_edit_start, message_id, text=text))
+            case RegenerateCommand(message_id=message_id):
+                await self._start_turn(lambda: self._open_branch(chat_regenerate_start, message_id))
 
     # --- turns ---------------------------------------------------------------------------
 
@@ -129,7 +143,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self._run_turn(turn, slot), name=f"chat-turn-{turn.user_message.pk}"
             )
 
-    async def _open_turn(self, text: str, attachment_ids: tuple[int, ...] = ()) -> ChatTurn | None:
+    async def _open_turn(
+        self, text: str, attachment_ids: tuple[int, ...] = (), after: int | None = None
+    ) -> ChatTurn | None:
         """Save the question and show it; None (after a notice) when the service refuses."""
         turn = await self._refusable(
             database_sync_to_async(chat_turn_start),
@@ -137,6 +153,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             conversation_id=self.conversation_id,
             text=text,
             attachment_ids=attachment_ids,
+            after=after,
         )
         if turn is None:
             return None
@@ -150,6 +167,32 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "whole_answer": not turn.call.request.stream,  # JSON output this model cannot stream
             },
         )
+        return turn
+
+    async def _open_branch(
+        self, service: Callable[..., ChatTurn], message_id: int, **kwargs: Any
+    ) -> ChatTurn | None:
+        """An edited question or a regenerated answer: the messages it replaces leave the page,
+        and the new branch streams in their place."""
+        turn = await self._refusable(
+            database_sync_to_async(service),
+            user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            message_id=message_id,
+            **kwargs,
+        )
+        if turn is None:
+            return None
+        self.turn, self.finished_sent = turn, False
+        context = {
+            "replaced": turn.replaced,
+            "user_message": message_view(turn.user_message, alternatives=turn.question_siblings),
+            "edited": bool(turn.question_siblings),  # a new question (a regenerated answer has none)
+            "key": _key(turn),
+            "conversation": turn.conversation,
+            "whole_answer": not turn.call.request.stream,
+        }
+        await self._send_template("chat/ws/branch_started.html", context)
         return turn
 
     async def _open_continue(self, command: ContinueCommand) -> ChatTurn | None:
@@ -189,6 +232,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Run a turn-starting service; a refusal becomes a notice (or closes the socket) and None."""
         try:
             return await service(**kwargs)
+        except MessageNotFound:
+            await self._notice(NO_MESSAGE)
         except ConversationNotFound:
             await self._notice(GONE)
             await self.close(code=CLOSE_NOT_FOUND)
@@ -261,6 +306,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 tools=turn.conversation.tools,
                 awaiting=True,
                 model_label=turn.model_label,
+                alternatives=turn.answer_siblings,
             ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
         }

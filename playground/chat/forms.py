@@ -218,6 +218,7 @@ class BadCommand(Exception):
 class SendCommand:
     text: str
     attachment_ids: tuple[int, ...] = ()  # uploaded images sent with the text
+    after: int | None = None  # the last message on the page (None: the branch's current end)
 
 
 @dataclass(frozen=True)
@@ -234,11 +235,28 @@ class ContinueCommand:
     mocks: dict[int, int]
 
 
-ChatCommand = SendCommand | StopCommand | ContinueCommand
+@dataclass(frozen=True)
+class EditCommand:
+    """The question `message_id` sent again with new text, as a new branch."""
+
+    message_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class RegenerateCommand:
+    """The last answer `message_id` (or an unanswered question) answered again."""
+
+    message_id: int
+
+
+ChatCommand = SendCommand | StopCommand | ContinueCommand | EditCommand | RegenerateCommand
 
 
 def chat_command_parse(raw: str | None) -> ChatCommand:
-    """One client message: `{"action": "send", "message": "..."}` or `{"action": "stop"}`.
+    """One client message: `{"action": "send", "message": "..."}`, `{"action": "stop"}`,
+    `{"action": "edit", "message_id": 12, "message": "..."}`, `{"action": "regenerate",
+    "message_id": 13}` or a tool continuation (`_continue_command`).
 
     The htmx ws extension sends the form's fields as JSON (plus a `HEADERS` object we
     ignore); `action` defaults to "send".
@@ -249,12 +267,25 @@ def chat_command_parse(raw: str | None) -> ChatCommand:
         return StopCommand()
     if action == "continue":
         return _continue_command(data)
-    if action != "send":
+    if action == "regenerate":
+        return RegenerateCommand(message_id=_message_id(data))
+    if action not in ("send", "edit"):
         raise BadCommand("Unknown action.")
     text = data.get("message", "")
     if not isinstance(text, str):
         raise BadCommand("The message must be text.")
-    return SendCommand(text=text, attachment_ids=_attachment_ids(data.get("attachment")))
+    if action == "edit":
+        return EditCommand(message_id=_message_id(data), text=text)
+    after = _message_id(data, "after") if data.get("after") not in (None, "") else None
+    return SendCommand(text=text, attachment_ids=_attachment_ids(data.get("attachment")), after=after)
+
+
+def _message_id(data: dict[str, Any], key: str = "message_id") -> int:
+    value = data.get(key)
+    digits = str(value).strip() if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    if not (digits.isascii() and digits.isdigit()):
+        raise BadCommand("That action needs the message it applies to.")
+    return int(digits)
 
 
 def _socket_message(raw: str | None) -> dict[str, Any]:

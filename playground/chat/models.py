@@ -40,6 +40,11 @@ class Conversation(models.Model):
     parallel_tool_calls = models.BooleanField(default=True)
     auto_mock_steps = models.PositiveSmallIntegerField(default=0)  # 0: the user answers every call
     response_format = models.JSONField(null=True, blank=True)  # None: text
+    # The last message of the branch shown and continued: the path from it up through
+    # `Message.parent` is the history the next request sends (see chat.branches).
+    current_leaf = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -62,7 +67,13 @@ class MessageRole(models.TextChoices):
 
 
 class Message(models.Model):
+    """One message of a conversation's tree: `parent` is the message before it on its branch
+    (None for a first message). Editing a question or regenerating an answer adds a sibling."""
+
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     content = models.TextField(blank=True)
     reasoning = models.TextField(blank=True)

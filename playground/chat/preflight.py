@@ -22,6 +22,7 @@ from django.utils import timezone
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.models import Conversation
 from playground.chat.selectors import UsageSoFar, conversation_usage_so_far
+from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
 from playground.usage.budgets.worst_case import request_max_tokens
 from playground.usage.estimates import CostEstimate, cost_estimate
@@ -85,14 +86,21 @@ class PreflightUnavailable(Exception):
     """The next request cannot be built (no connection, an image the model cannot read, ...)."""
 
 
-def preflight_for(*, conversation: Conversation, text: str, attachment_ids: Sequence[int] = ()) -> Preflight:
-    """The next turn's figures for the draft `text` and images. Raises `PreflightUnavailable`."""
+def preflight_for(
+    *, conversation: Conversation, text: str, attachment_ids: Sequence[int] = (), after: int = CURRENT_LEAF
+) -> Preflight:
+    """The next turn's figures for the draft `text` and images, after the message `after` (the
+    last one on the page). Raises `PreflightUnavailable`."""
     if conversation.connection is None:
         raise PreflightUnavailable("This conversation's connection was deleted.")
     try:
         attachments = attachments_to_send(conversation, attachment_ids)
         request = turn_request_build(
-            conversation=conversation, text=text.strip(), attachments=attachments, image_bytes=False
+            conversation=conversation,
+            text=text.strip(),
+            attachments=attachments,
+            image_bytes=False,
+            after=after,
         )
     except ValidationError as exc:
         raise PreflightUnavailable(" ".join(exc.messages)) from None

@@ -117,6 +117,30 @@ def size_text(size: int) -> str:
 
 
 @dataclass(frozen=True)
+class BranchView:
+    """Where a message stands among its alternatives (edits of a question, regenerated
+    answers): "< 2 / 3 >", each arrow the id of the alternative it shows."""
+
+    position: int
+    count: int
+    previous_id: int | None
+    next_id: int | None
+
+
+def branch_view(message_id: int, alternatives: Sequence[int]) -> BranchView | None:
+    """None when the message has no alternative (nothing to switch to)."""
+    if len(alternatives) < 2 or message_id not in alternatives:
+        return None
+    index = alternatives.index(message_id)
+    return BranchView(
+        position=index + 1,
+        count=len(alternatives),
+        previous_id=alternatives[index - 1] if index > 0 else None,
+        next_id=alternatives[index + 1] if index + 1 < len(alternatives) else None,
+    )
+
+
+@dataclass(frozen=True)
 class MessageView:
     id: int
     role: str
@@ -133,6 +157,7 @@ class MessageView:
     awaiting_results: bool = False  # the latest answer, its calls not answered yet: show the form
     failed: bool = False  # a refused or failed answer: its turn is not sent again and may be deleted
     model_label: str = ""  # the model that wrote this answer, shown once a conversation's model changed
+    branch: BranchView | None = None  # its alternatives, when it has some
 
     @property
     def is_user(self) -> bool:
@@ -210,10 +235,12 @@ def message_view(
     results: Iterable[Message] = (),
     awaiting: bool = False,
     model_label: str = "",
+    alternatives: Sequence[int] = (),
 ) -> MessageView:
     """`tools`: the conversation's definitions (for mocks); `results`: this answer's tool
     messages; `awaiting`: it is the latest answer and its calls may still be answered;
-    `model_label`: the model to name on it (see `answer_models`)."""
+    `model_label`: the model to name on it (see `answer_models`); `alternatives`: its branch
+    alternatives, itself included."""
     record = message.usage_record if message.role == MessageRole.ASSISTANT else None
     return MessageView(
         id=message.pk,
@@ -231,6 +258,7 @@ def message_view(
         images=_images(message),
         failed=message.is_failed_answer,
         model_label=model_label,
+        branch=branch_view(message.pk, alternatives),
     )
 
 
@@ -287,10 +315,15 @@ def answer_models(messages: Sequence[Message], *, current_model: str) -> dict[in
 
 
 def message_views(
-    messages: Iterable[Message], *, tools: Sequence[Mapping[str, Any]] = (), current_model: str = ""
+    messages: Iterable[Message],
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    current_model: str = "",
+    alternatives: Mapping[int, Sequence[int]] | None = None,
 ) -> list[MessageView]:
-    """The conversation's messages to show; tool results are shown on the answer they reply to.
-    `current_model`: the conversation's model now (answers name theirs once it changed)."""
+    """The branch's messages to show; tool results are shown on the answer they reply to.
+    `current_model`: the conversation's model now (answers name theirs once it changed);
+    `alternatives`: for messages where branches fork, every alternative's id (`branch_shown`)."""
     shown: list[Message] = []
     results: dict[int, list[Message]] = {}
     for message in messages:
@@ -300,6 +333,7 @@ def message_views(
             shown.append(message)
     last = shown[-1].pk if shown else None
     models = answer_models(shown, current_model=current_model) if current_model else {}
+    forks = alternatives or {}
     return [
         message_view(
             message,
@@ -307,6 +341,7 @@ def message_views(
             results=results.get(message.pk, ()),
             awaiting=message.pk == last,
             model_label=models.get(message.pk, ""),
+            alternatives=forks.get(message.pk, ()),
         )
         for message in shown
     ]

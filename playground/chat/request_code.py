@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 
 from playground.chat.models import Conversation
+from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
 from playground.providers.adapters import adapter_for
 from playground.providers.code_samples import (
@@ -50,9 +51,16 @@ def target_parse(value: str) -> TargetKind:
 
 
 def next_request_code(
-    *, conversation: Conversation, text: str, attachment_ids: Sequence[int], target: TargetKind, origin: str
+    *,
+    conversation: Conversation,
+    text: str,
+    attachment_ids: Sequence[int],
+    target: TargetKind,
+    origin: str,
+    after: int = CURRENT_LEAF,
 ) -> RequestCode:
-    """The code of the request Send would make now with the draft `text` and images.
+    """The code of the request Send would make now with the draft `text` and images, after the
+    message `after` (the last one on the page).
 
     Blocking (`adapter_for` resolves the connection's host). `origin` is this app's address.
     """
@@ -64,7 +72,7 @@ def next_request_code(
     try:
         attachments = attachments_to_send(conversation, attachment_ids)
         request = turn_request_build(
-            conversation=conversation, text=text.strip() or EMPTY_DRAFT, attachments=attachments
+            conversation=conversation, text=text.strip() or EMPTY_DRAFT, attachments=attachments, after=after
         )
         adapter = adapter_for(connection)
     except ValidationError as exc:

@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
+from playground.chat.branches import MessageTree, branch_leaf_id
 from playground.chat.models import Attachment, Comparison, ComparisonColumn, Conversation, Message
 from playground.chat.search import matching_conversation_ids, recent_matches, search_terms
 from playground.usage.models import UsageRecord, UsageStatus
@@ -202,6 +203,25 @@ def message_list(*, conversation: Conversation) -> QuerySet[Message]:
         .defer("usage_record__request_body")
         .prefetch_related("attachments")
     )
+
+
+@dataclass(frozen=True)
+class BranchShown:
+    """The branch on screen: its messages, first first (with their records and images), and
+    for those where branches fork, every alternative's id oldest first ("< 2 / 3 >")."""
+
+    messages: list[Message]
+    alternatives: dict[int, list[int]]
+
+
+def branch_shown(*, conversation: Conversation) -> BranchShown:
+    """The messages of the branch ending at the conversation's current leaf (the caller
+    already checked access)."""
+    tree = MessageTree.load(conversation)
+    path = tree.path(branch_leaf_id(conversation, tree))
+    rows = message_list(conversation=conversation).filter(pk__in=path).in_bulk()
+    alternatives = {pk: tree.siblings(pk) for pk in path if len(tree.siblings(pk)) > 1}
+    return BranchShown(messages=[rows[pk] for pk in path], alternatives=alternatives)
 
 
 def message_request_get(*, user: AnyUser, conversation_id: int, message_id: int) -> UsageRecord | None:

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat import attachment_views, code_views, compare_views, conversation_views, views
+from playground.chat import (
+    attachment_views,
+    branch_views,
+    code_views,
+    compare_views,
+    conversation_views,
+    views,
+)
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
@@ -50,8 +57,18 @@ urlpatterns: list[URLPattern] = [
     ),
     path(
         "<int:conversation_id>/messages/<int:message_id>/delete/",
-        views.turn_delete_view,
+        branch_views.turn_delete_view,
         name="turn-delete",
+    ),
+    path(
+        "<int:conversation_id>/messages/<int:message_id>/switch/",
+        branch_views.branch_switch_view,
+        name="branch-switch",
+    ),
+    path(
+        "<int:conversation_id>/messages/<int:message_id>/fork/",
+        branch_views.conversation_fork_view,
+        name="conversation-fork",
     ),
     path(
         "<int:conversation_id>/messages/<int:message_id>/request/",

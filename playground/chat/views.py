@@ -15,10 +15,10 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRefresh
 
 from playground.accounts.permissions import team_ids_can_run, user_can_run
 from playground.chat.attachment_views import attachments_context
+from playground.chat.branch_views import branch_context
 from playground.chat.conversation_views import team_connections
 from playground.chat.forms import (
     AFFINITY_HELP,
@@ -34,7 +34,6 @@ from playground.chat.presenters import (
     composer_note,
     composer_summary,
     conversation_rows,
-    message_views,
     request_view,
 )
 from playground.chat.routing import chat_socket_path
@@ -47,7 +46,6 @@ from playground.chat.selectors import (
     conversation_get,
     conversation_page,
     conversation_search,
-    message_list,
     message_request_get,
 )
 from playground.chat.services.conversations import (
@@ -58,7 +56,6 @@ from playground.chat.services.conversations import (
     conversation_settings_update,
     conversation_tools_update,
 )
-from playground.chat.services.turns import chat_turn_delete
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolsInvalid
 from playground.lib.web import HtmxHttpRequest, form_errors_add
@@ -141,11 +138,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     context = {
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
-        "messages_list": message_views(
-            message_list(conversation=conversation),
-            tools=conversation.tools,
-            current_model=conversation.model_id,
-        ),
+        **branch_context(conversation),
         "can_send": not note,
         "can_run": can_run,
         "composer_note": note,
@@ -228,21 +221,6 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         return render(request, "chat/conversation_detail.html#composer_settings", context)
     return render(request, "chat/composer_settings_page.html", context, status=400)
-
-
-@login_required
-@require_POST
-def turn_delete_view(request: HtmxHttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
-    """Delete a refused or failed turn (its answer and the message that asked); the page reloads."""
-    try:
-        chat_turn_delete(user=request.user, conversation_id=conversation_id, message_id=message_id)
-    except ConversationNotFound:
-        raise Http404("No such answer.") from None
-    except ValidationError as exc:
-        return HttpResponseBadRequest(" ".join(exc.messages), content_type="text/plain; charset=utf-8")
-    if request.htmx:  # a continuation's calls may be answerable again: the whole page is redrawn
-        return HttpResponseClientRefresh()
-    return redirect("chat:conversation-detail", conversation_id=conversation_id)
 
 
 @login_required

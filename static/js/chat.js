@@ -1,15 +1,20 @@
 // The few behaviours htmx does not cover on the chat page: Enter or Ctrl/⌘+Enter to send, Esc
 // to stop a streaming answer, clearing the box once the server accepted the message, and
-// keeping the newest text in view.
+// keeping the newest text in view. #messages is looked up each time: switching branches or
+// deleting a turn swaps it for a new element.
 (function () {
   "use strict";
 
   function init() {
-    var messages = document.getElementById("messages");
     var composer = document.getElementById("composer");
-    if (messages) messages.scrollTop = messages.scrollHeight;
-    if (!composer || !messages) return;
+    var first = document.getElementById("messages");
+    if (first) first.scrollTop = first.scrollHeight;
+    if (!composer || !first) return;
     var input = composer.querySelector("textarea[name=message]");
+    var sentFromComposer = false; // an edit or a regenerate starts a turn too: the draft stays
+    composer.addEventListener("submit", function () {
+      sentFromComposer = true;
+    });
 
     function streaming() {
       var actions = document.getElementById("composer-actions");
@@ -52,12 +57,15 @@
     var stickToBottom = true;
     var wasStreaming = false;
     document.body.addEventListener("htmx:wsBeforeMessage", function () {
+      var messages = document.getElementById("messages");
       stickToBottom = messages.scrollHeight - messages.scrollTop - messages.clientHeight < 120;
     });
     document.body.addEventListener("htmx:wsAfterMessage", function () {
+      var messages = document.getElementById("messages");
       var now = streaming();
-      if (now && !wasStreaming) input.value = ""; // the server took the message
+      if (now && !wasStreaming && sentFromComposer) input.value = ""; // the server took the message
       if (!now && wasStreaming) input.focus();
+      sentFromComposer = false; // the first frame after a send answers it (Send waits for the turn)
       wasStreaming = now;
       if (stickToBottom) messages.scrollTop = messages.scrollHeight;
     });

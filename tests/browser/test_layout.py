@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import FloatRect, Locator, Page, ViewportSize, expect
 
-from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.models import Conversation, MessageRole
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
+from tests.support.messages import message_append
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -60,8 +61,8 @@ def a_conversation_with_history(actors: Actors, upstream: FakeUpstream) -> Conve
         ("And when does it not help?", "When the prefix changes from one request to the next: a timestamp "
          "or a shuffled tool list at the top of the prompt breaks the cache on every turn."),
     ]:  # fmt: skip
-        Message.objects.create(conversation=conversation, role=MessageRole.USER, content=question)
-        Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content=answer)
+        message_append(conversation=conversation, role=MessageRole.USER, content=question)
+        message_append(conversation=conversation, role=MessageRole.ASSISTANT, content=answer)
     return conversation
 
 

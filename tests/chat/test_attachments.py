@@ -27,6 +27,7 @@ from playground.providers.models import ProviderConnection
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 from tests.support.images import SVG, jpeg_with_gps, png
+from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
 
@@ -306,7 +307,7 @@ def test_history_images_are_sent_again_with_later_turns(actors: Actors, vision_c
     chat_turn_start(
         user=actors.owner, conversation_id=vision_chat.pk, text="Look", attachment_ids=[attachment.pk]
     )
-    Message.objects.create(conversation=vision_chat, role=MessageRole.ASSISTANT, content="A red square.")
+    message_append(conversation=vision_chat, role=MessageRole.ASSISTANT, content="A red square.")
 
     history = upstream_messages(vision_chat)
 

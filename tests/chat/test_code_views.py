@@ -12,6 +12,7 @@ from playground.usage.models import UsageRecord, UsageStatus
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 from tests.support.connections import WORKERS_TOKEN
+from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +30,8 @@ def answered(conversation: Conversation) -> Message:
         affinity_key=conversation.affinity_key,
         request_body={"messages": [{"role": "user", "content": "Hi"}], "stream": True},
     )
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="Hi")
-    return Message.objects.create(
+    message_append(conversation=conversation, role=MessageRole.USER, content="Hi")
+    return message_append(
         conversation=conversation, role=MessageRole.ASSISTANT, content="Hello", usage_record=record
     )
 

@@ -22,6 +22,7 @@ from playground.usage.models import TeamBudget, UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream, error
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
 
@@ -155,8 +156,11 @@ def test_a_failed_turn_is_deleted_only_by_its_team_and_an_answered_one_stays(
 
     response = client_for(actors.owner).post(delete_url(refused), HTTP_HX_REQUEST="true")
 
-    assert response.status_code == 200 and response.headers["HX-Refresh"] == "true"
+    assert response.status_code == 200
     assert gateway_chat.messages.count() == 2
+    redrawn = response.content.decode()  # the messages, redrawn for htmx to swap in
+    assert redrawn.lstrip().startswith('<div class="messages" id="messages"')
+    assert "Kept" in redrawn and "Too dear" not in redrawn
 
 
 # --- unpriced models under a budget ------------------------------------------------------------
@@ -199,9 +203,9 @@ def test_a_tool_continuation_on_an_unpriced_model_is_refused_under_a_budget(
         }
     ]
     unpriced_chat.save()
-    Message.objects.create(conversation=unpriced_chat, role=MessageRole.USER, content="Time?")
+    message_append(conversation=unpriced_chat, role=MessageRole.USER, content="Time?")
     calls = [{"index": 0, "id": "c0", "name": "clock", "arguments": "{}", "valid": True, "errors": []}]
-    answer = Message.objects.create(conversation=unpriced_chat, role=MessageRole.ASSISTANT, tool_calls=calls)
+    answer = message_append(conversation=unpriced_chat, role=MessageRole.ASSISTANT, tool_calls=calls)
     Membership.objects.filter(team=actors.team, user=actors.owner).update(monthly_budget_usd=Decimal(5))
 
     turn = drain(

@@ -15,7 +15,7 @@ from django.utils.html import escape
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.attachments import attachments_link, image_refusal
-from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.models import Conversation, MessageRole
 from playground.chat.preflight import preflight_for
 from playground.chat.services.conversations import conversation_create
 from playground.chat.services.turns import turn_request_build
@@ -31,6 +31,7 @@ from playground.usage.pricing import cost_for
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 from tests.support.images import png
+from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
 
@@ -149,12 +150,8 @@ def test_the_composer_warns_when_the_prompt_nears_the_context_window(
     conversation = conversation_create(
         user=actors.owner, connection_id=engine_connection.pk, model_id=ENGINE_MODEL_ID
     )
-    Message.objects.create(
-        conversation=conversation, role=MessageRole.USER, content="x" * (history_chars // 2)
-    )
-    Message.objects.create(
-        conversation=conversation, role=MessageRole.ASSISTANT, content="y" * (history_chars // 2)
-    )
+    message_append(conversation=conversation, role=MessageRole.USER, content="x" * (history_chars // 2))
+    message_append(conversation=conversation, role=MessageRole.ASSISTANT, content="y" * (history_chars // 2))
 
     response = client_for(actors.owner).post(
         reverse("chat:preflight", args=[conversation.pk]), {"message": "z"}
@@ -173,9 +170,9 @@ def test_images_count_as_the_send_counts_them_without_reading_their_files(
     sent = attachment_upload(
         user=actors.owner, conversation_id=conversation.pk, uploads=[SimpleUploadedFile("a.png", png())]
     )
-    first = Message.objects.create(conversation=conversation, role=MessageRole.USER, content="Look")
+    first = message_append(conversation=conversation, role=MessageRole.USER, content="Look")
     attachments_link(message=first, attachments=sent.accepted)
-    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="A red square.")
+    message_append(conversation=conversation, role=MessageRole.ASSISTANT, content="A red square.")
     draft = attachment_upload(
         user=actors.owner, conversation_id=conversation.pk, uploads=[SimpleUploadedFile("b.png", png(64, 64))]
     )

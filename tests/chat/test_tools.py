@@ -34,6 +34,7 @@ from playground.usage.metering import estimate_tokens
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.messages import message_append
 from tests.support.sockets import FINISHED, Socket
 
 VISION_ONLY = "@cf/google/gemma-4-26b-a4b-it"  # the catalogue says: no tools
@@ -278,8 +279,8 @@ def test_the_view_shows_each_problem_inline_and_an_outsider_gets_a_404(
 
 
 def answer_with_calls(conversation: Conversation, *calls: tuple[int, str, str]) -> Message:
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="Weather?")
-    return Message.objects.create(
+    message_append(conversation=conversation, role=MessageRole.USER, content="Weather?")
+    return message_append(
         conversation=conversation,
         role=MessageRole.ASSISTANT,
         tool_calls=[
@@ -358,7 +359,7 @@ def test_continue_refuses_answered_calls_and_an_answer_that_is_not_the_latest(
             results={0: ToolResultInput(mock=0)},
         )
     older = answer_with_calls(tools_conversation, (0, "c1", "{}"))
-    Message.objects.create(conversation=tools_conversation, role=MessageRole.USER, content="Never mind")
+    message_append(conversation=tools_conversation, role=MessageRole.USER, content="Never mind")
     with pytest.raises(ValidationError, match="later messages exist"):
         chat_continue_start(
             user=actors.owner,
@@ -376,7 +377,7 @@ def test_history_sends_the_calls_then_their_results_in_index_order_despite_repea
         tools_conversation, (0, REPEATED_ID, '{"city": "Paris"}'), (1, REPEATED_ID, '{"city": "Oslo"}')
     )
     for index, content in ((1, "oslo result"), (0, "paris result")):  # saved out of order
-        Message.objects.create(
+        message_append(
             conversation=tools_conversation,
             role=MessageRole.TOOL,
             content=content,
@@ -384,7 +385,7 @@ def test_history_sends_the_calls_then_their_results_in_index_order_despite_repea
             tool_call_index=index,
             tool_call_id=REPEATED_ID,
         )
-    Message.objects.create(conversation=tools_conversation, role=MessageRole.ASSISTANT, content="Sunny both.")
+    message_append(conversation=tools_conversation, role=MessageRole.ASSISTANT, content="Sunny both.")
     messages = upstream_messages(tools_conversation)
     assert messages[1:] == [
         {"role": "user", "content": "Weather?"},
@@ -409,8 +410,8 @@ def test_history_sends_the_calls_then_their_results_in_index_order_despite_repea
 @pytest.mark.django_db
 def test_calls_left_unanswered_are_not_sent_as_dangling_tool_calls(tools_conversation: Conversation) -> None:
     answer_with_calls(tools_conversation, (0, "c0", "{}"))
-    Message.objects.create(conversation=tools_conversation, role=MessageRole.USER, content="Skip that.")
-    Message.objects.create(conversation=tools_conversation, role=MessageRole.ASSISTANT, content="Skipped.")
+    message_append(conversation=tools_conversation, role=MessageRole.USER, content="Skip that.")
+    message_append(conversation=tools_conversation, role=MessageRole.ASSISTANT, content="Skipped.")
     # The question answered only by calls nobody answered is left out with them: no two user
     # messages in a row.
     assert upstream_messages(tools_conversation)[1:] == [

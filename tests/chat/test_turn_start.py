@@ -15,6 +15,7 @@ from playground.chat.services.turns import MAX_MESSAGE_CHARS, chat_turn_start
 from playground.providers.models import ProviderConnection
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
+from tests.support.messages import message_append
 from tests.support.sockets import Socket
 
 LLAMA_24K = "@cf/meta/llama-3.3-70b-instruct-fp8-fast"  # a 24,000-token context window
@@ -26,8 +27,8 @@ def long_engine_conversation(actors: Actors, engine_connection: ProviderConnecti
     conversation = conversation_create(
         user=actors.owner, connection_id=engine_connection.pk, model_id=ENGINE_MODEL_ID
     )
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 20_000)
-    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="y" * 12_000)
+    message_append(conversation=conversation, role=MessageRole.USER, content="x" * 20_000)
+    message_append(conversation=conversation, role=MessageRole.ASSISTANT, content="y" * 12_000)
     return conversation
 
 
@@ -87,8 +88,8 @@ def test_a_model_the_catalogue_does_not_know_is_not_checked(
     conversation = conversation_create(
         user=actors.owner, connection_id=engine_connection.pk, model_id="@local/other"
     )
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
-    Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="x" * 100_000)
+    message_append(conversation=conversation, role=MessageRole.USER, content="x" * 100_000)
+    message_append(conversation=conversation, role=MessageRole.ASSISTANT, content="x" * 100_000)
 
     turn = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="more")
 
@@ -99,14 +100,12 @@ def test_a_model_the_catalogue_does_not_know_is_not_checked(
 def test_only_the_most_recent_history_is_sent_after_the_system_prompt(
     actors: Actors, conversation: Conversation
 ) -> None:
-    Message.objects.bulk_create(
-        Message(
+    for i in range(HISTORY_MAX_MESSAGES + 6):
+        message_append(
             conversation=conversation,
             role=MessageRole.ASSISTANT if i % 2 else MessageRole.USER,
             content=f"m{i}",
         )
-        for i in range(HISTORY_MAX_MESSAGES + 6)
-    )
 
     messages = upstream_messages(conversation)
 

@@ -13,12 +13,13 @@ from django.urls import reverse
 
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_GEMMA_ID, ENGINE_MODEL_ID, KIMI_K26
-from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.models import Conversation, MessageRole
 from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from tests.support.actors import Actors
 from tests.support.clients import client_for
+from tests.support.messages import message_append
 
 pytestmark = pytest.mark.django_db
 
@@ -324,7 +325,7 @@ def test_another_teams_conversation_is_a_404(actors: Actors, conversation: Conve
 def test_a_viewer_reads_the_conversation_but_the_send_form_is_disabled_with_an_explanation(
     actors: Actors, conversation: Conversation
 ) -> None:
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="An earlier question")
+    message_append(conversation=conversation, role=MessageRole.USER, content="An earlier question")
 
     response = client_for(actors.viewer).get(detail_url(conversation))
 
@@ -356,8 +357,8 @@ def test_stored_answers_show_their_usage_line_and_price_card(
         ttft_ms=120,
         latency_ms=1400,
     )
-    Message.objects.create(conversation=conversation, role=MessageRole.USER, content="<b>hi</b>")
-    Message.objects.create(
+    message_append(conversation=conversation, role=MessageRole.USER, content="<b>hi</b>")
+    message_append(
         conversation=conversation,
         role=MessageRole.ASSISTANT,
         content="# Title\n\n<script>x()</script>",
@@ -389,9 +390,7 @@ def test_a_stored_upstream_error_is_shown_in_the_answer(actors: Actors, conversa
         error_text="The upstream answered 503 Service Unavailable.",
         latency_ms=80,
     )
-    Message.objects.create(
-        conversation=conversation, role=MessageRole.ASSISTANT, content="", usage_record=record
-    )
+    message_append(conversation=conversation, role=MessageRole.ASSISTANT, content="", usage_record=record)
 
     content = client_for(actors.owner).get(detail_url(conversation)).content.decode()
 

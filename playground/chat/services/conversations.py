@@ -27,6 +27,10 @@ class ConversationNotFound(Exception):
     """No conversation with that id in the user's teams (answered as 404)."""
 
 
+class MessageNotFound(ConversationNotFound):
+    """No such message in that conversation of the user's teams (answered as 404)."""
+
+
 def conversation_for_run(*, user: User, conversation_id: int) -> Conversation:
     """The user's conversation, if they may send in it. Raises `ConversationNotFound`
     (another team's, or none) or `PermissionDenied` (viewers)."""

@@ -1,4 +1,4 @@
-"""The history a request sends: saved messages in OpenAI shape, failed turns and unanswered calls left out."""
+"""The history a request sends: one branch in OpenAI shape, failed turns and unanswered calls left out."""
 
 from __future__ import annotations
 
@@ -6,16 +6,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from playground.chat.attachments import user_content
+from playground.chat.branches import MessageTree, branch_leaf_id
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.tools import ToolCallRecord
 from playground.providers.answer_collector import FunctionCallPart, ToolCallPart
 
 # Earlier messages sent with each turn: bounds the query and the request of a long conversation.
 HISTORY_MAX_MESSAGES = 200
+# `through`'s default: the branch on screen, up to the conversation's current leaf.
+CURRENT_LEAF = -1
 
 
-def upstream_messages(conversation: Conversation, *, image_bytes: bool = True) -> list[dict[str, Any]]:
+def upstream_messages(
+    conversation: Conversation,
+    *,
+    through: int | None = CURRENT_LEAF,
+    answering: bool = False,
+    image_bytes: bool = True,
+) -> list[dict[str, Any]]:
     """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
+
+    The messages are those of one branch: the path from a first message down to `through` (a
+    message id; None: no message, as for an edited first question; by default the current
+    leaf). `answering`: the request answers `through` itself (a question answered again), so
+    its turn goes out although no answer closes it.
 
     Only turns that were answered go out, and a turn whose tool round trip is pending (the
     results just saved for the request being built): a turn is a user message and the answers
@@ -32,13 +46,7 @@ def upstream_messages(conversation: Conversation, *, image_bytes: bool = True) -
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt.strip():
         messages.append({"role": "system", "content": conversation.system_prompt})
-    recent = list(
-        conversation.messages.select_related("usage_record")
-        .defer("usage_record__request_body")
-        .prefetch_related("attachments")
-        .order_by("-created_at", "-id")[:HISTORY_MAX_MESSAGES]
-    )
-    kept = _without_failed_turns(reversed(recent))
+    kept = without_failed_turns(branch_messages(conversation, through=through))
     results: dict[int, list[Message]] = {}
     for message in kept:
         if message.role == MessageRole.TOOL and message.reply_to_id is not None:
@@ -69,12 +77,35 @@ def upstream_messages(conversation: Conversation, *, image_bytes: bool = True) -
         elif message.content:
             messages += [*turn, {"role": "assistant", "content": message.content}]
             turn = []
-    if turn and turn[-1]["role"] == "tool":  # the round trip this request continues
+    if turn and (answering or turn[-1]["role"] == "tool"):  # what this request answers or continues
         messages += turn
     return messages
 
 
-def _without_failed_turns(messages: Iterable[Message]) -> list[Message]:
+def branch_messages(
+    conversation: Conversation,
+    *,
+    through: int | None = CURRENT_LEAF,
+    limit: int | None = HISTORY_MAX_MESSAGES,
+) -> list[Message]:
+    """The last `limit` messages (None: all) of the branch ending at `through`, oldest first."""
+    tree = MessageTree.load(conversation)
+    leaf = branch_leaf_id(conversation, tree) if through == CURRENT_LEAF else through
+    path = tree.path(leaf)
+    ids = path[-limit:] if limit is not None else path
+    if not ids:
+        return []
+    rows = (
+        conversation.messages.filter(pk__in=ids)
+        .select_related("usage_record")
+        .defer("usage_record__request_body")
+        .prefetch_related("attachments")
+        .in_bulk()
+    )
+    return [rows[pk] for pk in ids]
+
+
+def without_failed_turns(messages: Iterable[Message]) -> list[Message]:
     """`messages` (oldest first) without failed answers and the messages that triggered them."""
     kept: list[Message] = []
     trigger: list[Message] = []  # what the next answer replies to: a user message or tool results

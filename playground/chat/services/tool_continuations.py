@@ -66,7 +66,7 @@ def chat_continue_start(
         raise ValidationError("That answer has no tool calls to continue from.")
     if answer.tool_results.exists():
         raise ValidationError("These tool calls were already answered.")
-    if conversation.messages.filter(created_at__gte=answer.created_at).exclude(pk=answer.pk).exists():
+    if answer.children.exists():
         raise ValidationError("Only the latest answer's tool calls can be continued; later messages exist.")
     contents: dict[int, str] = {}
     errors: dict[int, str] = {}
@@ -82,22 +82,27 @@ def chat_continue_start(
         raise ToolResultsRefused(errors, message_id=message_id)
     adapter = adapter_for(connection)  # refuse an unusable connection before anything is saved
     with transaction.atomic():
-        tool_results = [
-            Message.objects.create(
-                conversation=conversation,
-                role=MessageRole.TOOL,
-                content=contents[call["index"]],
-                reply_to=answer,
-                tool_call_index=call["index"],
-                tool_call_id=call["id"],
+        tool_results: list[Message] = []
+        for call in sorted(answer.tool_calls, key=lambda call: call["index"]):
+            tool_results.append(  # each after the one before, on the answer's branch
+                Message.objects.create(
+                    conversation=conversation,
+                    parent=tool_results[-1] if tool_results else answer,
+                    role=MessageRole.TOOL,
+                    content=contents[call["index"]],
+                    reply_to=answer,
+                    tool_call_index=call["index"],
+                    tool_call_id=call["id"],
+                )
             )
-            for call in sorted(answer.tool_calls, key=lambda call: call["index"])
-        ]
         request = chat_request_build(
-            conversation=conversation, messages=upstream_messages(conversation), day=timezone.now().date()
+            conversation=conversation,
+            messages=upstream_messages(conversation, through=tool_results[-1].pk),
+            day=timezone.now().date(),
         )
         context_window = require_fits_context(request)  # raising here rolls the results back
-        conversation.save(update_fields=["updated_at"])
+        conversation.current_leaf = tool_results[-1]
+        conversation.save(update_fields=["current_leaf", "updated_at"])
     return ChatTurn(
         conversation=conversation,
         user_message=tool_results[-1],

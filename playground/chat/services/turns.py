@@ -23,16 +23,17 @@ from django.utils import timezone
 
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.attachments import (
-    attachment_discard,
+    attachment_copy,
     attachments_for_turn,
     attachments_link,
     image_refusal,
     user_content,
 )
+from playground.chat.branches import MessageTree, branch_leaf_id
 from playground.chat.composer import chat_request_build, structured_check
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
-from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
-from playground.chat.services.history import upstream_messages
+from playground.chat.services.conversations import MessageNotFound, conversation_for_run
+from playground.chat.services.history import CURRENT_LEAF, upstream_messages
 from playground.chat.tools import ToolCallRecord, tool_call_record
 from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
@@ -55,6 +56,9 @@ class ChatTurn:
     tool continuation, the last of `tool_results` (which answer `continues`' calls).
     `mock_steps`: the continuations answered from mocks since the user last acted, this
     one included (auto-mock mode counts them against `Conversation.auto_mock_steps`).
+    `question_siblings`: the question's branch alternatives (itself included), and
+    `answer_siblings` the answer's, once it is saved (the page's "< 2 / 3 >"); `replaced`:
+    the messages on screen that this turn's new branch takes the place of.
     """
 
     conversation: Conversation
@@ -66,6 +70,9 @@ class ChatTurn:
     tool_results: list[Message] = field(default_factory=list)
     mock_steps: int = 0
     model_label: str = ""  # the model to name on the answer: the conversation's changed since the last one
+    question_siblings: list[int] = field(default_factory=list)
+    answer_siblings: list[int] = field(default_factory=list)
+    replaced: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.call.after_record = self._save_answer
@@ -81,9 +88,13 @@ class ChatTurn:
         return [tool_call_record(call, self.conversation.tools) for call in self.answer.tool_calls]
 
     def _save_answer(self, record: UsageRecord | None, outcome: Outcome) -> None:
+        parent = self.user_message
         with transaction.atomic():
+            if not Message.objects.filter(pk=parent.pk).exists():
+                return  # its turn was deleted while it streamed: the record stays in the log
             message = Message.objects.create(
                 conversation=self.conversation,
+                parent=parent,
                 role=MessageRole.ASSISTANT,
                 content=self.answer.text,
                 reasoning=self.answer.reasoning,
@@ -93,23 +104,59 @@ class ChatTurn:
                 ),
                 usage_record=record,
             )
-            Conversation.objects.filter(pk=self.conversation.pk).update(updated_at=message.created_at)
+            conversations = Conversation.objects.filter(pk=self.conversation.pk)
+            conversations.update(updated_at=message.created_at)
+            # The branch moves on to the answer unless the user switched to another meanwhile.
+            conversations.filter(current_leaf=parent).update(current_leaf=message)
+            self.answer_siblings = list(
+                Message.objects.filter(parent=parent).order_by("id").values_list("id", flat=True)
+            )
         self.assistant_message = message
 
 
 def chat_turn_start(
-    *, user: User, conversation_id: int, text: str, attachment_ids: Sequence[int] = ()
+    *,
+    user: User,
+    conversation_id: int,
+    text: str,
+    attachment_ids: Sequence[int] = (),
+    after: int | None = None,
 ) -> ChatTurn:
-    """Check the user may send, save their message, and build the upstream request.
+    """Check the user may send, save their message at the end of the branch on screen, and
+    build the upstream request.
 
     `attachment_ids`: images uploaded to this conversation and not sent yet; they go with
-    the message (which may then have no text) when the model reads images.
+    the message (which may then have no text) when the model reads images. `after`: the last
+    message the page shows (None: the conversation's current leaf). A page that shows another
+    branch than the one last continued (another tab moved on) sends its own: a message after
+    one that already has a continuation starts a new branch there.
 
     Blocking (ORM, decrypting the token, resolving the host): call via `sync_to_async`.
-    Raises `ConversationNotFound`, `PermissionDenied` or `ValidationError`.
+    Raises `ConversationNotFound`, `MessageNotFound`, `PermissionDenied` or `ValidationError`.
     """
+    text = message_text_check(text, images=bool(attachment_ids))
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    attachments = attachments_to_send(conversation, attachment_ids)
+    parent_id = branch_end(conversation, after)
+    return question_turn_start(
+        user=user, conversation=conversation, parent_id=parent_id, text=text, attachments=attachments
+    )
+
+
+def branch_end(conversation: Conversation, after: int | None) -> int | None:
+    """The message a new question follows: `after` (refused unless it is this conversation's),
+    or the current leaf."""
+    if after is None:
+        return branch_leaf_id(conversation, MessageTree.load(conversation))
+    if not conversation.messages.filter(pk=after).exists():
+        raise MessageNotFound(after)
+    return after
+
+
+def message_text_check(text: str, *, images: bool = False) -> str:
+    """The user's text, stripped; refused when empty (without images), too long or unstorable."""
     text = text.strip()
-    if not text and not attachment_ids:
+    if not text and not images:
         raise ValidationError("Type a message first.")
     if len(text) > MAX_MESSAGE_CHARS:
         raise ValidationError(f"A message can be at most {MAX_MESSAGE_CHARS:,} characters.")
@@ -118,20 +165,42 @@ def chat_turn_start(
             "The message contains a character that cannot be stored (a lone surrogate or NUL); "
             "nothing was sent."
         )
-    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    return text
+
+
+def question_turn_start(
+    *,
+    user: User,
+    conversation: Conversation,
+    parent_id: int | None,
+    text: str,
+    attachments: Sequence[Attachment] = (),
+    copy_images_of: Message | None = None,
+) -> ChatTurn:
+    """Save a question after the message `parent_id` (None: as a first message) and build its
+    request, whose history is the branch ending at `parent_id`. The question becomes the
+    branch's leaf. `copy_images_of`: an edited question keeps the original's images (copies).
+    """
     connection = conversation.connection
     if connection is None:
         raise ValidationError("This conversation's connection was deleted; start a new conversation.")
-    attachments = attachments_to_send(conversation, attachment_ids)
-    request = turn_request_build(conversation=conversation, text=text, attachments=attachments)
+    originals = list(copy_images_of.attachments.all()) if copy_images_of is not None else []
+    request = turn_request_build(
+        conversation=conversation, text=text, attachments=[*attachments, *originals], after=parent_id
+    )
     context_window = require_fits_context(request)
     adapter = adapter_for(connection)
     with transaction.atomic():
-        user_message = Message.objects.create(conversation=conversation, role=MessageRole.USER, content=text)
+        user_message = Message.objects.create(
+            conversation=conversation, role=MessageRole.USER, content=text, parent_id=parent_id
+        )
         attachments_link(message=user_message, attachments=attachments)
+        for original in originals:
+            attachment_copy(original, message=user_message)
         if not conversation.title:
-            conversation.title = text[:TITLE_CHARS] or _images_title(len(attachments))
-        conversation.save(update_fields=["title", "updated_at"])
+            conversation.title = text[:TITLE_CHARS] or _images_title(len(attachments) + len(originals))
+        conversation.current_leaf = user_message
+        conversation.save(update_fields=["title", "current_leaf", "updated_at"])
     prefetch_related_objects([user_message], "attachments")  # the page shows them from async code
     return ChatTurn(
         conversation=conversation,
@@ -140,14 +209,23 @@ def chat_turn_start(
             user=user, conversation=conversation, adapter=adapter, request=request, window=context_window
         ),
         model_label=_model_label(conversation),
+        question_siblings=list(
+            conversation.messages.filter(parent_id=parent_id).order_by("id").values_list("id", flat=True)
+        ),
     )
 
 
 def turn_request_build(
-    *, conversation: Conversation, text: str, attachments: Sequence[Attachment] = (), image_bytes: bool = True
+    *,
+    conversation: Conversation,
+    text: str,
+    attachments: Sequence[Attachment] = (),
+    image_bytes: bool = True,
+    after: int | None = CURRENT_LEAF,
 ) -> ChatRequest:
-    """The request a turn sends for the user's `text` and images: the history, then the new
-    message, with the composer's settings (parameters, response format, tools, affinity).
+    """The request a turn sends for the user's `text` and images: the history (the branch
+    ending at the message `after`, by default the one on screen), then the new message, with
+    the composer's settings (parameters, response format, tools, affinity).
 
     Also what "View code" and the pre-flight cost show for the next turn, so they describe the
     very request Send would make. `image_bytes=False`: images without their data, for the
@@ -157,7 +235,7 @@ def turn_request_build(
     return chat_request_build(
         conversation=conversation,
         messages=[
-            *upstream_messages(conversation, image_bytes=image_bytes),
+            *upstream_messages(conversation, through=after, image_bytes=image_bytes),
             {
                 "role": "user",
                 "content": user_content(text=text, attachments=attachments, image_bytes=image_bytes),
@@ -215,43 +293,6 @@ def require_fits_context(request: ChatRequest) -> int | None:
             f"reads at most {model.context_window:,}: start a new conversation or send a shorter message."
         )
     return model.context_window
-
-
-def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> list[int]:
-    """Delete a failed turn: the failed answer `message_id` and what triggered it (the user's
-    message, or a continuation's tool results, whose calls may then be answered again). Its
-    usage record stays in the log. Returns the deleted messages' ids.
-
-    Raises `ConversationNotFound` (another team's conversation, or no such answer in it: 404),
-    `PermissionDenied` (viewers) or `ValidationError` (an answered turn stays).
-    """
-    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
-    with transaction.atomic():
-        answer = (
-            conversation.messages.select_related("usage_record")
-            .filter(pk=message_id, role=MessageRole.ASSISTANT)
-            .first()
-        )
-        if answer is None:
-            raise ConversationNotFound(message_id)
-        if not answer.is_failed_answer:
-            raise ValidationError("Only a refused or failed turn can be deleted; answered turns stay.")
-        doomed = [answer.pk]
-        newest_first = conversation.messages.filter(created_at__lte=answer.created_at).order_by(
-            "-created_at", "-id"
-        )
-        reached = False  # past the answer (messages saved in its instant after it come first)
-        for pk, role in newest_first.values_list("pk", "role").iterator():
-            if not reached:
-                reached = pk == answer.pk
-            elif role == MessageRole.ASSISTANT:
-                break  # the previous answer: the turn starts after it
-            else:
-                doomed.append(pk)
-        for attachment in Attachment.objects.filter(message_id__in=doomed):
-            attachment_discard(attachment)
-        Message.objects.filter(pk__in=doomed).delete()
-    return doomed
 
 
 def attachments_to_send(conversation: Conversation, ids: Sequence[int]) -> list[Attachment]:

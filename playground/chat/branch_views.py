@@ -1,0 +1,87 @@
+"""Branch actions on a conversation's messages: show another branch, delete a turn, fork.
+
+Thin views over `chat.services.branching`, which looks the conversation up in the user's
+teams and the message in that conversation: another team's conversation or message, or a
+message of another conversation, is a 404 on every path. Editing and regenerating stream an
+answer, so they are commands of the chat socket (`consumers`), not views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from playground.chat.models import Conversation
+from playground.chat.presenters import message_views
+from playground.chat.selectors import branch_shown
+from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
+from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
+from playground.lib.web import HtmxHttpRequest
+
+
+def branch_context(conversation: Conversation) -> dict[str, Any]:
+    """What the messages partial shows: the branch on screen, with its forks' switchers."""
+    shown = branch_shown(conversation=conversation)
+    return {
+        "messages_list": message_views(
+            shown.messages,
+            tools=conversation.tools,
+            current_model=conversation.model_id,
+            alternatives=shown.alternatives,
+        ),
+        "last_message_id": shown.messages[-1].pk if shown.messages else "",
+    }
+
+
+@login_required
+@require_POST
+def branch_switch_view(request: HtmxHttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """Show the branch through `message_id`; htmx swaps the messages in place."""
+    try:
+        conversation = chat_branch_switch(
+            user=request.user, conversation_id=conversation_id, message_id=message_id
+        )
+    except ConversationNotFound:
+        raise Http404("No such message.") from None
+    return _messages(request, conversation)
+
+
+@login_required
+@require_POST
+def turn_delete_view(request: HtmxHttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """Delete a turn (by its question), or a refused or failed answer and what asked it."""
+    try:
+        chat_turn_delete(user=request.user, conversation_id=conversation_id, message_id=message_id)
+    except ConversationNotFound:
+        raise Http404("No such message.") from None
+    except ValidationError as exc:
+        return HttpResponseBadRequest(" ".join(exc.messages), content_type="text/plain; charset=utf-8")
+    conversation = conversation_for_run(user=request.user, conversation_id=conversation_id)
+    return _messages(request, conversation)
+
+
+@login_required
+@require_POST
+def conversation_fork_view(request: HtmxHttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """A new conversation with this one's setup and its branch up to `message_id`."""
+    try:
+        fork = chat_fork(user=request.user, conversation_id=conversation_id, message_id=message_id)
+    except ConversationNotFound:
+        raise Http404("No such message.") from None
+    url = reverse("chat:conversation-detail", args=[fork.pk])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _messages(request: HtmxHttpRequest, conversation: Conversation) -> HttpResponse:
+    """The messages redrawn (htmx), or the page (a form posted without JavaScript)."""
+    if not request.htmx:
+        return redirect("chat:conversation-detail", conversation_id=conversation.pk)
+    context = {"conversation": conversation, "can_send": conversation.connection_id is not None}
+    return render(request, "chat/messages_redrawn.html", context | branch_context(conversation))

@@ -1,0 +1,158 @@
+"""Branches in a real browser, against the loopback fake Workers AI.
+
+Three turns are sent from the page; the second question is edited and sent again, which
+makes a branch: the page shows "2 / 2" on the edited question and the third turn leaves the
+screen. The arrows switch branches, and each time the next request's history, as the
+upstream received it, is the branch on screen. Then the last answer is regenerated ("2 / 2"
+on the answer, the same history sent again) and a turn is deleted. Screenshots at 1280x800
+and 390x844 go to `test-artifacts/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, ViewportSize, expect
+
+from playground.chat.models import Conversation, Message
+from playground.usage.models import UsageRecord
+from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
+from tests.support.actors import Actors
+from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+TIMEOUT_MS = 30_000
+
+
+def idle(page: Page) -> None:
+    """The answer streamed and was stored."""
+    expect(page.locator("#composer-actions")).to_have_attribute("data-state", "idle", timeout=TIMEOUT_MS)
+    expect(page.locator(".message-assistant.is-streaming")).to_have_count(0)
+
+
+def send(page: Page, text: str) -> None:
+    box = page.get_by_label("Message", exact=True)
+    box.fill(text)
+    box.press("Enter")
+    expect(page.locator(".message-user .bubble").last).to_have_text(text)
+    idle(page)
+
+
+def expect_questions(page: Page, texts: list[str]) -> None:
+    expect(page.locator(".message-user .bubble")).to_have_text(texts, timeout=TIMEOUT_MS)
+
+
+def history(upstream: FakeUpstream) -> list[str]:
+    """The user and assistant contents of the last request the upstream received."""
+    body = upstream.requests[-1].json
+    return [m["content"] for m in body["messages"] if m["role"] in ("user", "assistant")]
+
+
+def test_an_edited_question_makes_a_branch_and_the_next_request_sends_the_branch_on_screen(
+    live_app: LiveApp, actors: Actors, fake_upstream: FakeUpstream, chromium_path: str, artifacts: Path
+) -> None:
+    conversation = fake_workers_chat(actors, fake_upstream)
+    answer = fake_upstream.default_text
+    console = Console()
+    with browser_page(chromium_path, console=console, viewport=DESKTOP) as page:
+        page.on("dialog", lambda dialog: dialog.accept())
+        log_in(page, live_app.url, then=f"/chat/{conversation.pk}/")
+        open_chat(page, live_app.url, conversation)
+        # Answers whose cached share grows with the shared prefix, and an edit that breaks it.
+        fake_upstream.script(
+            *(
+                sse([native_frame(answer), native_frame("", usage=usage(prompt, 5, cached=cached))])
+                for prompt, cached in ((100, 0), (200, 100), (300, 240), (200, 50))
+            )
+        )
+        for text in ("One", "Two", "Three"):
+            send(page, text)
+        expect(page.locator(".message-assistant").last.locator(".usage-line")).to_contain_text(
+            "240 cached (80%)"
+        )
+
+        # Edit the second question: a new branch, its switcher, and the old third turn off screen.
+        second = page.locator(".message-user").nth(1)
+        second.get_by_text("Edit", exact=True).click()
+        second.get_by_label("Edited question").fill("Two, said differently")
+        second.get_by_role("button", name="Send").click()
+        expect_questions(page, ["One", "Two, said differently"])
+        idle(page)
+        edited = page.locator(".message-user").nth(1)
+        expect(edited.locator(".branch-position")).to_have_text("2 / 2")
+        assert history(fake_upstream) == ["One", answer, "Two, said differently"]
+        # What the edit cost in cache misses: the branched turn shows its own cached share.
+        expect(page.locator(".message-assistant").last.locator(".usage-line")).to_contain_text(
+            "50 cached (25%)"
+        )
+        page.screenshot(path=artifacts / "branches-01-switcher-1280.png")
+        page.set_viewport_size(PHONE)
+        edited.scroll_into_view_if_needed()
+        page.screenshot(path=artifacts / "branches-02-switcher-390.png")
+        page.set_viewport_size(DESKTOP)
+
+        # Back to the first branch: the third turn is on screen again, and goes with the next request.
+        edited.get_by_role("button", name="Previous branch").click()
+        expect(page.locator(".message-user").nth(1).locator(".branch-position")).to_have_text("1 / 2")
+        expect_questions(page, ["One", "Two", "Three"])
+        send(page, "Four")
+        assert history(fake_upstream) == ["One", answer, "Two", answer, "Three", answer, "Four"]
+
+        # And to the edited branch again: the next request leaves the first branch out.
+        page.locator(".message-user").nth(1).get_by_role("button", name="Next branch").click()
+        expect(page.locator(".message-user").nth(1).locator(".branch-position")).to_have_text("2 / 2")
+        expect_questions(page, ["One", "Two, said differently"])
+        send(page, "Five")
+        assert history(fake_upstream) == ["One", answer, "Two, said differently", answer, "Five"]
+
+        # Regenerate the last answer: the same history again, and "2 / 2" on the answer.
+        requests = len(fake_upstream.requests)
+        page.locator(".message-assistant").last.get_by_role("button", name="Regenerate").click()
+        expect(page.locator(".message-assistant").last.locator(".branch-position")).to_have_text("2 / 2")
+        idle(page)
+        assert len(fake_upstream.requests) == requests + 1
+        assert history(fake_upstream) == ["One", answer, "Two, said differently", answer, "Five"]
+        expect(page.locator(".message-assistant").last.locator(".branch-position")).to_have_text("2 / 2")
+        expect(page.get_by_role("button", name="Regenerate")).to_have_count(1)  # on the last answer only
+        page.screenshot(path=artifacts / "branches-03-regenerated-1280.png")
+
+        # Delete the turn "Five" (its answers go with it), then send: the history skips it.
+        page.locator(".message-user").last.get_by_role("button", name="Delete this turn").click()
+        expect(page.locator(".message-user .bubble")).to_have_count(2)
+        send(page, "Six")
+        assert history(fake_upstream) == ["One", answer, "Two, said differently", answer, "Six"]
+        page.screenshot(path=artifacts / "branches-04-after-delete-1280.png")
+
+    assert not Message.objects.filter(content="Five").exists()
+    # Eight requests (three turns, the edit, Four, Five, the regenerated answer, Six), each
+    # with its record: the deleted turn's two records stay.
+    assert (
+        UsageRecord.objects.filter(conversation_id=conversation.pk).count()
+        == len(fake_upstream.requests)
+        == 8
+    )
+    assert console.problems == []
+
+
+def test_a_conversation_forked_from_an_answer_opens_with_the_branch_up_to_it(
+    live_app: LiveApp, actors: Actors, fake_upstream: FakeUpstream, chromium_path: str
+) -> None:
+    conversation = fake_workers_chat(actors, fake_upstream)
+    with browser_page(chromium_path, viewport=DESKTOP) as page:
+        log_in(page, live_app.url, then=f"/chat/{conversation.pk}/")
+        open_chat(page, live_app.url, conversation)
+        send(page, "Keep this")
+        send(page, "Not this")
+        page.locator(".message-assistant").first.get_by_role("button", name="Fork").click()
+        expect(page.locator(".chat-title")).to_have_text("Keep this (fork)")
+        expect_questions(page, ["Keep this"])
+        fork_url = page.url
+        send(page, "In the fork")
+
+    fork = Conversation.objects.exclude(pk=conversation.pk).get()
+    assert fork_url.endswith(f"/chat/{fork.pk}/")
+    assert history(fake_upstream) == ["Keep this", fake_upstream.default_text, "In the fork"]
