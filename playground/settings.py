@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "playground.catalog",
     "playground.providers",
     "playground.usage",
+    "playground.presets",
     "playground.chat",
     "playground.teams",
     "playground.batches",

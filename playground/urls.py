@@ -17,6 +17,7 @@ urlpatterns = [
     path("chat/", include("playground.chat.urls")),
     path("batches/", include("playground.batches.urls")),
     path("teams/", include("playground.teams.urls")),
+    path("presets/", include("playground.presets.urls")),
     # The Usage pages are the `analytics` app (namespace "analytics"), not the `usage` floor.
     path("usage/", include("playground.analytics.urls")),
 ]

@@ -14,12 +14,12 @@ class ChatConfig(AppConfig):
         # Below chat, usage and providers name conversations only through these registries.
         from playground.chat.presets import ConversationPresets
         from playground.chat.sources import ComparisonColumnSources, ConversationSources
-        from playground.providers import presets
+        from playground.presets import request_presets
         from playground.usage import sources
 
         sources.resolvers.register(sources.CONVERSATION, ConversationSources())
         sources.resolvers.register(sources.COMPARISON_COLUMN, ComparisonColumnSources())
-        presets.sources.register(sources.CONVERSATION, ConversationPresets())
+        request_presets.sources.register(sources.CONVERSATION, ConversationPresets())
         post_migrate.connect(_search_index_ensure, sender=self)
 
 

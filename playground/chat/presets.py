@@ -1,6 +1,6 @@
 """A conversation's settings offered as a request preset (a batch can start from them).
 
-Registered with `playground.providers.presets` for the kind "conversation" in
+Registered with `playground.presets.request_presets` for the kind "conversation" in
 `ChatConfig.ready`, so the batch pages use them without importing chat. Tools go as they are
 sent (no mocks, no returns_json).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from playground.accounts.selectors import AnyUser
 from playground.chat.selectors import conversation_get, conversation_page
 from playground.chat.tools import tools_upstream
-from playground.providers.presets import RequestPreset
+from playground.presets.request_presets import RequestPreset
 
 
 class ConversationPresets:

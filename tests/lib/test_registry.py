@@ -7,7 +7,7 @@ import pytest
 from playground.chat.presets import ConversationPresets
 from playground.chat.sources import ConversationSources
 from playground.lib.registry import Registry
-from playground.providers import presets
+from playground.presets import request_presets as presets
 from playground.usage import sources
 
 
