@@ -69,6 +69,7 @@ class RequestContext:
     connection_id: int | None
     model_id: str
     conversation_id: int | None = None
+    preset_version_id: int | None = None  # the preset version whose setup sent it
     affinity_key: str = ""
     streamed: bool = True
     path: str = RequestPath.CHAT
@@ -224,6 +225,7 @@ def _identity(context: RequestContext) -> dict[str, Any]:
         "connection_id": context.connection_id,
         "model_id": context.model_id,
         "conversation_id": context.conversation_id,
+        "preset_version_id": context.preset_version_id,
         "path": context.path,
         "source": context.source,
         **context.attribution.record_fields(),

@@ -66,6 +66,9 @@ class UsageRecord(models.Model):
     # The conversation of a chat turn, by id and not by foreign key: usage stands below chat and
     # a record outlives its conversation. Labels and links: `playground.usage.sources`.
     conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # The preset version whose setup sent it (a conversation started from one, a batch configured
+    # by one), by id like the conversation: usage stands below presets, and records stay.
+    preset_version_id = models.BigIntegerField(null=True, blank=True)
     path = models.CharField(max_length=10, choices=RequestPath.choices, default=RequestPath.CHAT)
     affinity_key = models.CharField(max_length=120, blank=True)
     streamed = models.BooleanField(default=True)
@@ -132,6 +135,9 @@ class UsageRecord(models.Model):
             models.Index(fields=["team", "api_key", "created_at", "id"], name="usage_log_team_key"),
             models.Index(fields=["team", "end_user", "created_at", "id"], name="usage_log_team_end_user"),
             models.Index(fields=["team", "session", "created_at", "id"], name="usage_log_team_session"),
+            models.Index(
+                fields=["team", "preset_version_id", "created_at", "id"], name="usage_log_team_preset"
+            ),
             models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.
