@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from playground.accounts.models import Team
+from playground.presets.models import PresetVersion
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageStatus
 
@@ -44,6 +45,11 @@ class Conversation(models.Model):
     # `Message.parent` is the history the next request sends (see chat.branches).
     current_leaf = models.ForeignKey(
         "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The preset version whose setup this conversation has: set when it starts from one or is saved
+    # as one, cleared when a setting changes; its turns' usage records name it.
+    preset_version = models.ForeignKey(
+        PresetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

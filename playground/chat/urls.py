@@ -8,6 +8,7 @@ from playground.chat import (
     code_views,
     compare_views,
     conversation_views,
+    preset_views,
     views,
 )
 
@@ -25,6 +26,12 @@ urlpatterns: list[URLPattern] = [
         compare_views.comparison_continue_view,
         name="comparison-continue",
     ),
+    path(
+        "from-preset/<int:version_id>/",
+        preset_views.conversation_from_preset_view,
+        name="conversation-from-preset",
+    ),
+    path("<int:conversation_id>/preset/", preset_views.conversation_preset_save_view, name="preset-save"),
     path("<int:conversation_id>/", views.conversation_detail_view, name="conversation-detail"),
     path(
         "<int:conversation_id>/rename/",

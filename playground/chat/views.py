@@ -59,6 +59,7 @@ from playground.chat.services.conversations import (
 from playground.chat.tool_presenters import ToolsPanel, tools_panel
 from playground.chat.tools import ToolsInvalid
 from playground.lib.web import HtmxHttpRequest, form_errors_add
+from playground.presets.selectors import preset_list
 from playground.providers.json_problems import Issue
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import tools_support
@@ -151,6 +152,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         **model_drawer_context(
             conversation.connection_id, conversation.model_id, team_connections(request, conversation)
         ),
+        **_preset_context(request, conversation, can_run=can_run),
     }
     return render(request, "chat/conversation_detail.html", context)
 
@@ -277,6 +279,17 @@ def _composer_context(
         "composer_open": saved or form.is_bound,
         "composer_summary": composer_summary(conversation),
         "can_configure": can_run and conversation.connection is not None,
+    }
+
+
+def _preset_context(request: HtmxHttpRequest, conversation: Conversation, *, can_run: bool) -> dict[str, Any]:
+    """The "Save as preset" form: the team's presets to add a version to, and why the last save
+    was refused (the save redirects back here with it)."""
+    presets = preset_list(user=request.user).filter(team_id=conversation.team_id) if can_run else None
+    return {
+        "team_presets": list(presets.values_list("pk", "name")) if presets is not None else [],
+        "preset_error": request.GET.get("preset_error", "")[:500],
+        "preset_name": request.GET.get("preset_name", "")[:120],
     }
 
 

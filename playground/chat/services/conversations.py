@@ -22,6 +22,31 @@ from playground.providers.json_problems import Issue
 from playground.providers.request_rules import JSON_SCHEMA, Capabilities, request_capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 
+# The settings a preset version holds besides the connection, model and system prompt (which do
+# not change after a conversation starts): changing one detaches the conversation from its version.
+SETUP_FIELDS = (
+    "parameters",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "auto_mock_steps",
+    "use_affinity",
+)
+
+
+def _setup_save(conversation: Conversation, before: list[Any], fields: list[str]) -> None:
+    """Save `fields`; if the setup changed from `before`, the turns to come no longer run the
+    preset version the conversation named, so it names none."""
+    if conversation.preset_version_id is not None and _setup_now(conversation) != before:
+        conversation.preset_version = None
+        fields = [*fields, "preset_version"]
+    conversation.save(update_fields=[*fields, "updated_at"])
+
+
+def _setup_now(conversation: Conversation) -> list[Any]:
+    return [getattr(conversation, field) for field in SETUP_FIELDS]
+
 
 class ConversationNotFound(Exception):
     """No conversation with that id in the user's teams (answered as 404)."""
@@ -66,8 +91,9 @@ def conversation_create(
 
 def conversation_settings_update(*, user: User, conversation_id: int, use_affinity: bool) -> Conversation:
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    before = _setup_now(conversation)
     conversation.use_affinity = use_affinity
-    conversation.save(update_fields=["use_affinity", "updated_at"])
+    _setup_save(conversation, before, ["use_affinity"])
     return conversation
 
 
@@ -104,9 +130,10 @@ def conversation_composer_update(
         errors.update(exc.message_dict)
     if errors:
         raise ValidationError(errors)
+    before = _setup_now(conversation)
     conversation.parameters = kept
     conversation.response_format = stored_format
-    conversation.save(update_fields=["parameters", "response_format", "updated_at"])
+    _setup_save(conversation, before, ["parameters", "response_format"])
     return conversation
 
 
@@ -141,13 +168,12 @@ def conversation_tools_update(
         problems.insert(0, Issue("$", support.reason))
     if problems:
         raise ToolsInvalid(problems)
+    before = _setup_now(conversation)
     conversation.tools = tools
     conversation.tool_choice = choice
     conversation.parallel_tool_calls = parallel_tool_calls
     conversation.auto_mock_steps = auto_mock_steps
-    conversation.save(
-        update_fields=["tools", "tool_choice", "parallel_tool_calls", "auto_mock_steps", "updated_at"]
-    )
+    _setup_save(conversation, before, ["tools", "tool_choice", "parallel_tool_calls", "auto_mock_steps"])
     return conversation
 
 

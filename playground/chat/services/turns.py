@@ -271,6 +271,7 @@ def turn_metered_call(
         connection_id=conversation.connection_id,
         model_id=conversation.model_id,
         conversation_id=conversation.pk,
+        preset_version_id=conversation.preset_version_id,
         affinity_key=request.affinity_key,
         streamed=request.stream,
     )
