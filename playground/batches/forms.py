@@ -62,6 +62,14 @@ class BatchCreateForm(forms.Form):
         label="Start from a conversation's settings (optional)",
         help_text="Its system prompt, tools, response format and parameters apply to every item.",
     )
+    preset_version = forms.TypedChoiceField(
+        coerce=int,
+        required=False,
+        empty_value=None,
+        label="…or configure it with a preset (optional)",
+        help_text="Its connection and model run the batch (they replace those chosen above), and its "
+        "system prompt, tools, response format and parameters apply to every item.",
+    )
     system_prompt = forms.CharField(
         required=False,
         max_length=20_000,
@@ -74,6 +82,7 @@ class BatchCreateForm(forms.Form):
         *args: Any,
         connections: Sequence[ProviderConnection],
         conversations: Sequence[tuple[int, str]],
+        preset_versions: Sequence[tuple[int, str]] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -83,6 +92,9 @@ class BatchCreateForm(forms.Form):
         conversation_field = self.fields["conversation"]
         assert isinstance(conversation_field, forms.TypedChoiceField)
         conversation_field.choices = [("", "—"), *conversations]
+        preset_field = self.fields["preset_version"]
+        assert isinstance(preset_field, forms.TypedChoiceField)
+        preset_field.choices = [("", "—"), *preset_versions]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -91,6 +103,8 @@ class BatchCreateForm(forms.Form):
             self.add_error("file", f"The file is larger than the limit. {upload_limit_text()}")
         if not data.get("text", "").strip() and upload is None:
             self.add_error("text", "Paste the input or upload a file.")
+        if data.get("conversation") and data.get("preset_version"):
+            self.add_error("preset_version", "Start from a conversation or a preset, not both.")
         if data.get("input_kind") == InputKind.CSV and not data.get("template", "").strip():
             self.add_error("template", "A CSV needs a prompt template naming its columns, e.g. {text}.")
         return data

@@ -46,6 +46,10 @@ class Batch(models.Model):
     # The conversation whose settings (system prompt, tools, response format, parameters) every
     # item carries, when the batch started from one (kept as an id: batches do not import chat).
     from_conversation_id = models.PositiveBigIntegerField(null=True, blank=True)
+    # The preset version that configured it (connection, model, settings); its items' records name it.
+    preset_version = models.ForeignKey(
+        "presets.PresetVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.DRAFT)
     path = models.CharField(max_length=10, choices=BatchPath.choices)
     path_reason = models.CharField(max_length=300)

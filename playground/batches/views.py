@@ -52,8 +52,9 @@ from playground.batches.services.drafts import (
     batch_estimate_today,
 )
 from playground.lib.web import HtmxHttpRequest, form_errors_add
+from playground.presets.request_presets import preset_choices
+from playground.presets.selectors import preset_version_choices
 from playground.providers.models import ProviderConnection
-from playground.providers.presets import preset_choices
 from playground.providers.selectors import connection_list_runnable
 from playground.usage.sources import CONVERSATION
 
@@ -67,10 +68,21 @@ CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 def batch_list_view(request: HtmxHttpRequest) -> HttpResponse:
     connections = _runnable_connections(request.user)
     conversations = preset_choices(kind=CONVERSATION, user=request.user)
+    versions = preset_version_choices(user=request.user)
     if request.method == "GET":
-        form = BatchCreateForm(connections=connections, conversations=conversations)
+        chosen = request.GET.get("preset_version", "")
+        initial = {"preset_version": int(chosen)} if chosen.isdigit() else {}
+        form = BatchCreateForm(
+            connections=connections, conversations=conversations, preset_versions=versions, initial=initial
+        )
         return _list_page(request, form, connections)
-    form = BatchCreateForm(request.POST, request.FILES, connections=connections, conversations=conversations)
+    form = BatchCreateForm(
+        request.POST,
+        request.FILES,
+        connections=connections,
+        conversations=conversations,
+        preset_versions=versions,
+    )
     errors: list[str] = []
     error_count = 0
     if form.is_valid():
@@ -82,6 +94,7 @@ def batch_list_view(request: HtmxHttpRequest) -> HttpResponse:
                 model_id=data["model_id"],
                 name=data["name"],
                 from_conversation_id=data["conversation"],
+                preset_version_id=data["preset_version"],
                 source=BatchInput(
                     kind=data["input_kind"],
                     stream=data["file"] or utf8_lines(data["text"]),

@@ -18,9 +18,10 @@ from playground.batches.inputs import InputRules, ItemInput, LineError, Shared, 
 from playground.batches.models import Batch, BatchItem, BatchPath, BatchStatus, InputKind
 from playground.batches.services.metered_item import draft_context
 from playground.catalog.selectors import catalog_model_serving
+from playground.presets.request_presets import RequestPreset, preset_get
+from playground.presets.selectors import preset_version_setup
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
-from playground.providers.presets import RequestPreset, preset_get
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
 from playground.usage.estimates import cost_estimate
@@ -96,6 +97,7 @@ def batch_draft_create(
     source: BatchInput,
     name: str = "",
     from_conversation_id: int | None = None,
+    preset_version_id: int | None = None,
 ) -> Batch:
     """Check every line, then store the items as a draft (nothing runs until it is confirmed).
 
@@ -105,6 +107,13 @@ def batch_draft_create(
     nothing is stored.
     """
     preset = _preset_for(user, from_conversation_id)
+    if preset_version_id is not None:  # its connection and model run the batch
+        setup = preset_version_setup(user=user, version_id=preset_version_id)
+        if setup is None or setup.connection.id is None:
+            raise ValidationError(
+                {"preset_version": "Choose a version of one of your team's presets whose connection exists."}
+            )
+        preset, connection_id, model_id = setup.request_preset(), setup.connection.id, setup.model_id
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
     shared = _with_preset(source.shared, preset, connection)
     today = timezone.now().date()
@@ -128,6 +137,7 @@ def batch_draft_create(
             name=name.strip()[:200],
             input_kind=source.kind,
             from_conversation_id=from_conversation_id,
+            preset_version_id=preset_version_id,
             path=path,
             path_reason=reason,
             item_count=tally.count,

@@ -63,6 +63,7 @@ def record_context(batch: Batch, item: BatchItem | None, card: KnownCard | None 
         user_id=batch.created_by_id,
         connection_id=batch.connection_id,
         model_id=batch.model_id,
+        preset_version_id=batch.preset_version_id,
         streamed=False,
         path=RequestPath.BATCH,
         source=item.source if item is not None else "",
