@@ -61,6 +61,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("streamed", "streamed"),
     ("affinity_key", "affinity_key"),
     ("conversation_id", "conversation_id"),
+    ("preset_version_id", "preset_version_id"),
     ("source", "source"),
     ("api_key_name", "api_key__name"),
     ("api_key_prefix", "api_key__prefix"),
@@ -164,8 +165,8 @@ def _data_boolean(value: Any) -> Any:
 # expression (_SQL_CELLS); the two must give the same text, and the tests hold them to it.
 _DECIMALS = {"input_cost", "cached_input_cost", "output_cost", "total_cost"}
 _NUMBERS = {
-    "conversation_id", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
-    "price_card_id", "ttft_ms", "latency_ms", "http_status",
+    "conversation_id", "preset_version_id", "prompt_tokens", "cached_tokens", "completion_tokens",
+    "reasoning_tokens", "price_card_id", "ttft_ms", "latency_ms", "http_status",
 }  # fmt: skip
 _UUIDS = {"request_id"}
 _TIMESTAMPS = {"created_at"}

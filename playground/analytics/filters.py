@@ -1,11 +1,11 @@
 """What the dashboard, the request log and the exports are asked for: one form, one `Filters`.
 
-The team is always one of the acting user's teams (another team's id is a 404, never an
-empty page), and the period always has an end, a start and a bucket size: hours up to seven
-days, days beyond (a 90-day range is 90 points, not 2,160). A preset starts at the start of
-its first bucket (the UTC hour for 24 h and 7 d, the UTC day for 30 d and 90 d), so the
-rollups' whole buckets hold exactly the records the log lists: the log's totals, the
-dashboard's headline figures and its charts count the same requests.
+The team is always one of the acting user's teams (another team's id, or another team's API key
+or preset version, is a 404, never an empty page), and the period always has an end, a start
+and a bucket size: hours up to seven days, days beyond (a 90-day range is 90 points, not
+2,160). A preset starts at the start of its first bucket (the UTC hour for 24 h and 7 d, the
+UTC day for 30 d and 90 d), so the rollups' whole buckets hold exactly the records the log
+lists: the log's totals, the dashboard's headline figures and its charts count the same requests.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from playground.accounts.models import Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
+from playground.presets.selectors import preset_version_labels
 from playground.usage.models import ApiKey, RequestPath, UsageStatus
 from playground.usage.rollups import day_start, hour_start
 
@@ -66,6 +67,7 @@ class Filters:
     status: str = ""
     affinity: str = ""  # "", "on" or "off"
     conversation_id: int | None = None
+    preset_version_id: int | None = None  # one of the team's preset versions (see `filters_from_query`)
     cached_share: str = ""  # "" or a CACHED_SHARES key
     # What a gateway request said about itself: its API key (one of the team's: see
     # `filters_from_query`), the caller's end user, one of its tags, its session.
@@ -133,6 +135,7 @@ class FilterForm(forms.Form):
         required=False, choices=[("", "Affinity on or off"), ("on", "Affinity on"), ("off", "Affinity off")]
     )
     conversation = forms.IntegerField(required=False, min_value=1)
+    preset_version = forms.IntegerField(required=False, min_value=1)
     cached_share = forms.ChoiceField(required=False, choices=_choices(CACHED_SHARES, "Any cached share"))
     key = forms.IntegerField(required=False, min_value=1)
     # As the gateway records them (at most 1 KiB each); an exact match, case included.
@@ -186,6 +189,8 @@ def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | No
             return None
     if data["key"] and not ApiKey.objects.filter(team=team, pk=data["key"]).exists():
         raise Http404("No such API key in this team.")
+    if data["preset_version"] and not preset_version_labels(team_id=team.pk, ids=[data["preset_version"]]):
+        raise Http404("No such preset version in this team.")
     return Filters(
         team=team,
         period=_period(data, now or timezone.now()),
@@ -196,6 +201,7 @@ def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | No
         status=data["status"] or "",
         affinity=data["affinity"] or "",
         conversation_id=data["conversation"],
+        preset_version_id=data["preset_version"],
         cached_share=data["cached_share"] or "",
         api_key_id=data["key"],
         end_user=data["end_user"] or "",

@@ -66,6 +66,8 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
         )
     if filters.conversation_id:
         records = records.filter(conversation_id=filters.conversation_id)
+    if filters.preset_version_id:
+        records = records.filter(preset_version_id=filters.preset_version_id)
     match filters.cached_share:
         case "none":
             records = records.filter(cached_tokens=0)
@@ -277,6 +279,7 @@ EXPORT_FIELDS = (
     "streamed",
     "affinity_key",
     "conversation_id",
+    "preset_version_id",
     "source",
     "api_key_id",
     "api_key__name",

@@ -18,6 +18,7 @@ from django.db.models import Max, Min, Q, QuerySet, Sum
 
 from playground.analytics.filters import HOURLY_UP_TO, Filters, Period
 from playground.catalog.models import PriceCard
+from playground.presets.selectors import team_version_choices
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.models import (
@@ -138,6 +139,7 @@ def filter_choices(filters: Filters) -> dict[str, list[Any]]:
         "connection_options": list(
             ProviderConnection.objects.filter(team=team).order_by("name").values_list("pk", "name")
         ),
+        "preset_version_options": team_version_choices(team_id=team.pk),
         "key_options": [
             (pk, f"{name} (revoked)" if revoked_at else name)
             for pk, name, revoked_at in ApiKey.objects.filter(team=team)
