@@ -1,0 +1,136 @@
+"""Usage records name the preset version whose setup sent them: a conversation started from a
+version (until one of its settings changes), a batch configured by one; and the request log
+filters by it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.urls import reverse
+
+from playground.batches.models import Batch
+from playground.batches.services.actions import batch_confirm
+from playground.batches.services.step import batch_step_run
+from playground.chat.models import Conversation
+from playground.chat.services.conversations import conversation_composer_update
+from playground.chat.services.preset_setups import conversation_from_preset
+from playground.chat.services.turns import chat_turn_start
+from playground.presets.models import PresetVersion
+from playground.usage.models import UsageRecord
+from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.batches import jsonl, prompts
+from tests.support.clients import client_for
+
+pytestmark = pytest.mark.django_db
+
+
+def _turn(actors: Actors, conversation: Conversation, text: str) -> UsageRecord:
+    turn = chat_turn_start(user=actors.teammate, conversation_id=conversation.pk, text=text)
+
+    async def drain() -> None:
+        async for _ in turn.events():
+            pass
+
+    async_to_sync(drain)()
+    assert turn.assistant_message is not None and turn.assistant_message.usage_record is not None
+    return turn.assistant_message.usage_record
+
+
+def test_a_conversation_started_from_a_version_has_its_setup_and_its_turns_name_it(
+    actors: Actors, version_one: PresetVersion, fake_upstream: FakeUpstream
+) -> None:
+    conversation = conversation_from_preset(user=actors.owner, version_id=version_one.pk)
+
+    record = _turn(actors, conversation, "Weather in Paris?")
+
+    assert conversation.preset_version == version_one and conversation.system_prompt == "Answer in French."
+    assert conversation.tools[0]["mocks"] == ["18 °C, clear"] and conversation.use_affinity is False
+    assert record.preset_version_id == version_one.pk
+    sent = fake_upstream.requests[-1].json
+    assert sent["messages"][0] == {"role": "system", "content": "Answer in French."}
+    assert sent["temperature"] == 0.2 and sent["max_tokens"] == 64
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert "mocks" not in json.dumps(sent["tools"])  # mocks are never sent upstream
+    assert sent["response_format"] == {"type": "json_object"}
+
+
+def test_changing_a_setting_detaches_the_conversation_so_its_next_turn_names_no_version(
+    actors: Actors, version_one: PresetVersion, fake_upstream: FakeUpstream
+) -> None:
+    conversation = conversation_from_preset(user=actors.teammate, version_id=version_one.pk)
+    conversation_composer_update(
+        user=actors.teammate,
+        conversation_id=conversation.pk,
+        parameters={"temperature": 0.2, "max_tokens": 64},
+        response_format="json_object",
+    )
+    conversation.refresh_from_db()
+    assert conversation.preset_version == version_one  # saved unchanged: still that version
+
+    conversation_composer_update(
+        user=actors.teammate,
+        conversation_id=conversation.pk,
+        parameters={"temperature": 1.0, "max_tokens": 64},
+        response_format="json_object",
+    )
+    conversation.refresh_from_db()
+
+    assert conversation.preset_version is None
+    assert _turn(actors, conversation, "Again?").preset_version_id is None
+
+
+def test_a_batch_configured_by_a_version_runs_its_model_with_its_settings_and_its_items_name_it(
+    actors: Actors, version_one: PresetVersion, fake_upstream: FakeUpstream, openai_connection: object
+) -> None:
+    response = client_for(actors.teammate).post(
+        reverse("batches:batch-list"),
+        {
+            # The form's connection and model are replaced by the version's.
+            "connection": getattr(openai_connection, "pk"),  # noqa: B009
+            "model_id": "something-else",
+            "input_kind": "jsonl",
+            "text": jsonl(prompts(3)),
+            "preset_version": version_one.pk,
+        },
+    )
+    assert response.status_code == 302
+    batch = Batch.objects.get()
+    assert (batch.connection_id, batch.model_id) == (version_one.connection_id, version_one.model_id)
+    assert batch.preset_version == version_one
+    batch_confirm(user=actors.teammate, batch_id=batch.pk)
+    for _ in range(10):
+        batch.refresh_from_db()
+        if batch_step_run(batch_id=batch.pk, token=batch.chain_token) is None:
+            break
+
+    records = UsageRecord.objects.filter(path="batch")
+    assert records.count() == 3
+    assert set(records.values_list("preset_version_id", flat=True)) == {version_one.pk}
+    sent = fake_upstream.requests[-1].json
+    assert sent["messages"][0] == {"role": "system", "content": "Answer in French."}
+    assert sent["temperature"] == 0.2
+
+
+def test_the_request_log_filters_by_preset_version_and_totals_only_its_requests(
+    actors: Actors, version_one: PresetVersion, set_up_conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    started = conversation_from_preset(user=actors.teammate, version_id=version_one.pk)
+    mine = [_turn(actors, started, f"Q{i}") for i in range(2)]
+    Conversation.objects.filter(pk=set_up_conversation.pk).update(preset_version=None)
+    set_up_conversation.refresh_from_db()
+    other = _turn(actors, set_up_conversation, "Not from a preset")
+    client = client_for(actors.viewer)
+    query = {"team": actors.team.pk, "preset_version": version_one.pk}
+
+    page = client.get(reverse("analytics:log"), query).content.decode()
+    totals = client.get(reverse("analytics:log-totals"), query).content.decode()
+    everything = client.get(reverse("analytics:log"), {"team": actors.team.pk}).content.decode()
+
+    for record in mine:
+        assert str(record.request_id) in page
+    assert str(other.request_id) not in page and str(other.request_id) in everything
+    assert 'id="filter-preset-version"' in page and "Triage v1" in page
+    assert "All 2 requests of these filters" in totals
