@@ -155,7 +155,8 @@ def preset_detail_view(request: HtmxHttpRequest, preset_id: int) -> HttpResponse
 @login_required
 @require_GET
 def version_diff_view(request: HtmxHttpRequest, preset_id: int) -> HttpResponse:
-    """Two versions side by side (or unified: `?view=unified`), field by field."""
+    """Two versions field by field: side by side (`?view=side`), unified (`?view=unified`), or by
+    default side by side on a wide screen and unified on a phone."""
     preset = _preset_or_404(request, preset_id)
     numbers = list(preset.versions.order_by("-number").values_list("number", flat=True))
     try:
@@ -175,7 +176,7 @@ def version_diff_view(request: HtmxHttpRequest, preset_id: int) -> HttpResponse:
         "numbers": numbers,
         "fields": fields,
         "changed": [field for field in fields if field.changed],
-        "unified": request.GET.get("view") == "unified",
+        "view": request.GET.get("view") if request.GET.get("view") in ("side", "unified") else "",
     }
     return render(request, "presets/version_diff.html", context)
 
