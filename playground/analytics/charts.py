@@ -414,6 +414,41 @@ def cost_ranking(rows: list[dict[str, Any]], *, name: str) -> Chart:
     return Chart(figure=figure, table=table, empty=not rows)
 
 
+def preset_versions(rows: list[dict[str, Any]]) -> Chart:
+    """Cost per prompt version, the costliest on top, with each version's cached share and cost
+    per request in the table (what changing a prompt did to the cache and the bill)."""
+    positions = [str(i) for i in range(len(rows))]
+    figure = _cost_bars(rows, y=positions, color=PALETTE[0])
+    ticks = [_short(row["label"], 32) for row in rows]
+    figure["layout"]["yaxis"].update(tickmode="array", tickvals=positions[::-1], ticktext=ticks[::-1])
+    figure["layout"]["height"] = max(RANKING_MIN_HEIGHT, 70 + RANKING_BAR_HEIGHT * len(rows))
+    places = money_places([row["cost_per_request"] for row in rows], smallest=True)
+    table = Table(
+        [
+            "Preset version",
+            "Requests",
+            "Input tokens",
+            "Cached share",
+            "Output tokens",
+            "Cost (USD)",
+            "Per request",
+        ],
+        [
+            [
+                row["label"],
+                row["requests"],
+                row["prompt_tokens"],
+                "not reported" if row["cached_share"] is None else f"{row['cached_share']:.0%}",
+                row["completion_tokens"],
+                row["cost"],
+                None if row["cost_per_request"] is None else f"{row['cost_per_request']:.{places}f}",
+            ]
+            for row in rows
+        ],
+    )
+    return Chart(figure=figure, table=table, empty=not rows)
+
+
 def _ranked_name(row: dict[str, Any]) -> str:
     return f"{row['label']} ({row['detail']})" if row["detail"] else str(row["label"])
 

@@ -54,6 +54,7 @@ from playground.analytics.selectors.chart_series import (
 )
 from playground.analytics.selectors.conversations import prompt_growth, top_conversations
 from playground.analytics.selectors.focus import focus_unserved
+from playground.analytics.selectors.presets import cost_by_preset_version, preset_rows_unserved
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
@@ -81,9 +82,13 @@ class ChartSpec:
     over_time: bool = True  # drawn over `chart_period`, not always the whole period
     # Reads the rollups by API key and end user (`selectors.attribution`), not the others.
     by_attribution: bool = False
+    # Reads the rollups by preset version (`selectors.presets`).
+    by_preset: bool = False
 
     def unavailable(self, filters: Filters) -> str:
         """Why this chart's rollups cannot answer the filters ("" when they can)."""
+        if self.by_preset:
+            return preset_rows_unserved(filters)
         if self.by_attribution:
             return attribution_unserved(filters)
         return NOT_BY_ATTRIBUTION if filters.by_attribution else ""
@@ -115,6 +120,12 @@ CHARTS: dict[str, ChartSpec] = {
         lambda f, q: charts.cost_ranking(cost_by_end_user(f), name="End user"),
         over_time=False,
         by_attribution=True,
+    ),
+    "cost-by-preset-version": ChartSpec(
+        "Cost and cached share by prompt version",
+        lambda f, q: charts.preset_versions(cost_by_preset_version(f)),
+        over_time=False,
+        by_preset=True,
     ),
     "tokens": ChartSpec(
         "Input tokens: fresh and cached",

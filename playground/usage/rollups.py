@@ -52,6 +52,8 @@ from playground.usage.models import (
     UsageKeyHourly,
     UsagePeopleDaily,
     UsagePeopleHourly,
+    UsagePresetDaily,
+    UsagePresetHourly,
     UsageRecord,
     UsageTeamDaily,
     UsageTeamHourly,
@@ -80,6 +82,11 @@ BY_END_USER: tuple[tuple[type[Any], Truncation], ...] = (
     (UsageEndUserHourly, TruncHour),
     (UsageEndUserDaily, TruncDay),
 )
+# The tables by preset version, built from the records that name one.
+BY_PRESET: tuple[tuple[type[Any], Truncation], ...] = (
+    (UsagePresetHourly, TruncHour),
+    (UsagePresetDaily, TruncDay),
+)
 BY_KEY: tuple[tuple[type[Any], type[Any]], ...] = (
     (UsageKeyHourly, UsageEndUserHourly),
     (UsageKeyDaily, UsageEndUserDaily),
@@ -96,7 +103,7 @@ def _rollup_measures(model: type[Any]) -> tuple[str, ...]:
 
 # The tables of buckets and their sums (every measure, or the counts, tokens and costs).
 MEASURED_ROLLUPS: tuple[type[Any], ...] = tuple(
-    model for model, _ in (*FULL_KEY, *SUMMED, *BY_END_USER, *BY_KEY)
+    model for model, _ in (*FULL_KEY, *SUMMED, *BY_END_USER, *BY_KEY, *BY_PRESET)
 )
 CONVERSATION_ROLLUPS: tuple[type[Any], ...] = (UsageConversationDaily, UsageConversationTotal)
 # Every rollup table, the one list the tests compare and the dashboard benchmark counts:
@@ -186,12 +193,15 @@ def _buckets(record: UsageRecord) -> Iterator[tuple[type[Any], dict[str, Any], d
         "cache_state": cache_state(record.cached_tokens),
         "api_key_id": record.api_key_id or 0,
         "end_user": record.end_user,
+        "preset_version_id": record.preset_version_id or 0,
     }
     hour, day = hour_start(record.created_at), day_start(record.created_at)
     truncated = {TruncHour: hour, TruncDay: day}
     built, summed = FULL_KEY, SUMMED
     if record.api_key_id is not None or record.end_user:  # as `ATTRIBUTED`
         built, summed = (*built, *BY_END_USER), (*summed, *BY_KEY)
+    if record.preset_version_id is not None:
+        built = (*built, *BY_PRESET)
     buckets = {model: truncated[trunc] for model, trunc in built}
     tables = [*buckets.items(), *((table, buckets[source]) for table, source in summed)]
     for model, bucket in tables:
@@ -286,6 +296,9 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
             records = records.filter(team_id=team_id)
         built = [(model, trunc, records) for model, trunc in FULL_KEY]
         built += [(model, trunc, records.filter(ATTRIBUTED)) for model, trunc in BY_END_USER]
+        built += [
+            (model, trunc, records.filter(preset_version_id__isnull=False)) for model, trunc in BY_PRESET
+        ]
         for model, trunc, rows in built:
             _scoped(model, team_id).delete()
             _insert_select(model, _rollup_select(rows, model, trunc))
@@ -358,6 +371,7 @@ def _rollup_select(records: QuerySet[UsageRecord], model: type[Any], trunc: Trun
         ),
         "api_key_id": Coalesce("api_key_id", 0),
         "end_user": F("end_user"),
+        "preset_version_id": F("preset_version_id"),
     }
     measures: dict[str, Any] = {
         "requests": Count("id"),

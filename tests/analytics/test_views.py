@@ -21,6 +21,7 @@ from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.usage.models import RequestPath, UsageRecord
+from playground.usage.rollups import rollups_rebuild
 from playground.usage.services import RequestContext
 from tests.support.analytics import NOW, GatewayKnown, Known, body, filters_for, record_write
 from tests.support.clients import client_for
@@ -33,6 +34,10 @@ def test_the_dashboard_and_every_chart_fragment_render_for_a_member(
     actors: Any, known: Known, gateway: GatewayKnown
 ) -> None:
     client = client_for(actors.teammate)
+    # A few requests sent by a preset version, so its ranking has bars to draw.
+    named = UsageRecord.objects.filter(team=actors.team).values_list("pk", flat=True)[:3]
+    UsageRecord.objects.filter(pk__in=list(named)).update(preset_version_id=99)
+    rollups_rebuild()
     with clock(NOW):
         page = client.get(reverse("analytics:dashboard"), {"range": "24h"})
         assert page.status_code == 200

@@ -134,3 +134,24 @@ def test_the_request_log_filters_by_preset_version_and_totals_only_its_requests(
     assert str(other.request_id) not in page and str(other.request_id) in everything
     assert 'id="filter-preset-version"' in page and "Triage v1" in page
     assert "All 2 requests of these filters" in totals
+
+
+def test_the_dashboard_ranks_prompt_versions_by_cost_with_their_cached_share(
+    actors: Actors, version_one: PresetVersion, fake_upstream: FakeUpstream
+) -> None:
+    started = conversation_from_preset(user=actors.teammate, version_id=version_one.pk)
+    records = [_turn(actors, started, f"Q{i}") for i in range(3)]
+    client = client_for(actors.viewer)
+    url = reverse("analytics:chart", args=["cost-by-preset-version"])
+
+    page = client.get(url, {"team": actors.team.pk}).content.decode()
+    narrowed = client.get(url, {"team": actors.team.pk, "model": "anything"}).content.decode()
+
+    assert "Cost and cached share by prompt version" in page
+    assert "<td>Triage v1</td>" in page and "<td>3</td>" in page
+    prompt = sum(record.prompt_tokens for record in records)
+    cached = sum(record.cached_tokens or 0 for record in records)
+    known = sum(record.prompt_tokens for record in records if record.cached_tokens is not None)
+    share = "not reported" if not known else f"{cached / known:.0%}"
+    assert f"<td>{share}</td>" in page and f"<td>{prompt}</td>" in page
+    assert "Prompt versions are summed by period and path only: clear the model filter" in narrowed

@@ -26,6 +26,8 @@ from playground.usage.models import (
     UsageHourly,
     UsageKeyDaily,
     UsageKeyHourly,
+    UsagePresetDaily,
+    UsagePresetHourly,
     UsageRecord,
     UsageSource,
     UsageStatus,
@@ -100,6 +102,7 @@ def write_records(
             connection_id=None,
             model_id=rng.choice([KIMI_K25, KIMI_K26, ENGINE_MODEL_ID, "@local/unpriced"]),
             conversation_id=rng.choice([None, *(c.pk for c in conversations)]) if path == "chat" else None,
+            preset_version_id=rng.choice([None, 11, 12]) if path != "gateway" else None,
             affinity_key=rng.choice(["", "conv-1"]),
             path=path,
             attribution=attribution,
@@ -129,6 +132,10 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     for table in (UsageKeyHourly, UsageKeyDaily, UsageEndUserHourly, UsageEndUserDaily):
         assert table.objects.aggregate(n=Sum("requests"))["n"] == gateway > 50
     assert 0 < len(incremental["UsageKeyDaily"]) < len(incremental["UsageEndUserDaily"])
+    # the tables by preset version hold the requests that name one, and only those
+    named = UsageRecord.objects.filter(preset_version_id__isnull=False).count()
+    for table in (UsagePresetHourly, UsagePresetDaily):
+        assert table.objects.aggregate(n=Sum("requests"))["n"] == named > 30
 
     rollups_rebuild()
 

@@ -287,6 +287,44 @@ class UsageEndUserDaily(UsageEndUserBase):
         indexes = end_user_indexes("daily")
 
 
+# The requests a preset version sent (a conversation started from one, a batch configured by
+# one): "cost and cached share per prompt version" on the dashboard. Only records that name a
+# version are added, so these stay as small as that traffic; the cache state is kept so the
+# cached share counts only the prompts whose provider reported caching.
+
+
+class UsagePresetBase(UsageBucketSums):
+    """Per team, bucket, preset version, path and cache state."""
+
+    preset_version_id = models.BigIntegerField()
+    path = models.CharField(max_length=10, choices=RequestPath.choices)
+    cache_state = models.CharField(max_length=8, choices=CacheState.choices)
+
+    DIMENSIONS = ("team_id", "bucket", "preset_version_id", "path", "cache_state")
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} preset version {self.preset_version_id}: {self.requests}"
+
+
+class UsagePresetHourly(UsagePresetBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsagePresetBase.DIMENSIONS, name="one_usage_preset_hourly_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_preset_hourly_bucket")]
+
+
+class UsagePresetDaily(UsagePresetBase):
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=UsagePresetBase.DIMENSIONS, name="one_usage_preset_daily_per_key")
+        ]
+        indexes = [models.Index(fields=["team", "bucket"], name="usage_preset_daily_bucket")]
+
+
 class UsageConversationDaily(models.Model):
     """Per conversation and UTC day: enough to rank conversations by cost over any range."""
 
