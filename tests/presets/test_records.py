@@ -145,7 +145,7 @@ def test_the_dashboard_ranks_prompt_versions_by_cost_with_their_cached_share(
     url = reverse("analytics:chart", args=["cost-by-preset-version"])
 
     page = client.get(url, {"team": actors.team.pk}).content.decode()
-    narrowed = client.get(url, {"team": actors.team.pk, "model": "anything"}).content.decode()
+    narrowed = client.get(url, {"team": str(actors.team.pk), "model": "anything"}).content.decode()
 
     assert "Cost and cached share by prompt version" in page
     assert "<td>Triage v1</td>" in page and "<td>3</td>" in page

@@ -134,8 +134,8 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     assert 0 < len(incremental["UsageKeyDaily"]) < len(incremental["UsageEndUserDaily"])
     # the tables by preset version hold the requests that name one, and only those
     named = UsageRecord.objects.filter(preset_version_id__isnull=False).count()
-    for table in (UsagePresetHourly, UsagePresetDaily):
-        assert table.objects.aggregate(n=Sum("requests"))["n"] == named > 30
+    for preset_table in (UsagePresetHourly, UsagePresetDaily):
+        assert preset_table.objects.aggregate(n=Sum("requests"))["n"] == named > 30
 
     rollups_rebuild()
 
