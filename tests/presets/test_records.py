@@ -13,8 +13,9 @@ from django.urls import reverse
 from playground.batches.models import Batch
 from playground.batches.services.actions import batch_confirm
 from playground.batches.services.step import batch_step_run
+from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
-from playground.chat.services.conversations import conversation_composer_update
+from playground.chat.services.conversations import conversation_composer_update, conversation_model_change
 from playground.chat.services.preset_setups import conversation_from_preset
 from playground.chat.services.turns import chat_turn_start
 from playground.presets.models import PresetVersion
@@ -155,3 +156,21 @@ def test_the_dashboard_ranks_prompt_versions_by_cost_with_their_cached_share(
     share = "not reported" if not known else f"{cached / known:.0%}"
     assert f"<td>{share}</td>" in page and f"<td>{prompt}</td>" in page
     assert "Prompt versions are summed by period and path only: clear the model filter" in narrowed
+
+
+def test_changing_the_model_detaches_the_conversation_too(
+    actors: Actors, version_one: PresetVersion, fake_upstream: FakeUpstream
+) -> None:
+    conversation = conversation_from_preset(user=actors.teammate, version_id=version_one.pk)
+    assert conversation.connection_id is not None
+
+    conversation_model_change(
+        user=actors.teammate,
+        conversation_id=conversation.pk,
+        connection_id=conversation.connection_id,
+        model_id=KIMI_K26,
+    )
+    conversation.refresh_from_db()
+
+    assert conversation.preset_version is None
+    assert _turn(actors, conversation, "Now?").preset_version_id is None

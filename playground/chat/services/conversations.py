@@ -22,9 +22,11 @@ from playground.providers.json_problems import Issue
 from playground.providers.request_rules import JSON_SCHEMA, Capabilities, request_capabilities, tools_support
 from playground.providers.selectors import connection_for_run
 
-# The settings a preset version holds besides the connection, model and system prompt (which do
-# not change after a conversation starts): changing one detaches the conversation from its version.
+# The settings a preset version holds besides the system prompt (which does not change after a
+# conversation starts): changing one detaches the conversation from its version.
 SETUP_FIELDS = (
+    "connection_id",
+    "model_id",
     "parameters",
     "response_format",
     "tools",
@@ -244,7 +246,8 @@ def conversation_model_change(
     support = tools_support(model_id=model_id)
     if conversation.tools and not support.allowed:
         raise ValidationError({"model_id": f"{support.reason} Remove this conversation's tools first."})
+    before = _setup_now(conversation)
     conversation.connection = connection
     conversation.model_id = model_id
-    conversation.save(update_fields=["connection", "model_id", "updated_at"])
+    _setup_save(conversation, before, ["connection", "model_id"])
     return conversation

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0004_conversation_recent_index'),
+        ('chat', '0005_comparisons_and_their_columns'),
         ('presets', '0001_presets_and_versions'),
     ]
 

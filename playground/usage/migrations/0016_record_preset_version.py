@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
         ('accounts', '0006_audit_actions_api_keys'),
         ('catalog', '0006_engine_smollm2_default'),
         ('providers', '0002_connection_listed_models'),
-        ('usage', '0014_gateway_cost_by_key_and_end_user'),
+        ('usage', '0015_compare_request_path'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
