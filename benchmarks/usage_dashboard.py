@@ -57,8 +57,10 @@ COLUMNS = (
     "usage_implausible", "price_card_id", "price_label", "input_cost", "cached_input_cost", "output_cost",
     "total_cost",
     "ttft_ms", "latency_ms", "upstream_request_id", "error_code", "error_text", "source", "created_at",
-    "api_key_id", "end_user", "session", "tags", "metadata", "trace_id",
+    "api_key_id", "end_user", "session", "tags", "metadata", "trace_id", "preset_version_id",
 )  # fmt: skip
+PRESET_SHARE = 0.4  # of the app's own conversations, started from one of a preset's PRESET_VERSIONS versions
+PRESET_VERSIONS = 30
 GATEWAY_SHARE = 0.25  # of the conversations, sent through the gateway (no conversation id there)
 END_USERS = 20_000  # the main team's; a tenth for the others
 KEYS = 12  # the main team's; two for the others
@@ -226,6 +228,7 @@ def make_world(rows: int) -> dict[str, Any]:
             ids.extend(c.pk for c in made)
         conversation_ids[team.pk] = ids
         total_conversations += len(ids)
+    preset_versions = {team.pk: _preset_versions(team.pk, connections[team.pk][0]) for team in teams}
     return {
         "teams": [t.pk for t in teams],
         "team_ids": [t.pk for t in teams],
@@ -243,6 +246,7 @@ def make_world(rows: int) -> dict[str, Any]:
         },
         "models": models,
         "conversation_ids": conversation_ids,
+        "preset_versions": preset_versions,
         "conversations": total_conversations,
         "owner_id": users[teams[0].pk][0],
         "keys": keys,
@@ -279,12 +283,31 @@ def end_user_name(n: int) -> str:
     return f"eu-{n:05d}@customer.example"
 
 
+def _preset_versions(team_id: int, connection_id: int) -> list[int]:
+    """A preset of the team with PRESET_VERSIONS versions (their setups differ by temperature)."""
+    from playground.presets.models import Preset, PresetVersion
+
+    preset = Preset.objects.create(team_id=team_id, name="Support triage")
+    versions = PresetVersion.objects.bulk_create(
+        PresetVersion(
+            preset=preset,
+            number=n,
+            connection_id=connection_id,
+            model_id="@cf/moonshotai/kimi-k2.6",
+            setup={"parameters": {"temperature": n / PRESET_VERSIONS}},
+        )
+        for n in range(1, PRESET_VERSIONS + 1)
+    )
+    return [version.pk for version in versions]
+
+
 def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Iterator[tuple[Any, ...]]:
     """Conversations of growing prompts spread over 90 days with a daily cycle; a quarter of
     them sent through the gateway (drawn from a generator of their own, so the rest of the
     data is what it was before the gateway)."""
     rng = random.Random(seed)
     sent = random.Random(seed + 1000)  # the gateway's choices
+    presets = random.Random(seed + 2000)  # the preset versions', so the rest is what it was
     keys = world["keys"][team_id]
     end_user_weights = list(accumulate(1 / (n + 1) ** 0.9 for n in range(world["end_users"][team_id])))
     now = dt.datetime.now(dt.UTC)
@@ -315,6 +338,11 @@ def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Itera
                 f",{','.join(tags)}," if tags else "",
                 json.dumps({"order_id": sent.randint(1, 10**6), "region": sent.choice(REGIONS)}),
             )
+        version = (
+            presets.choice(world["preset_versions"][team_id]) if presets.random() < PRESET_SHARE else None
+        )
+        if path == "gateway":
+            version = None
         day = rng.random() * 90
         hour = rng.gauss(14, 4) % 24
         at = now - dt.timedelta(days=day) + dt.timedelta(hours=hour - now.hour)
@@ -385,6 +413,7 @@ def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Itera
                 at + dt.timedelta(minutes=turn * rng.uniform(0.5, 6)),
                 *attribution,
                 f"{sent.getrandbits(128):032x}" if path == "gateway" else "",
+                version,
             )
             made += 1
 
@@ -546,6 +575,11 @@ def time_pages(world: dict[str, Any], runs: int) -> float:
     targets.append(("log session", reverse("analytics:log"), {"session": _a_session(team)}))
     targets.append(("log totals key", reverse("analytics:log-totals"), key))
     targets.append(("log totals end user", reverse("analytics:log-totals"), end_user))
+    # A preset version: the log walks the records' (team, preset_version_id) index, and its
+    # totals sum that version's records of the period.
+    version = {"preset_version": str(world["preset_versions"][team][0])}
+    targets.append(("log preset version", reverse("analytics:log"), version))
+    targets.append(("log totals preset version", reverse("analytics:log-totals"), version))
     print(f"{'what':32} {'range':>5} {'p50 ms':>8} {'p95 ms':>8}")
     worst = _time_targets(client, team, targets, runs)
     # Not among the pages the issue times, shown so the slow case is on record: a chart
