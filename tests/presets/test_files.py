@@ -9,7 +9,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from playground.presets.models import Preset, PresetVersion
+from playground.presets.models import Preset, PresetVersion, VersionImmutable
 from playground.presets.selectors import version_setup
 from playground.presets.services import preset_import
 from playground.presets.setup import PresetInvalid, preset_file_parse
@@ -172,3 +172,13 @@ def test_a_file_naming_a_connection_the_team_lacks_asks_for_one_and_then_imports
     version = PresetVersion.objects.get()
     assert version.connection == workers_connection
     assert version.setup["connection"] == {"name": "Workers AI (fake)", "kind": "workers-ai"}
+
+
+def test_a_saved_version_cannot_be_changed_only_followed(version_one: PresetVersion) -> None:
+    version_one.note = "rewritten history"
+
+    with pytest.raises(VersionImmutable):
+        version_one.save()
+
+    version_one.refresh_from_db()
+    assert version_one.note == ""

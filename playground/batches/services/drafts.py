@@ -102,7 +102,9 @@ def batch_draft_create(
     """Check every line, then store the items as a draft (nothing runs until it is confirmed).
 
     Started from a conversation (`from_conversation_id`), every item also carries its settings
-    (see `_with_preset`). Raises `ValidationError` (conversation, connection, model),
+    (see `_with_preset`); configured by a preset version (`preset_version_id`, one of the user's
+    teams'), its connection and model run the batch instead of those given, and its settings go
+    with every item. Raises `ValidationError` (conversation, connection, model),
     `PermissionDenied` (viewers) or `BatchInputInvalid` with the bad lines; in every error case
     nothing is stored.
     """
