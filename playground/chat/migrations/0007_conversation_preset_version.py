@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0005_comparisons_and_their_columns'),
+        ('chat', '0006_message_tree'),
         ('presets', '0001_presets_and_versions'),
     ]
 
