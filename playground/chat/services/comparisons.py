@@ -311,9 +311,13 @@ def comparison_continue(*, user: User, comparison_id: int, column_id: int) -> Co
         conversation = comparison_setup(comparison=comparison, column=column)
         conversation.user = user
         conversation.save()
-        Message.objects.create(conversation=conversation, role=MessageRole.USER, content=comparison.prompt)
-        Message.objects.create(
+        question = Message.objects.create(
+            conversation=conversation, role=MessageRole.USER, content=comparison.prompt
+        )
+        # The one branch of the new conversation: the question, then the column's answer.
+        conversation.current_leaf = Message.objects.create(
             conversation=conversation,
+            parent=question,
             role=MessageRole.ASSISTANT,
             content=column.content,
             reasoning=column.reasoning,
@@ -321,6 +325,7 @@ def comparison_continue(*, user: User, comparison_id: int, column_id: int) -> Co
             structured=column.structured,
             usage_record=column.usage_record,
         )
+        conversation.save(update_fields=["current_leaf"])
         column.continued_as = conversation
         column.save(update_fields=["continued_as"])
     return conversation
