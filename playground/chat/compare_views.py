@@ -7,6 +7,7 @@ source conversation is a 404.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -42,6 +43,8 @@ from playground.chat.services.comparisons import (
     comparison_create,
 )
 from playground.lib.web import HtmxHttpRequest
+from playground.presets.selectors import preset_version_setup
+from playground.presets.setup import PresetSetup
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_list_runnable
 
@@ -52,16 +55,23 @@ TargetChoices = list[tuple[str, list[tuple[str, str]]]]
 @login_required
 @require_GET
 def comparison_new_view(request: HtmxHttpRequest) -> HttpResponse:
-    """The compare form: `?conversation=<id>` takes that conversation's setup and target."""
+    """The compare form: `?conversation=<id>` takes that conversation's setup and target,
+    `?preset_version=<id>` that preset version's."""
     source = _source_or_404(request, request.GET.get("conversation", ""))
+    preset = None if source else _preset_or_404(request, request.GET.get("preset_version", ""))
     connections = list(connection_list_runnable(user=request.user))
     choices = _target_choices(connections)
-    form = CompareForm(initial={"conversation": source.pk if source else None})
+    form = CompareForm(
+        initial={
+            "conversation": source.pk if source else None,
+            "preset_version": preset.version_id if preset else None,
+        }
+    )
     targets = [
         CompareTargetForm(prefix=f"t{slot}", targets=choices, initial=initial)
-        for slot, initial in enumerate(_initial_targets(source, choices))
+        for slot, initial in enumerate(_initial_targets(_seed(source, preset), choices))
     ]
-    return _form_page(request, form=form, targets=targets, source=source)
+    return _form_page(request, form=form, targets=targets, source=source, preset=preset)
 
 
 @login_required
@@ -69,6 +79,7 @@ def comparison_new_view(request: HtmxHttpRequest) -> HttpResponse:
 def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
     form = CompareForm(request.POST)
     source = _source_or_404(request, request.POST.get("conversation", ""))
+    preset = None if source else _preset_or_404(request, request.POST.get("preset_version", ""))
     choices = _target_choices(list(connection_list_runnable(user=request.user)))
     targets = [
         CompareTargetForm(request.POST, prefix=f"t{slot}", targets=choices) for slot in range(TARGET_SLOTS)
@@ -82,6 +93,7 @@ def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
                 prompt=form.cleaned_data["prompt"],
                 system_prompt=form.cleaned_data["system_prompt"],
                 conversation_id=source.pk if source else None,
+                preset_version_id=preset.version_id if preset else None,
                 targets=[_target(target) for _, target in chosen],
             )
         except ValidationError as exc:
@@ -90,7 +102,7 @@ def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
             form.add_error(None, str(exc) or "You may not send requests in this team.")
         else:
             return redirect("chat:comparison-detail", comparison_id=comparison.pk)
-    return _form_page(request, form=form, targets=targets, source=source, status=400)
+    return _form_page(request, form=form, targets=targets, source=source, preset=preset, status=400)
 
 
 @never_cache  # live data: going back must not show a copy without its answers
@@ -160,18 +172,46 @@ def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:
     return groups
 
 
-def _initial_targets(source: Conversation | None, choices: TargetChoices) -> list[dict[str, Any]]:
-    """The form's columns: the conversation's own target first (from a conversation), else the
+@dataclass(frozen=True)
+class _Seed:
+    """The target a comparison's form starts with: its conversation's or preset version's."""
+
+    connection_id: int | None
+    model_id: str
+    parameters: dict[str, Any]
+    use_affinity: bool
+
+
+def _seed(source: Conversation | None, preset: PresetSetup | None) -> _Seed | None:
+    if source is not None:
+        return _Seed(source.connection_id, source.model_id, source.parameters or {}, source.use_affinity)
+    if preset is not None:
+        return _Seed(preset.connection.id, preset.model_id, preset.parameters, preset.use_affinity)
+    return None
+
+
+def _preset_or_404(request: HtmxHttpRequest, raw: str) -> PresetSetup | None:
+    """The preset version a comparison starts from, if any; another team's is a 404."""
+    if not raw:
+        return None
+    preset = preset_version_setup(user=request.user, version_id=int(raw)) if raw.isdigit() else None
+    if preset is None:
+        raise Http404("No such preset version.")
+    return preset
+
+
+def _initial_targets(seed: _Seed | None, choices: TargetChoices) -> list[dict[str, Any]]:
+    """The form's columns: the conversation's (or preset version's) own target first, else the
     engine's default model; then the next models on offer, so two differ from the start."""
     values = [value for _, options in choices for value, _ in options]
-    if source is not None and source.connection_id is not None:
-        first = target_value(source.connection_id, source.model_id)
-        parameters = source.parameters or {}
+    if seed is not None and seed.connection_id is not None:
+        first = target_value(seed.connection_id, seed.model_id)
+        parameters = seed.parameters
         initial: dict[str, Any] = {
             "target": first,
             "temperature": parameters.get("temperature"),
             "max_tokens": parameters.get("max_tokens"),
-            "use_affinity": source.use_affinity,
+            "use_affinity": seed.use_affinity,
         }
     else:
         default = next(
@@ -214,12 +254,14 @@ def _form_page(
     form: CompareForm,
     targets: list[CompareTargetForm],
     source: Conversation | None,
+    preset: PresetSetup | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context = {
         "form": form,
         "targets": targets,
         "source": source,
+        "preset": preset,
         "max_targets": MAX_TARGETS,
         "recent": comparison_recent(user=request.user),
     }

@@ -392,6 +392,7 @@ class CompareForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
     )
     conversation = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    preset_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
 
 class CompareTargetForm(forms.Form):

@@ -155,6 +155,9 @@ class Comparison(models.Model):
     conversation = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="comparisons"
     )
+    # Or the preset version whose setup it took (its columns' records name it), by id as usage
+    # records do.
+    preset_version_id = models.BigIntegerField(null=True, blank=True)
     prompt = models.TextField()
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True)

@@ -50,6 +50,7 @@ def version_setup(version: PresetVersion) -> PresetSetup:
     return setup_from_document(
         version.setup,
         connection_id=version.connection_id,
+        team_id=version.preset.team_id,
         preset_id=version.preset_id,
         preset_name=version.preset.name,
         version_id=version.pk,

@@ -77,7 +77,8 @@ class PresetSetup:
     response_format: dict[str, Any] | None = None  # None: text
     parameters: dict[str, Any] = field(default_factory=dict)  # as the composer stores them
     use_affinity: bool = True
-    # Which version this is (None for a setup not saved yet).
+    # Which version this is (None for a setup not saved yet), and whose.
+    team_id: int | None = None
     preset_id: int | None = None
     preset_name: str = ""
     version_id: int | None = None

@@ -14,15 +14,18 @@ from playground.batches.models import Batch
 from playground.batches.services.actions import batch_confirm
 from playground.batches.services.step import batch_step_run
 from playground.catalog.seed import KIMI_K26
-from playground.chat.models import Conversation
+from playground.chat.forms import target_value
+from playground.chat.models import Comparison, Conversation
+from playground.chat.services.comparisons import comparison_run_start
 from playground.chat.services.conversations import conversation_composer_update, conversation_model_change
 from playground.chat.services.preset_setups import conversation_from_preset
 from playground.chat.services.turns import chat_turn_start
 from playground.presets.models import PresetVersion
-from playground.usage.models import UsageRecord
+from playground.providers.models import ProviderConnection
+from playground.usage.models import RequestPath, UsageRecord
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
-from tests.support.batches import jsonl, prompts
+from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
 from tests.support.clients import client_for
 
 pytestmark = pytest.mark.django_db
@@ -174,3 +177,59 @@ def test_changing_the_model_detaches_the_conversation_too(
 
     assert conversation.preset_version is None
     assert _turn(actors, conversation, "Now?").preset_version_id is None
+
+
+def test_a_version_fills_a_comparison_whose_columns_records_name_it(
+    actors: Actors,
+    version_one: PresetVersion,
+    workers_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+) -> None:
+    teammate = client_for(actors.teammate)
+    form = teammate.get(f"/chat/compare/?preset_version={version_one.pk}")
+    assert form.status_code == 200 and b"the preset <strong>Triage v1</strong>" in form.content
+    assert f'value="{target_value(workers_connection.pk, NO_QUEUE_MODEL)}" selected'.encode() in form.content
+
+    created = teammate.post(
+        "/chat/compare/new/",
+        {
+            "prompt": "Weather in Lyon?",
+            "system_prompt": "typed, not used",
+            "preset_version": str(version_one.pk),
+            "t0-target": target_value(workers_connection.pk, NO_QUEUE_MODEL),
+            "t1-target": target_value(workers_connection.pk, KIMI_K26),
+        },
+    )
+
+    assert created.status_code == 302
+    comparison = Comparison.objects.get()
+    assert comparison.preset_version_id == version_one.pk and comparison.conversation_id is None
+    assert comparison.system_prompt == "Answer in French."
+    assert [tool["function"]["name"] for tool in comparison.tools] == ["get_weather"]
+    assert comparison.response_format == {"type": "json_object"}
+    assert [column.parameters for column in comparison.columns.order_by("position")] == [
+        {"temperature": 0.2, "max_tokens": 64}
+    ] * 2
+    runs = comparison_run_start(user=actors.teammate, comparison_id=comparison.pk, first=True)
+    for run in runs:
+        assert run.call is not None
+        run.call.run()
+    records = UsageRecord.objects.filter(path=RequestPath.COMPARE)
+    assert [record.preset_version_id for record in records] == [version_one.pk] * 2
+
+
+def test_another_teams_version_cannot_fill_a_comparison(
+    actors: Actors, version_one: PresetVersion, workers_connection: ProviderConnection
+) -> None:
+    outsider = client_for(actors.outsider)
+    assert outsider.get(f"/chat/compare/?preset_version={version_one.pk}").status_code == 404
+    posted = outsider.post(
+        "/chat/compare/new/",
+        {
+            "prompt": "Hi",
+            "preset_version": str(version_one.pk),
+            "t0-target": target_value(workers_connection.pk, KIMI_K26),
+            "t1-target": target_value(workers_connection.pk, KIMI_K26),
+        },
+    )
+    assert posted.status_code == 404 and not Comparison.objects.exists()

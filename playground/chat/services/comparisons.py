@@ -34,6 +34,7 @@ from playground.chat.selectors import comparison_get, conversation_get
 from playground.chat.services.turns import MAX_MESSAGE_CHARS, TITLE_CHARS, require_fits_context
 from playground.chat.tools import tool_call_record
 from playground.lib.storable import is_storable
+from playground.presets.selectors import preset_version_setup
 from playground.providers.adapters import ChatRequest, adapter_for
 from playground.providers.answer_collector import AnswerCollector
 from playground.providers.connection_check import connection_model_check
@@ -48,6 +49,8 @@ from playground.usage.sources import COMPARISON_COLUMN, source_string
 
 MIN_TARGETS = 2
 MAX_TARGETS = 4
+# What a comparison takes from the conversation or preset version it starts from.
+SETUP_FIELDS = ("system_prompt", "tools", "tool_choice", "parallel_tool_calls", "response_format")
 
 
 class ComparisonNotFound(Exception):
@@ -80,11 +83,13 @@ def comparison_create(
     targets: Sequence[Target],
     system_prompt: str = "",
     conversation_id: int | None = None,
+    preset_version_id: int | None = None,
 ) -> Comparison:
     """Check every target and store the comparison, all or nothing (it is run from its page).
 
-    From a conversation, the system prompt, tools, tool choice and response format are the
-    conversation's (`system_prompt` is ignored) and its parameters are each column's defaults.
+    From a conversation (or a preset version), the system prompt, tools, tool choice and
+    response format are the conversation's (the version's; `system_prompt` is ignored) and its
+    parameters are each column's defaults; a version's columns' records name it.
     Raises `ValidationError` keyed by field (`prompt`, `targets`, `<n>-connection`,
     `<n>-model`, `<n>-<parameter>` for the column at position n), `PermissionDenied` (viewers).
     """
@@ -107,9 +112,19 @@ def comparison_create(
         require_run_role(user=user, team_id=source.team_id)
         comparison.conversation = source
         comparison.team_id = source.team_id
-        for name in ("system_prompt", "tools", "tool_choice", "parallel_tool_calls", "response_format"):
+        for name in SETUP_FIELDS:
             setattr(comparison, name, getattr(source, name))
         base_parameters = dict(source.parameters or {})
+    elif preset_version_id is not None:
+        setup = preset_version_setup(user=user, version_id=preset_version_id)
+        if setup is None or setup.team_id is None:
+            raise ComparisonNotFound(preset_version_id)
+        require_run_role(user=user, team_id=setup.team_id)
+        comparison.team_id = setup.team_id
+        comparison.preset_version_id = setup.version_id
+        for name in SETUP_FIELDS:
+            setattr(comparison, name, getattr(setup, name))
+        base_parameters = dict(setup.parameters)
     columns = [
         _column(
             user=user, comparison=comparison, target=target, position=n, base=base_parameters, errors=errors
@@ -277,6 +292,7 @@ def _column_run(*, user: User, comparison: Comparison, column: ComparisonColumn)
         streamed=request.stream,
         path=RequestPath.COMPARE,
         source=source_string(COMPARISON_COLUMN, column.pk, column.attempt),
+        preset_version_id=comparison.preset_version_id,
     )
     call = MeteredCall(
         adapter=adapter_for(connection), request=request, context=context, context_window=window
