@@ -18,16 +18,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import aclosing
-from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.template.loader import render_to_string
 
 from playground.chat.compare_presenters import column_key, column_view
-from playground.chat.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, SIGNED_OUT, still_signed_in
+from playground.chat.consumers import (
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    SIGNED_OUT,
+    TemplateSocket,
+    still_signed_in,
+)
 from playground.chat.forms import BadCommand, compare_command_parse
 from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
 from playground.chat.relay import DeltaFrames, FrameRelay
@@ -40,7 +43,7 @@ BUSY = "The comparison is still running: wait for it to finish, or press Stop."
 GONE = "This comparison is no longer available to you."
 
 
-class CompareConsumer(AsyncWebsocketConsumer):
+class CompareConsumer(TemplateSocket):
     channel_layer_alias = None  # nothing is broadcast: each run streams to its own socket
     comparison_id: int
     run_task: asyncio.Task[None] | None = None
@@ -109,7 +112,7 @@ class CompareConsumer(AsyncWebsocketConsumer):
             return
         self.runs, self.shown = runs, set()
         columns = [column_view(run.column) for run in runs]
-        await self._send("chat/ws/compare_started.html", {"columns": columns})
+        await self._send_template("chat/ws/compare_started.html", {"columns": columns})
         self.run_task = asyncio.create_task(self._run(runs, slot), name=f"compare-{self.comparison_id}")
 
     async def _run(self, runs: list[ColumnRun], slot: TurnSlot) -> None:
@@ -159,16 +162,3 @@ class CompareConsumer(AsyncWebsocketConsumer):
         task.cancel()
         await asyncio.wait({task})
         return True
-
-    async def _notice(self, text: str) -> None:
-        await self._send("chat/ws/notice.html", {"text": text})
-
-    async def _send(self, template: str, context: dict[str, Any]) -> None:
-        await self.send(text_data=render_to_string(template, context))
-
-    async def _send_quietly(self, template: str, context: dict[str, Any]) -> None:
-        """For a column's end: the client may be gone, and the answer is stored anyway."""
-        try:
-            await self._send(template, context)
-        except Exception:
-            logger.info("could not send %s: the client went away", template)

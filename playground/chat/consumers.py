@@ -66,7 +66,24 @@ NO_MESSAGE = "That message is not in this conversation (it may have been deleted
 SIGNED_OUT = "You are signed out (or your account was deactivated): sign in again to continue."
 
 
-class ChatConsumer(AsyncWebsocketConsumer):
+class TemplateSocket(AsyncWebsocketConsumer):
+    """A socket that answers with rendered templates (the chat's and the compare page's)."""
+
+    async def _notice(self, text: str) -> None:
+        await self._send_template("chat/ws/notice.html", {"text": text})
+
+    async def _send_template(self, template: str, context: dict[str, Any]) -> None:
+        await self.send(text_data=render_to_string(template, context))
+
+    async def _send_quietly(self, template: str, context: dict[str, Any]) -> None:
+        """For the end of an answer: the client may be gone, and the answer is stored anyway."""
+        try:
+            await self._send_template(template, context)
+        except Exception:
+            logger.info("could not send %s: the client went away", template)
+
+
+class ChatConsumer(TemplateSocket):
     # A turn streams to its own socket and nothing is broadcast, so the consumer stays off
     # the channel layer: no Redis round trip per socket, and no dependency on its health.
     channel_layer_alias = None
@@ -311,19 +328,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
         }
         await self._send_quietly("chat/ws/turn_finished.html", context)
-
-    async def _notice(self, text: str) -> None:
-        await self._send_template("chat/ws/notice.html", {"text": text})
-
-    async def _send_template(self, template: str, context: dict[str, Any]) -> None:
-        await self.send(text_data=render_to_string(template, context))
-
-    async def _send_quietly(self, template: str, context: dict[str, Any]) -> None:
-        """For the end of a turn: the client may be gone, and the answer is stored anyway."""
-        try:
-            await self._send_template(template, context)
-        except Exception:
-            logger.info("could not send %s: the client went away", template)
 
 
 async def still_signed_in(scope: dict[str, Any]) -> bool:
