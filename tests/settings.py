@@ -30,3 +30,14 @@ UPSTREAM_MAX_RETRY_AFTER = 1.0
 # Serve static files straight from the finders: no collectstatic before the tests.
 SERVESTATIC_USE_FINDERS = True
 SERVESTATIC_AUTOREFRESH = True
+
+# SQLite's test database is a file (WAL, as the app's own), not Django's default in-memory one:
+# with a shared cache in memory, a connection that touched a table another connection was
+# writing failed at once ("database table is locked") instead of waiting, and the live server's
+# requests (the pre-flight line on every keystroke, the gateway's record written after its
+# answer) run in threads of their own beside the test's. On the file, readers see the last
+# commit and writers wait for each other (the busy timeout), as in the app.
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": str(Path(tempfile.gettempdir()) / f"playground-test-{os.getpid()}.sqlite3")
+    }
