@@ -86,8 +86,8 @@ def engine_key(
 
 def records_written(count: int, *, timeout: float = 10.0) -> list[UsageRecord]:
     """The usage records, once `count` exist. A stream's record is written after its last byte
-    went out (an SDK stops reading at [DONE]), so a test may ask before the gateway wrote it;
-    SQLite's shared-cache test database says "table is locked" meanwhile."""
+    went out (an SDK stops reading at [DONE]), and a whole answer's with the records ending
+    with it, so a test may ask before the gateway wrote it."""
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -2,8 +2,8 @@
 the browser flows and the gateway's SDK tests (`live_app`).
 
 The server runs in a thread of the test process, so it uses the test database: with
-SQLite, Django's test database is a named in-memory database in shared-cache mode, which
-every connection of the process sees; with PostgreSQL it is an ordinary database. Tests
+SQLite a file in the temporary folder (`tests/settings.py`), with PostgreSQL an ordinary
+database. Tests
 that use it must be transactional (`transactional_db`), or the server could not see
 what the test wrote. The server's ORM work all runs in asgiref's single sync thread, so
 SQLite sees one writer at a time.
