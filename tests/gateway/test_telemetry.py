@@ -4,6 +4,7 @@ request waits for or loses when the collector hangs."""
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -76,24 +77,31 @@ def test_a_hanging_collector_delays_no_request_and_costs_no_record(
 ) -> None:
     _ask(gateway, gateway_key, fake_upstream, 100)
     records_written(1)
-    # The exporter's thread now waits on the collector (up to its 3 s timeout) ...
-    flushed_after: list[float] = []
+    # The record's span is queued once its transaction's commit hooks ran, a moment after the
+    # record is visible; flush until a flush hangs on the collector (up to its 3 s timeout) ...
+    hung: list[tuple[float, float]] = []
 
-    def flush() -> None:
-        started = time.monotonic()
-        spans_flush(timeout_millis=10_000)
-        flushed_after.append(time.monotonic() - started)
+    def flush_until_it_hangs() -> None:
+        deadline = time.monotonic() + 10
+        while not hung and time.monotonic() < deadline:
+            started = time.monotonic()
+            spans_flush(timeout_millis=10_000)
+            if time.monotonic() - started > 1.0:
+                hung.append((started, time.monotonic()))
+            time.sleep(0.02)
 
-    flushing = threading.Thread(target=flush)
+    flushing = threading.Thread(target=flush_until_it_hangs)
     flushing.start()
-    time.sleep(0.3)
+    readable, _, _ = select.select([hanging_collector], [], [], 10)
+    assert readable, "the exporter never reached the collector"
     # ... while requests go on at their usual pace, each with its record.
     durations = [_ask(gateway, gateway_key, fake_upstream, prompt) for prompt in (200, 300, 400)]
+    requests_ended = time.monotonic()
     records = records_written(4)
-    flushing.join(timeout=15)
+    flushing.join(timeout=20)
 
     assert max(durations) < 1.0, durations
-    assert flushed_after[0] > 0.3 + sum(durations)  # the exporter hung all the while
+    assert hung and hung[0][1] > requests_ended  # the exporter hung all the while
     assert [record.prompt_tokens for record in records] == [100, 200, 300, 400]
     assert all(record.status == "ok" and record.total_cost > 0 for record in records)
     assert "Failed to export spans batch" in caplog.text  # the spans were dropped, not the records
