@@ -51,3 +51,11 @@ def cost_for(*, usage: NormalizedUsage, card: PriceCard | None) -> Cost:
         cached_input=Decimal(cached) * card.effective_cached_input_per_m / PER_MILLION,
         output=Decimal(usage.completion_tokens) * card.output_per_m / PER_MILLION,
     )
+
+
+def cache_miss_cost(*, tokens: int, card: PriceCard | None) -> Decimal:
+    """What `tokens` cost as fresh input beyond what they would have cost cached: the money a
+    prefix that should have been cached and was not lost."""
+    if card is None or tokens <= 0:
+        return ZERO
+    return Decimal(tokens) * (card.input_per_m - card.effective_cached_input_per_m) / PER_MILLION
