@@ -19,6 +19,7 @@ from playground.catalog.models import PriceCard
 from playground.catalog.selectors import price_card_for, price_card_label
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource
+from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import cost_for
 from playground.usage.rollups import rollup_add, rollups_add
 from playground.usage.telemetry import spans_after_commit
@@ -215,7 +216,13 @@ def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
         error_code=outcome.error_code[:40],
         error_text=outcome.error_text,
         request_body=context.request_body,
+        prefix_digest=_digest_stored(context.request_body),
     )
+
+
+def _digest_stored(body: dict[str, Any] | None) -> dict[str, Any] | None:
+    digest = prefix_digest(body)
+    return digest.stored() if digest is not None else None
 
 
 def _identity(context: RequestContext) -> dict[str, Any]:

@@ -109,6 +109,9 @@ class UsageRecord(models.Model):
     source = models.CharField(max_length=64, blank=True)
     # The body as sent upstream: no secrets, and each image replaced by its hash, type and size.
     request_body = models.JSONField(null=True, blank=True)
+    # Its prompt prefix in hashed sections (`usage.prefix_digest`): the cache-break detector
+    # compares these instead of reading two bodies.
+    prefix_digest = models.JSONField(null=True, blank=True)
 
     # --- attribution: what a gateway request said about itself (empty for the app's own paths) ---
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -1,0 +1,56 @@
+"""The changed section of two request bodies, as a unified diff, to show beside a cache break."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from playground.usage.cache_breaks import Cause
+from playground.usage.prefix_digest import body_messages, split_system
+
+MAX_LINES = 80
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "+" added, "-" removed, " " context, "@" a hunk header
+    text: str
+
+
+def section_diff(cause: Cause, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[DiffLine]:
+    """The lines of the section `cause` names, previous request first; [] when the cause is
+    not a section (affinity, eviction) or a body was not kept."""
+    if before is None or after is None:
+        return []
+    if cause == Cause.TOOLS_CHANGED:
+        return _diff(before.get("tools") or [], after.get("tools") or [])
+    if cause == Cause.SYSTEM_CHANGED:
+        return _diff(_system(before), _system(after))
+    if cause == Cause.HISTORY_CHANGED:
+        old = _history(before)
+        return _diff(old, _history(after)[: len(old) + 1])
+    if cause == Cause.MODEL_CHANGED:
+        return _diff(before.get("model", ""), after.get("model", ""))
+    return []
+
+
+def _system(body: Mapping[str, Any]) -> list[Any]:
+    return split_system(body_messages(body) or [])[0]
+
+
+def _history(body: Mapping[str, Any]) -> list[Any]:
+    return split_system(body_messages(body) or [])[1]
+
+
+def _diff(before: Any, after: Any) -> list[DiffLine]:
+    old = json.dumps(before, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
+    new = json.dumps(after, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
+    lines = []
+    for line in list(difflib.unified_diff(old, new, "previous request", "this request", n=2, lineterm=""))[2:]:
+        lines.append(DiffLine(kind=line[:1] or " ", text=line[1:] if line[:1] in "+- " else line))
+    if len(lines) > MAX_LINES:
+        return [*lines[:MAX_LINES], DiffLine(kind="@", text=f"… {len(lines) - MAX_LINES} more lines")]
+    return lines

@@ -1,0 +1,133 @@
+"""The cache-break detector over stored records: one conversation, one record, or a team's period."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from itertools import groupby
+
+from django.db.models import QuerySet
+
+from playground.catalog.models import PriceCard
+from playground.usage.cache_breaks import CacheBreak, SessionRequest, session_breaks
+from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.prefix_digest import PrefixDigest, prefix_digest
+from playground.usage.sessions import session_key, session_key_expression
+
+FIELDS = (
+    "id",
+    "model_id",
+    "prefix_digest",
+    "affinity_key",
+    "prompt_tokens",
+    "cached_tokens",
+    "status",
+    "created_at",
+    "conversation_id",
+    "session",
+    "price_card_id",
+)
+# The longest a session's previous request may lie before the period and still be compared.
+LOOKBACK = dt.timedelta(days=1)
+RECENT = 10  # records read back from one to find the answered request before it
+
+
+def conversation_breaks(*, team_id: int, conversation_id: int) -> dict[int, CacheBreak]:
+    """The conversation's breaks by the id of the record that broke."""
+    records = list(
+        UsageRecord.objects.filter(team_id=team_id, conversation_id=conversation_id)
+        .order_by("created_at", "id")
+        .only(*FIELDS)
+    )
+    session = session_key(conversation_id=conversation_id, session="", affinity_key="")
+    return {found.record_id: found for found in session_breaks(session, _requests(records))}
+
+
+def record_break(record: UsageRecord) -> CacheBreak | None:
+    """The break at `record`, if its session broke there (the records page's notice)."""
+    session = session_key(
+        conversation_id=record.conversation_id, session=record.session, affinity_key=record.affinity_key
+    )
+    if not session:
+        return None
+    up_to = (
+        _session_records(record.team_id, session)
+        .filter(created_at__lte=record.created_at)
+        .exclude(created_at=record.created_at, id__gt=record.pk)
+    )
+    # The request before it (skipping back over a few failed ones) decides; the turn is counted.
+    recent = list(
+        up_to.filter(created_at__gte=record.created_at - LOOKBACK).order_by("-created_at", "-id").only(*FIELDS)[
+            :RECENT
+        ]
+    )[::-1]
+    found = [b for b in session_breaks(session, _requests(recent)) if b.record_id == record.pk]
+    if not found:
+        return None
+    turn = up_to.filter(status__in=ANSWERED, prompt_tokens__gt=0).count()
+    return replace(found[0], turn=turn)
+
+
+def team_breaks(*, team_id: int, since: dt.datetime, until: dt.datetime | None = None) -> Iterator[CacheBreak]:
+    """Every break of the team's sessions whose request lies in [since, until), session by session.
+
+    Reads the records of the period (and a day before it, for each session's previous
+    request) through `.iterator()`: only their digests and counts, never a body.
+    """
+    records = (
+        UsageRecord.objects.filter(team_id=team_id, created_at__gte=since - LOOKBACK)
+        .annotate(session_key=session_key_expression())
+        .exclude(session_key="")
+        .order_by("session_key", "created_at", "id")
+        .only(*FIELDS)
+    )
+    if until is not None:
+        records = records.filter(created_at__lt=until)
+    cards: dict[int, PriceCard] = {}
+    for session, rows in groupby(records.iterator(chunk_size=2000), key=lambda row: row.session_key):
+        for found in session_breaks(session, _requests(rows, cards)):
+            if found.created_at is not None and found.created_at >= since:
+                yield found
+
+
+def _session_records(team_id: int, session: str) -> QuerySet[UsageRecord]:
+    return (
+        UsageRecord.objects.filter(team_id=team_id)
+        .annotate(session_key=session_key_expression())
+        .filter(session_key=session)
+    )
+
+
+ANSWERED = (UsageStatus.OK, UsageStatus.CLIENT_DISCONNECTED)
+
+
+def _answered(record: UsageRecord) -> bool:
+    """The prompt was read (and so cached), even if the client left before the answer ended."""
+    return record.status in ANSWERED and record.prompt_tokens > 0
+
+
+def _requests(records: Iterable[UsageRecord], cards: dict[int, PriceCard] | None = None) -> Iterator[SessionRequest]:
+    cards = {} if cards is None else cards
+    for record in records:
+        card_id = record.price_card_id
+        if card_id is not None and card_id not in cards:
+            cards[card_id] = PriceCard.objects.get(pk=card_id)
+        yield SessionRequest(
+            record_id=record.pk,
+            model_id=record.model_id,
+            digest=_digest(record),
+            affinity_key=record.affinity_key,
+            prompt_tokens=record.prompt_tokens,
+            cached_tokens=record.cached_tokens,
+            succeeded=_answered(record),
+            card=cards.get(card_id) if card_id is not None else None,
+            created_at=record.created_at,
+        )
+
+
+def _digest(record: UsageRecord) -> PrefixDigest | None:
+    """The stored digest; for a record written before digests were kept, one from its body."""
+    if record.prefix_digest is not None:
+        return PrefixDigest.from_stored(record.prefix_digest)
+    return prefix_digest(UsageRecord.objects.filter(pk=record.pk).values_list("request_body", flat=True).first())

@@ -1,0 +1,181 @@
+"""Why a session's prefix stopped being cached: each request against the one before it.
+
+For every request of a session after the first, the detector asks whether the cached tokens
+that came back are what an intact prefix would give (the whole previous prompt,
+`sessions.expected_cached_tokens`). Only where they fall short by more than a cache's own
+granularity is there a break, and then the first section that differs, in the order a
+prefix cache reads them, names the cause. A request that only appends (the new turn) has an
+intact prefix, so a growing conversation never breaks unless its cache was lost: that is
+what keeps a "cached share dropped" rule's false breaks out.
+
+Pure: callers hand in the session's requests in order (`usage.cache_break_selectors` reads
+them from the records).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+from playground.catalog.models import PriceCard
+from playground.usage.prefix_digest import PrefixDigest
+from playground.usage.pricing import cache_miss_cost
+from playground.usage.sessions import expected_cached_tokens
+
+# A cache hands back whole blocks, and a template may re-render a token or two of the last
+# answer differently, so an intact prefix may come back a little short: a break loses more
+# than this many tokens and this share of what was expected.
+TOLERATED_TOKENS = 32
+TOLERATED_SHARE = Decimal("0.02")
+# Below this a provider may not cache at all (OpenAI caches from 1,024 tokens): no verdict.
+MIN_CACHEABLE_TOKENS = 64
+
+
+class Cause(StrEnum):
+    MODEL_CHANGED = "model_changed"
+    TOOLS_CHANGED = "tools_changed"
+    SYSTEM_CHANGED = "system_changed"
+    HISTORY_CHANGED = "history_changed"
+    AFFINITY_MISSING = "affinity_missing"
+    AFFINITY_CHANGED = "affinity_changed"
+    EVICTED = "evicted"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """What the detector reads of one record."""
+
+    record_id: int
+    model_id: str
+    digest: PrefixDigest | None
+    affinity_key: str
+    prompt_tokens: int
+    cached_tokens: int | None
+    succeeded: bool
+    card: PriceCard | None = None
+    created_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class CacheBreak:
+    record_id: int
+    previous_record_id: int
+    session: str
+    turn: int  # the request's place in the session (1: the first request)
+    cause: Cause
+    detail: str  # e.g. "the tools list was reordered"
+    cached_tokens: int
+    expected_cached_tokens: int
+    lost_usd: Decimal
+    changed_turn: int | None = None  # history_changed: the user turn whose messages changed
+    created_at: dt.datetime | None = None
+
+    @property
+    def lost_tokens(self) -> int:
+        return self.expected_cached_tokens - self.cached_tokens
+
+
+def session_breaks(session: str, requests: Sequence[SessionRequest]) -> Iterator[CacheBreak]:
+    """The breaks among a session's requests, given oldest first.
+
+    Failed requests are skipped: nothing of theirs was cached, so the next request is
+    compared with the last one that was answered.
+    """
+    previous: SessionRequest | None = None
+    turn = 0
+    for current in requests:
+        if not current.succeeded:
+            continue
+        turn += 1
+        if previous is not None:
+            found = _break(session, turn, previous, current)
+            if found is not None:
+                yield found
+        previous = current
+
+
+def _break(session: str, turn: int, previous: SessionRequest, current: SessionRequest) -> CacheBreak | None:
+    if current.cached_tokens is None:  # the provider does not say: no verdict
+        return None
+    expected = expected_cached_tokens(
+        previous_prompt_tokens=previous.prompt_tokens, prompt_tokens=current.prompt_tokens
+    )
+    lost = expected - current.cached_tokens
+    if expected < MIN_CACHEABLE_TOKENS or lost <= max(TOLERATED_TOKENS, TOLERATED_SHARE * expected):
+        return None
+    cause, detail, changed_turn = diagnose(previous, current)
+    return CacheBreak(
+        record_id=current.record_id,
+        previous_record_id=previous.record_id,
+        session=session,
+        turn=turn,
+        cause=cause,
+        detail=detail,
+        cached_tokens=current.cached_tokens,
+        expected_cached_tokens=expected,
+        lost_usd=cache_miss_cost(tokens=lost, card=current.card),
+        changed_turn=changed_turn,
+        created_at=current.created_at,
+    )
+
+
+def diagnose(previous: SessionRequest, current: SessionRequest) -> tuple[Cause, str, int | None]:
+    """The first section that differs, in the order a prefix cache reads them; if none does,
+    why an intact prefix was not found."""
+    if current.model_id != previous.model_id:
+        return Cause.MODEL_CHANGED, f"the model changed from {previous.model_id} to {current.model_id}", None
+    before, after = previous.digest, current.digest
+    if before is None or after is None:
+        return Cause.OTHER, "the request body of one of the two requests was not kept", None
+    if before.tools != after.tools:
+        return Cause.TOOLS_CHANGED, _tools_change(before.tools, after.tools), None
+    if before.system != after.system:
+        return Cause.SYSTEM_CHANGED, _system_change(before.system, after.system), None
+    history = _history_change(before, after)
+    if history is not None:
+        return Cause.HISTORY_CHANGED, *history
+    if not current.affinity_key:
+        return Cause.AFFINITY_MISSING, "the request carried no session affinity key", None
+    if current.affinity_key != previous.affinity_key:
+        return Cause.AFFINITY_CHANGED, "the session affinity key changed", None
+    return Cause.EVICTED, "the prefix was intact: expired, evicted or served by another replica", None
+
+
+def _tools_change(before: tuple[str, ...], after: tuple[str, ...]) -> str:
+    if Counter(before) == Counter(after):
+        return "the tools list was reordered"
+    added, removed = len(set(after) - set(before)), len(set(before) - set(after))
+    parts = [f"{count} {what}" for count, what in ((added, "added or changed"), (removed, "removed")) if count]
+    return "the tools list changed: " + ", ".join(parts) if parts else "the tools list changed"
+
+
+def _system_change(before: str, after: str) -> str:
+    if not before:
+        return "a system prompt was added"
+    if not after:
+        return "the system prompt was removed"
+    return "the system prompt changed"
+
+
+def _history_change(before: PrefixDigest, after: PrefixDigest) -> tuple[str, int | None] | None:
+    """How the messages the previous request sent differ at the start of the current one."""
+    old, new = before.messages, after.messages
+    index = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
+    if index is None:
+        if len(new) >= len(old):
+            return None  # only appended: the new turn
+        index = len(new)
+    turn = before.user_turns[index] if index < len(before.user_turns) else None
+    where = f"turn {turn}" if turn else "the start of the conversation"
+    if index >= len(new) or (index + 1 < len(old) and new[index] == old[index + 1]):
+        return f"a message of {where} was removed", turn
+    if index + 1 < len(new) and new[index + 1] == old[index]:
+        return f"a message was inserted at {where}", turn
+    if Counter(old) == Counter(new[: len(old)]):
+        return f"messages from {where} on were reordered", turn
+    return f"a message of {where} was edited", turn
