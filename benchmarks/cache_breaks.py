@@ -93,7 +93,8 @@ def question(session: int, turn: int) -> str:
     topic = TOPICS[(session + turn) % len(TOPICS)]
     return (
         f"Question {turn} of customer {session}: I have a problem with my {topic} for order "
-        f"A-{1000 + 7 * session + turn}. It started {turn + 1} days ago and I would like to know what to do next."
+        f"A-{1000 + 7 * session + turn}. It started {turn + 1} days ago and I would like to know what "
+        "to do next."
     )
 
 
@@ -138,14 +139,15 @@ class Corpus:
 
     def fillers(self, affinity: str) -> None:
         """Unique long prompts on the session's replica, until its prefix cache has turned over."""
-        for number in range(FILLERS):
+        for _ in range(FILLERS):
             text = " ".join(question(10_000 + self.rng.randrange(10**6), n) for n in range(8))
             body = {"model": MODEL_ID, "messages": [{"role": "user", "content": text}], "max_tokens": 1}
             headers = {**self.headers, "x-session-affinity": affinity}
             self.client.post(self.url, json=body, headers=headers).raise_for_status()
 
     def run(self, session: Session) -> None:
-        affinity = f"bench-session-{session.number}"
+        affinity: str = f"bench-session-{session.number}"
+        key: str | None
         system = system_prompt(session.number)
         for turn in range(1, session.turns + 1):
             last = turn == session.turns
@@ -164,7 +166,9 @@ class Corpus:
             elif cause == Cause.HISTORY_CHANGED:
                 users = [i for i, message in enumerate(session.messages) if message["role"] == "user"]
                 index = self.rng.choice(users)
-                edited = session.messages[index]["content"].replace("I have a problem", "I have an urgent problem")
+                edited = session.messages[index]["content"].replace(
+                    "I have a problem", "I have an urgent problem"
+                )
                 session.messages[index] = {"role": "user", "content": edited}
             elif cause == Cause.AFFINITY_MISSING:
                 key = None
@@ -196,7 +200,9 @@ def truth(session: Session) -> dict[int, Cause]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sessions", type=int, default=240)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="one session per cause and one intact")
@@ -204,16 +210,27 @@ def main() -> None:
     rng = random.Random(args.seed)
     count = len(INJECTED) + 1 if args.smoke else args.sessions
     plan: list[Cause | None] = [None, *INJECTED]
-    sessions = [Session(n, turns=3 if args.smoke else rng.randint(3, 6), cause=plan[n % len(plan)]) for n in range(count)]
+    sessions = [
+        Session(n, turns=3 if args.smoke else rng.randint(3, 6), cause=plan[n % len(plan)])
+        for n in range(count)
+    ]
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
         engine = start_engine(
-            Path(workdir), replicas=2, gemma_replicas=1, env={"ENGINE_PREFIX_CACHE_BYTES": str(PREFIX_CACHE_BYTES)}
+            Path(workdir),
+            replicas=2,
+            gemma_replicas=1,
+            env={"ENGINE_PREFIX_CACHE_BYTES": str(PREFIX_CACHE_BYTES)},
         )
         try:
             with httpx.Client(timeout=120) as client:
-                corpus = Corpus(client, f"{engine.url}/client/v4/accounts/bench/ai/v1/chat/completions", engine.headers, rng)
+                corpus = Corpus(
+                    client,
+                    f"{engine.url}/client/v4/accounts/bench/ai/v1/chat/completions",
+                    engine.headers,
+                    rng,
+                )
                 for session in sessions:
                     corpus.run(session)
         finally:
@@ -238,20 +255,26 @@ def main() -> None:
                 rows[hit.cause]["false"] += 1
     intact_turns = sum(len(s.requests) - 1 for s in sessions) - sum(r["true"] for r in rows.values())
 
-    print(f"{count} sessions, {sum(len(s.requests) for s in sessions)} requests on the engine in {elapsed:.0f} s")
+    requests = sum(len(s.requests) for s in sessions)
+    print(f"{count} sessions, {requests} requests on the engine in {elapsed:.0f} s")
     print(f"{'cause':<18} {'true':>5} {'found':>6} {'missed':>7} {'false':>6}")
-    for cause, row in rows.items():
-        print(f"{cause:<18} {row['true']:>5} {row['found']:>6} {row['missed']:>7} {row['false']:>6}")
+    for name, row in rows.items():
+        print(f"{name:<18} {row['true']:>5} {row['found']:>6} {row['missed']:>7} {row['false']:>6}")
     true, found_right = sum(r["true"] for r in rows.values()), sum(r["found"] for r in rows.values())
     false = sum(r["false"] for r in rows.values())
     if harmless:
-        print("injected but harmless (same replica as the turn before): " + ", ".join(f"{c} {n}" for c, n in harmless.items()))
+        print(
+            "injected but harmless (same replica as the turn before): "
+            + ", ".join(f"{c} {n}" for c, n in harmless.items())
+        )
     print(f"intact turns judged: {intact_turns}")
     recall = 100 * found_right / true if true else 0.0
     false_share = 100 * false / reported if reported else 0.0
     verdict = "PASS" if recall >= 95 and false_share <= 5 else "MISSED"
-    print(f"cache breaks: recall {recall:.1f} % ({found_right} of {true}), false breaks {false_share:.1f} % "
-          f"({false} of {reported} reported) {verdict}")
+    print(
+        f"cache breaks: recall {recall:.1f} % ({found_right} of {true}), false breaks {false_share:.1f} % "
+        f"({false} of {reported} reported) {verdict}"
+    )
 
 
 if __name__ == "__main__":

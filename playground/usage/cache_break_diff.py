@@ -20,7 +20,9 @@ class DiffLine:
     text: str
 
 
-def section_diff(cause: Cause, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[DiffLine]:
+def section_diff(
+    cause: Cause, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> list[DiffLine]:
     """The lines of the section `cause` names, previous request first; [] when the cause is
     not a section (affinity, eviction) or a body was not kept."""
     if before is None or after is None:
@@ -31,7 +33,7 @@ def section_diff(cause: Cause, before: Mapping[str, Any] | None, after: Mapping[
         return _diff(_system(before), _system(after))
     if cause == Cause.HISTORY_CHANGED:
         old = _history(before)
-        return _diff(old, _history(after)[: len(old) + 1])
+        return _diff(old, _history(after)[: len(old)])  # what follows is the new turn
     if cause == Cause.MODEL_CHANGED:
         return _diff(before.get("model", ""), after.get("model", ""))
     return []
@@ -49,7 +51,9 @@ def _diff(before: Any, after: Any) -> list[DiffLine]:
     old = json.dumps(before, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
     new = json.dumps(after, indent=2, ensure_ascii=False, sort_keys=True).splitlines()
     lines = []
-    for line in list(difflib.unified_diff(old, new, "previous request", "this request", n=2, lineterm=""))[2:]:
+    for line in list(difflib.unified_diff(old, new, "previous request", "this request", n=2, lineterm=""))[
+        2:
+    ]:
         lines.append(DiffLine(kind=line[:1] or " ", text=line[1:] if line[:1] in "+- " else line))
     if len(lines) > MAX_LINES:
         return [*lines[:MAX_LINES], DiffLine(kind="@", text=f"… {len(lines) - MAX_LINES} more lines")]

@@ -58,9 +58,9 @@ def record_break(record: UsageRecord) -> CacheBreak | None:
     )
     # The request before it (skipping back over a few failed ones) decides; the turn is counted.
     recent = list(
-        up_to.filter(created_at__gte=record.created_at - LOOKBACK).order_by("-created_at", "-id").only(*FIELDS)[
-            :RECENT
-        ]
+        up_to.filter(created_at__gte=record.created_at - LOOKBACK)
+        .order_by("-created_at", "-id")
+        .only(*FIELDS)[:RECENT]
     )[::-1]
     found = [b for b in session_breaks(session, _requests(recent)) if b.record_id == record.pk]
     if not found:
@@ -69,7 +69,9 @@ def record_break(record: UsageRecord) -> CacheBreak | None:
     return replace(found[0], turn=turn)
 
 
-def team_breaks(*, team_id: int, since: dt.datetime, until: dt.datetime | None = None) -> Iterator[CacheBreak]:
+def team_breaks(
+    *, team_id: int, since: dt.datetime, until: dt.datetime | None = None
+) -> Iterator[CacheBreak]:
     """Every break of the team's sessions whose request lies in [since, until), session by session.
 
     Reads the records of the period (and a day before it, for each session's previous
@@ -107,7 +109,9 @@ def _answered(record: UsageRecord) -> bool:
     return record.status in ANSWERED and record.prompt_tokens > 0
 
 
-def _requests(records: Iterable[UsageRecord], cards: dict[int, PriceCard] | None = None) -> Iterator[SessionRequest]:
+def _requests(
+    records: Iterable[UsageRecord], cards: dict[int, PriceCard] | None = None
+) -> Iterator[SessionRequest]:
     cards = {} if cards is None else cards
     for record in records:
         card_id = record.price_card_id
@@ -130,4 +134,6 @@ def _digest(record: UsageRecord) -> PrefixDigest | None:
     """The stored digest; for a record written before digests were kept, one from its body."""
     if record.prefix_digest is not None:
         return PrefixDigest.from_stored(record.prefix_digest)
-    return prefix_digest(UsageRecord.objects.filter(pk=record.pk).values_list("request_body", flat=True).first())
+    return prefix_digest(
+        UsageRecord.objects.filter(pk=record.pk).values_list("request_body", flat=True).first()
+    )

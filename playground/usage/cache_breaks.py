@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -30,7 +30,7 @@ from playground.usage.sessions import expected_cached_tokens
 # answer differently, so an intact prefix may come back a little short: a break loses more
 # than this many tokens and this share of what was expected.
 TOLERATED_TOKENS = 32
-TOLERATED_SHARE = Decimal("0.02")
+TOLERATED_SHARE = 0.02
 # Below this a provider may not cache at all (OpenAI caches from 1,024 tokens): no verdict.
 MIN_CACHEABLE_TOKENS = 64
 
@@ -80,7 +80,7 @@ class CacheBreak:
         return self.expected_cached_tokens - self.cached_tokens
 
 
-def session_breaks(session: str, requests: Sequence[SessionRequest]) -> Iterator[CacheBreak]:
+def session_breaks(session: str, requests: Iterable[SessionRequest]) -> Iterator[CacheBreak]:
     """The breaks among a session's requests, given oldest first.
 
     Failed requests are skipped: nothing of theirs was cached, so the next request is
@@ -150,7 +150,9 @@ def _tools_change(before: tuple[str, ...], after: tuple[str, ...]) -> str:
     if Counter(before) == Counter(after):
         return "the tools list was reordered"
     added, removed = len(set(after) - set(before)), len(set(before) - set(after))
-    parts = [f"{count} {what}" for count, what in ((added, "added or changed"), (removed, "removed")) if count]
+    parts = [
+        f"{count} {what}" for count, what in ((added, "added or changed"), (removed, "removed")) if count
+    ]
     return "the tools list changed: " + ", ".join(parts) if parts else "the tools list changed"
 
 

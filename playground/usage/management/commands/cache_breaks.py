@@ -57,5 +57,6 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{cache_break.created_at:%Y-%m-%d %H:%M:%S}  record {line['record_id']}  "
                     f"{line['session']} turn {line['turn']}: {line['cause']} ({cache_break.detail}); "
-                    f"{line['cached_tokens']} of {line['expected_cached_tokens']} cached, ${line['lost_usd']} lost"
+                    f"{line['cached_tokens']} of {line['expected_cached_tokens']} cached, "
+                    f"${line['lost_usd']} lost"
                 )
