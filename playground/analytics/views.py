@@ -60,6 +60,7 @@ from playground.analytics.selectors.rollups import buckets, chart_period, filter
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest
+from playground.usage.cache_break_selectors import break_shown, record_break
 from playground.usage.models import UsageRecord
 from playground.usage.sources import record_source_links
 
@@ -374,8 +375,10 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
     record = usage_record_get(user=request.user, request_id=str(request_id))
     if record is None:
         raise Http404("No such usage record.")
+    found = record_break(record)
     context = {
         "record": record,
+        "cache_break": break_shown(found) if found is not None else None,
         "formula": cost_formula(record),
         "attribution": record_attribution(record),
         "source": record_source_links(team_id=record.team_id, records=[record])[0],

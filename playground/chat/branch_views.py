@@ -24,6 +24,7 @@ from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
 from playground.lib.web import HtmxHttpRequest
+from playground.usage.cache_break_selectors import conversation_breaks_shown
 
 
 def branch_context(conversation: Conversation) -> dict[str, Any]:
@@ -35,6 +36,7 @@ def branch_context(conversation: Conversation) -> dict[str, Any]:
             tools=conversation.tools,
             current_model=conversation.model_id,
             alternatives=shown.alternatives,
+            breaks=conversation_breaks_shown(team_id=conversation.team_id, conversation_id=conversation.pk),
         ),
         "last_message_id": shown.messages[-1].pk if shown.messages else "",
     }

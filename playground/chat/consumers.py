@@ -55,6 +55,7 @@ from playground.chat.services.tool_continuations import (
     chat_continue_start,
 )
 from playground.chat.services.turns import ChatTurn, chat_turn_start
+from playground.usage.cache_break_selectors import break_shown, record_break
 
 logger = logging.getLogger(__name__)
 
@@ -316,6 +317,8 @@ class ChatConsumer(TemplateSocket):
         if turn.assistant_message is None or self.finished_sent:
             return
         self.finished_sent = True
+        record = turn.assistant_message.usage_record
+        found = await database_sync_to_async(record_break)(record) if record is not None else None
         context = {
             "oob_target": f"answer-{_key(turn)}",
             "message": message_view(
@@ -324,6 +327,7 @@ class ChatConsumer(TemplateSocket):
                 awaiting=True,
                 model_label=turn.model_label,
                 alternatives=turn.answer_siblings,
+                cache_break=await database_sync_to_async(break_shown)(found) if found is not None else None,
             ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
         }

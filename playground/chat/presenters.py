@@ -22,6 +22,7 @@ from playground.catalog.models import CatalogModel
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.rendering import render_markdown
 from playground.chat.tool_presenters import ToolCallView, tool_call_views
+from playground.usage.cache_break_selectors import BreakShown
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.money import money
@@ -158,6 +159,7 @@ class MessageView:
     failed: bool = False  # a refused or failed answer: its turn is not sent again and may be deleted
     model_label: str = ""  # the model that wrote this answer, shown once a conversation's model changed
     branch: BranchView | None = None  # its alternatives, when it has some
+    cache_break: BreakShown | None = None  # its request lost the prefix the one before it cached
 
     @property
     def is_user(self) -> bool:
@@ -236,6 +238,7 @@ def message_view(
     awaiting: bool = False,
     model_label: str = "",
     alternatives: Sequence[int] = (),
+    cache_break: BreakShown | None = None,
 ) -> MessageView:
     """`tools`: the conversation's definitions (for mocks); `results`: this answer's tool
     messages; `awaiting`: it is the latest answer and its calls may still be answered;
@@ -259,6 +262,7 @@ def message_view(
         failed=message.is_failed_answer,
         model_label=model_label,
         branch=branch_view(message.pk, alternatives),
+        cache_break=cache_break,
     )
 
 
@@ -320,10 +324,12 @@ def message_views(
     tools: Sequence[Mapping[str, Any]] = (),
     current_model: str = "",
     alternatives: Mapping[int, Sequence[int]] | None = None,
+    breaks: Mapping[int, BreakShown] | None = None,
 ) -> list[MessageView]:
     """The branch's messages to show; tool results are shown on the answer they reply to.
     `current_model`: the conversation's model now (answers name theirs once it changed);
-    `alternatives`: for messages where branches fork, every alternative's id (`branch_shown`)."""
+    `alternatives`: for messages where branches fork, every alternative's id (`branch_shown`);
+    `breaks`: the conversation's cache breaks by usage record id."""
     shown: list[Message] = []
     results: dict[int, list[Message]] = {}
     for message in messages:
@@ -342,6 +348,7 @@ def message_views(
             awaiting=message.pk == last,
             model_label=models.get(message.pk, ""),
             alternatives=forks.get(message.pk, ()),
+            cache_break=(breaks or {}).get(message.usage_record_id) if message.usage_record_id else None,
         )
         for message in shown
     ]

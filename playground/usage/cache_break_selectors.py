@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import groupby
 
 from django.db.models import QuerySet
 
 from playground.catalog.models import PriceCard
+from playground.usage.cache_break_diff import DiffLine, section_diff
 from playground.usage.cache_breaks import CacheBreak, SessionRequest, session_breaks
 from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.prefix_digest import PrefixDigest, prefix_digest
@@ -137,3 +138,35 @@ def _digest(record: UsageRecord) -> PrefixDigest | None:
     return prefix_digest(
         UsageRecord.objects.filter(pk=record.pk).values_list("request_body", flat=True).first()
     )
+
+
+@dataclass(frozen=True)
+class BreakShown:
+    """A break as a page shows it: with the request before it and the diff of the changed section."""
+
+    found: CacheBreak
+    previous_request_id: str
+    diff: list[DiffLine]
+
+
+def break_shown(found: CacheBreak) -> BreakShown:
+    """`found` with the request before it and the diff of the section that changed."""
+    bodies = dict(
+        UsageRecord.objects.filter(pk__in=[found.previous_record_id, found.record_id]).values_list(
+            "pk", "request_body"
+        )
+    )
+    previous_request_id = (
+        UsageRecord.objects.filter(pk=found.previous_record_id).values_list("request_id", flat=True).first()
+    )
+    return BreakShown(
+        found=found,
+        previous_request_id=str(previous_request_id or ""),
+        diff=section_diff(found.cause, bodies.get(found.previous_record_id), bodies.get(found.record_id)),
+    )
+
+
+def conversation_breaks_shown(*, team_id: int, conversation_id: int) -> dict[int, BreakShown]:
+    """The conversation's breaks as shown under their answers, by the id of the record that broke."""
+    found = conversation_breaks(team_id=team_id, conversation_id=conversation_id)
+    return {record_id: break_shown(each) for record_id, each in found.items()}

@@ -36,6 +36,8 @@ MIN_CACHEABLE_TOKENS = 64
 
 
 class Cause(StrEnum):
+    """Why a prefix was not cached; the value is what exports and the command print."""
+
     MODEL_CHANGED = "model_changed"
     TOOLS_CHANGED = "tools_changed"
     SYSTEM_CHANGED = "system_changed"
@@ -181,3 +183,15 @@ def _history_change(before: PrefixDigest, after: PrefixDigest) -> tuple[str, int
     if Counter(old) == Counter(new[: len(old)]):
         return f"messages from {where} on were reordered", turn
     return f"a message of {where} was edited", turn
+
+
+CAUSE_LABELS = {
+    Cause.MODEL_CHANGED: "Model changed",
+    Cause.TOOLS_CHANGED: "Tools changed",
+    Cause.SYSTEM_CHANGED: "System prompt changed",
+    Cause.HISTORY_CHANGED: "History changed",
+    Cause.AFFINITY_MISSING: "No affinity key",
+    Cause.AFFINITY_CHANGED: "Affinity key changed",
+    Cause.EVICTED: "Evicted or expired",
+    Cause.OTHER: "Other",
+}

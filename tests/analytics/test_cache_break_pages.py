@@ -1,0 +1,106 @@
+"""Where a cache break shows: on the record's page and under the answer in its conversation,
+each with the diff of the section that changed."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.urls import reverse
+
+from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.chat.models import Conversation, MessageRole
+from playground.usage.models import UsageRecord
+from playground.usage.services import RequestContext
+from tests.support.actors import Actors
+from tests.support.analytics import record_write
+from tests.support.clients import client_for
+from tests.support.messages import message_append
+
+DAY = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
+TOOLS = [{"type": "function", "function": {"name": name}} for name in ("lookup_order", "refund")]
+
+
+def _turns(actors: Actors) -> tuple[Conversation, UsageRecord, UsageRecord]:
+    """Two turns of one conversation; the second reordered the tools and lost its prefix."""
+    conversation = Conversation.objects.create(
+        team=actors.team, user=actors.owner, model_id=ENGINE_MODEL_ID, title="Refunds"
+    )
+    question = {"role": "user", "content": "Where is order 7?"}
+    bodies: list[dict[str, Any]] = [
+        {"model": ENGINE_MODEL_ID, "messages": [question], "tools": TOOLS},
+        {
+            "model": ENGINE_MODEL_ID,
+            "messages": [
+                question,
+                {"role": "assistant", "content": "Shipped."},
+                {"role": "user", "content": "Refund it."},
+            ],
+            "tools": TOOLS[::-1],
+        },
+    ]
+    records = []
+    for turn, (body, cached) in enumerate(zip(bodies, (0, 3), strict=True)):
+        context = RequestContext(
+            team_id=actors.team.pk,
+            user_id=actors.owner.pk,
+            connection_id=None,
+            model_id=ENGINE_MODEL_ID,
+            conversation_id=conversation.pk,
+            affinity_key="conv-refunds",
+            request_body=body,
+        )
+        record = record_write(
+            DAY + dt.timedelta(minutes=turn),
+            context,
+            prompt=400 + 60 * turn,
+            cached=cached,
+            out=5,
+            ttft=100,
+            latency=300,
+        )
+        message_append(
+            conversation=conversation, role=MessageRole.USER, content=body["messages"][-1]["content"]
+        )
+        message_append(
+            conversation=conversation, role=MessageRole.ASSISTANT, content="Done.", usage_record=record
+        )
+        records.append(record)
+    return conversation, records[0], records[1]
+
+
+def test_the_record_page_says_where_the_cache_broke_and_shows_the_changed_tools(actors: Actors) -> None:
+    _, first, second = _turns(actors)
+    client = client_for(actors.owner)
+
+    page = client.get(reverse("analytics:record-detail", args=[second.request_id])).content.decode()
+    assert "Cache broke here:</strong> the tools list was reordered" in page
+    assert "3 of 400 tokens an intact prefix would have brought back were cached" in page
+    assert reverse("analytics:record-detail", args=[first.request_id]) in page
+    # The diff moves "refund" from after "lookup_order" to before it.
+    diff = page[page.index('class="diff-block"') : page.index("</pre>", page.index('class="diff-block"'))]
+    refund = "&quot;name&quot;: &quot;refund&quot;</span>"
+    assert diff.index(f'diff-added">+       {refund}') < diff.index(f'diff-removed">-       {refund}')
+
+    unbroken = client.get(reverse("analytics:record-detail", args=[first.request_id])).content.decode()
+    assert "Cache broke here" not in unbroken
+
+
+def test_the_conversation_shows_the_break_under_the_answer_that_lost_its_prefix(actors: Actors) -> None:
+    conversation, first, second = _turns(actors)
+
+    page = (
+        client_for(actors.owner)
+        .get(reverse("chat:conversation-detail", args=[conversation.pk]))
+        .content.decode()
+    )
+    assert page.count("Cache broke here") == 1
+    first_answer, second_answer = (page.index(f'id="message-{r.message.pk}"') for r in (first, second))
+    assert first_answer < second_answer < page.index("Cache broke here")  # under the second answer
+    assert "What changed" in page[second_answer:]
+
+
+def test_another_teams_member_sees_no_record_and_no_break(actors: Actors) -> None:
+    _, _, second = _turns(actors)
+    response = client_for(actors.outsider).get(reverse("analytics:record-detail", args=[second.request_id]))
+    assert response.status_code == 404
