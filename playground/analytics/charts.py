@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from playground.analytics.histograms import bucket_labels
+from playground.usage.cache_breaks import CAUSE_LABELS, Cause
 from playground.usage.money import money
 
 PALETTE = ["#3b5bdb", "#f08c00", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#e64980", "#5c940d", "#868e96"]
@@ -552,4 +553,52 @@ def what_if(rows: list[dict[str, Any]], *, target_label: str) -> Chart:
         f"difference {money(repriced - actual, signed=True, places=shown)}.",
         empty=not rows,
         extra={"actual": actual, "repriced": repriced, "difference": repriced - actual},
+    )
+
+
+def cache_breaks(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    """Breaks per bucket stacked by cause; the hover and the note say what they cost."""
+    counts = _series(rows, buckets=buckets, key="cause", value="breaks")
+    lost = _series(rows, buckets=buckets, key="cause", value="lost")
+    x = [_iso(at) for at in buckets]
+    order = [cause for cause in Cause if cause in counts]
+    places = money_places([row["lost"] for row in rows], smallest=True)
+    data = [
+        {
+            "type": "bar",
+            "name": CAUSE_LABELS[cause],
+            "x": x,
+            "y": counts[cause],
+            "customdata": [_num(value) for value in lost[cause]],
+            "marker": {"color": PALETTE[index % len(PALETTE)]},
+            "hovertemplate": f"%{{y}} breaks · %{{customdata:$,.{places}f}} lost",
+        }
+        for index, cause in enumerate(Cause)
+        if cause in counts
+    ]
+    totals = {cause: sum(lost[cause], Decimal(0)) for cause in order}
+    total = sum(totals.values(), Decimal(0))
+    breaks = sum(row["breaks"] for row in rows)
+    table = Table(
+        ["Bucket (UTC)", *(CAUSE_LABELS[c] for c in order), "Lost (USD)"],
+        [
+            [x[i], *(counts[c][i] for c in order), sum((lost[c][i] for c in order), Decimal(0))]
+            for i in range(len(x))
+        ],
+    )
+    costliest = sorted(order, key=lambda cause: -totals[cause])[:3]
+    note = (
+        f"{breaks:,} break{'' if breaks == 1 else 's'} lost {money(total, places=places)} of cache savings: "
+        + ", ".join(f"{CAUSE_LABELS[c].lower()} {money(totals[c], places=places)}" for c in costliest)
+        + ". A break is a request of a session (conversation, gateway session or affinity key) whose "
+        "cached tokens fell short of the previous request's prompt."
+        if rows
+        else ""
+    )
+    return Chart(
+        figure={"data": data, "layout": _layout(y_title="Breaks", barmode="stack")},
+        table=table,
+        note=note,
+        empty=not rows,
+        extra={"total": total, "breaks": breaks},
     )

@@ -43,6 +43,7 @@ from playground.analytics.presenters import (
     record_attribution,
 )
 from playground.analytics.selectors.attribution import cost_by_end_user, cost_by_key
+from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.analytics.selectors.chart_series import (
     cache_ratio_by_affinity,
     cost_by_group,
@@ -139,6 +140,10 @@ CHARTS: dict[str, ChartSpec] = {
     "savings": ChartSpec(
         "Savings from caching",
         lambda f, q: charts.savings(savings_over_time(f), buckets=buckets(f)),
+    ),
+    "cache-breaks": ChartSpec(
+        "Cache breaks by cause",
+        lambda f, q: charts.cache_breaks(cache_breaks_over_time(f), buckets=buckets(f)),
     ),
     "ttft": ChartSpec(
         "Time to first token: cache hit and miss",

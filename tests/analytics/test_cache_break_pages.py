@@ -4,10 +4,14 @@ each with the diff of the section that changed."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from django.urls import reverse
 
+from playground.analytics.filters import Filters, Period
+from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation, MessageRole
 from playground.usage.models import UsageRecord
@@ -15,6 +19,7 @@ from playground.usage.services import RequestContext
 from tests.support.actors import Actors
 from tests.support.analytics import record_write
 from tests.support.clients import client_for
+from tests.support.clock import clock
 from tests.support.messages import message_append
 
 DAY = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
@@ -104,3 +109,49 @@ def test_another_teams_member_sees_no_record_and_no_break(actors: Actors) -> Non
     _, _, second = _turns(actors)
     response = client_for(actors.outsider).get(reverse("analytics:record-detail", args=[second.request_id]))
     assert response.status_code == 404
+
+
+def test_the_dashboard_counts_breaks_by_cause_and_what_they_cost(actors: Actors) -> None:
+    _, _, second = _turns(actors)
+    # Bravo's own broken session never shows in Alpha's chart.
+    for turn, cached in enumerate((0, 0)):
+        context = RequestContext(
+            team_id=actors.other_team.pk,
+            user_id=actors.outsider.pk,
+            connection_id=None,
+            model_id=ENGINE_MODEL_ID,
+            affinity_key="bravo",
+            request_body={"messages": [{"role": "user", "content": "hi"}] * (turn + 1)},
+        )
+        record_write(
+            DAY + dt.timedelta(minutes=turn),
+            context,
+            prompt=500 + turn,
+            cached=cached,
+            out=1,
+            ttft=1,
+            latency=1,
+        )
+    filters = Filters(
+        team=actors.team,
+        period=Period(
+            start=DAY - dt.timedelta(hours=3), end=DAY + dt.timedelta(hours=3), preset="custom", hourly=True
+        ),
+    )
+
+    rows = cache_breaks_over_time(filters)
+    card = second.price_card
+    assert card is not None
+    lost = Decimal(397) * (card.input_per_m - card.effective_cached_input_per_m) / 1_000_000
+    assert rows == [{"bucket": DAY, "cause": "tools_changed", "breaks": 1, "lost_tokens": 397, "lost": lost}]
+    assert cache_breaks_over_time(replace(filters, model_id="another-model")) == []  # filters pick the breaks
+
+    with clock(DAY + dt.timedelta(hours=2)):
+        fragment = (
+            client_for(actors.owner)
+            .get(reverse("analytics:chart", args=["cache-breaks"]), {"range": "24h", "team": actors.team.pk})
+            .content.decode()
+        )
+    # 397 tokens x ($0.95 - $0.16) per million at K2.6's card: $0.00031363
+    assert "1 break lost $0.00031 of cache savings: tools changed $0.00031." in fragment
+    assert "&quot;name&quot;: &quot;Tools changed&quot;" in fragment  # the trace, in the figure's JSON
