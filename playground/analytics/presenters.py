@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from playground.analytics.charts import milliseconds
 from playground.analytics.filters import Filters
+from playground.analytics.selectors.conformance import Conformance, ConformanceRow
 from playground.analytics.selectors.totals import Headline, Totals
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.money import money
@@ -183,3 +184,15 @@ def attribution_unserved(filters: Filters) -> str:
         "The rollups by API key and end user keep the period, key, end user and path only: "
         f"clear the {' and '.join(chosen)} filter{'s' * (len(chosen) > 1)} to see this."
     )
+
+
+@dataclass(frozen=True)
+class ConformanceLine:
+    """A row of the dashboard's schema conformance table."""
+
+    row: ConformanceRow
+    share_valid: str  # "66.7%"
+
+
+def conformance_lines(conformance: Conformance) -> list[ConformanceLine]:
+    return [ConformanceLine(row=row, share_valid=f"{row.share_valid:.1%}") for row in conformance.rows]

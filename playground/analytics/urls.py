@@ -17,6 +17,7 @@ urlpatterns: list[URLPattern] = [
     path("", views.dashboard_view, name="dashboard"),
     path("headline/", views.headline_view, name="headline"),
     path("charts/<slug:name>/", views.chart_view, name="chart"),
+    path("conformance/", views.conformance_view, name="conformance"),
     path("log/", views.log_view, name="log"),
     path("log/totals/", views.log_totals_view, name="log-totals"),
     path("log/<uuid:request_id>/", views.record_detail_view, name="record-detail"),

@@ -38,6 +38,7 @@ from playground.analytics.presenters import (
     NOT_BY_ATTRIBUTION,
     attribution_tiles,
     attribution_unserved,
+    conformance_lines,
     cost_formula,
     headline_tiles,
     record_attribution,
@@ -53,6 +54,7 @@ from playground.analytics.selectors.chart_series import (
     tokens_over_time,
     ttft_percentiles_by_cache,
 )
+from playground.analytics.selectors.conformance import ERROR_PATHS_FROM, schema_conformance
 from playground.analytics.selectors.conversations import prompt_growth, top_conversations
 from playground.analytics.selectors.focus import focus_unserved
 from playground.analytics.selectors.presets import cost_by_preset_version, preset_rows_unserved
@@ -270,6 +272,23 @@ def headline_view(request: HtmxHttpRequest) -> HttpResponse:
         "note": unserved or HEADLINE_BY_ATTRIBUTION,
     }
     return render(request, "analytics/_headline.html", context)
+
+
+@never_cache
+@login_required
+@require_GET
+def conformance_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The schema conformance table of the filtered period (from the records, every filter applies)."""
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    conformance = schema_conformance(filters)
+    context = {
+        "lines": conformance_lines(conformance),
+        "paths_sampled": conformance.paths_sampled,
+        "paths_from": ERROR_PATHS_FROM,
+    }
+    return render(request, "analytics/_conformance.html", context)
 
 
 @never_cache

@@ -14,19 +14,17 @@ Pure functions over a conversation and the catalogue; nothing here writes.
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError as SchemaViolation
 
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.models import Conversation
 from playground.chat.tools import tools_request_fields
 from playground.providers.adapters import ChatRequest
-from playground.providers.json_problems import Issue, json_path
+from playground.providers.json_problems import Issue
 from playground.providers.kinds import WireFormat
 from playground.providers.request_rules import (
     JSON_OBJECT,
@@ -39,8 +37,8 @@ from playground.providers.request_rules import (
     request_capabilities,
     value_problem,
 )
+from playground.providers.structured_answers import json_text_parse, violations
 
-MAX_ERRORS_SHOWN = 20
 SCHEMA_MAX_CHARS = 50_000
 
 # Legacy Workers AI models read a bare JSON Schema in `response_format.json_schema` rather
@@ -142,23 +140,10 @@ def parameters_check(*, caps: Capabilities, parameters: Mapping[str, Any]) -> di
     return kept
 
 
-def json_text_parse(text: str) -> tuple[Any, Issue | None]:
-    """(value, None) for JSON text, else (None, where and why it is not JSON)."""
-    try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, Issue("$", f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.")
-
-
 def schema_issues(schema: Any) -> list[Issue]:
     """Where `schema` breaks the JSON Schema 2020-12 meta-schema, each issue at its path."""
     meta = Draft202012Validator(Draft202012Validator.META_SCHEMA)
-    return _issues(meta.iter_errors(schema))
-
-
-def _issues(errors: Iterable[SchemaViolation]) -> list[Issue]:
-    found = sorted(errors, key=lambda error: (len(error.absolute_path), list(map(str, error.absolute_path))))
-    return [Issue(json_path(error.absolute_path), error.message) for error in found[:MAX_ERRORS_SHOWN]]
+    return violations(meta.iter_errors(schema))
 
 
 def response_format_check(
@@ -193,31 +178,3 @@ def response_format_check(
     if errors:
         raise ValidationError(errors)
     return {"type": JSON_SCHEMA, "json_schema": {"name": name, "strict": strict, "schema": schema}}
-
-
-# --- the answer --------------------------------------------------------------------------
-
-
-def structured_check(*, text: str, response_format: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """For an answer under a JSON response format: {"valid", "errors": [{"path", "message"}]}.
-
-    None for text answers (and empty ones: a failed request has nothing to check).
-    """
-    kind = (response_format or {}).get("type")
-    if kind not in (JSON_OBJECT, JSON_SCHEMA) or not text.strip():
-        return None
-    value, problem = json_text_parse(text)
-    if problem is not None:
-        return {"valid": False, "errors": [problem.as_dict()]}
-    issues: list[Issue] = []
-    if kind == JSON_OBJECT:
-        if not isinstance(value, dict):
-            issues.append(Issue("$", "The answer is JSON but not an object."))
-    else:
-        assert response_format is not None
-        schema = (response_format.get("json_schema") or {}).get("schema") or {}
-        try:
-            issues = _issues(Draft202012Validator(schema).iter_errors(value))
-        except Exception as exc:  # e.g. a $ref nothing resolves (remote ones are never fetched)
-            issues = [Issue("$", f"The schema could not be applied: {exc}")]
-    return {"valid": not issues, "errors": [issue.as_dict() for issue in issues]}

@@ -24,6 +24,7 @@ from playground.lib.asyncutil import finish_even_if_cancelled
 from playground.providers.adapters import ChatAdapter, ChatRequest
 from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import StreamEvent, UpstreamError
+from playground.providers.structured_answers import answer_format
 from playground.usage.budgets import (
     BudgetExceeded,
     KeyBudget,
@@ -85,11 +86,20 @@ class MeteredCall:
     _reserved: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        # The record keeps the body as the adapter sends it (redacted), whatever path sent it.
-        self.context = replace(self.context, request_body=self.adapter.body_as_sent(self.request))
+        # The record keeps the body as the adapter sends it (redacted), whatever path sent it,
+        # and, when it asked for a JSON answer, whether the answer held to that format.
+        self.context = replace(
+            self.context,
+            request_body=self.adapter.body_as_sent(self.request),
+            answer_format=answer_format(self.request.response_format),
+        )
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
-        meter = UsageMeter(prompt_chars=self.request.prompt_chars, context_window=self.context_window)
+        meter = UsageMeter(
+            prompt_chars=self.request.prompt_chars,
+            context_window=self.context_window,
+            keep_text=self.context.answer_format is not None,  # checked once, by the record's writer
+        )
         cancelled = True  # until the stream ends by itself
         try:
             if not self._reserved:

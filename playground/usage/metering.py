@@ -45,10 +45,15 @@ class Outcome:
     http_status: int | None = None
     error_code: str = ""
     error_text: str = ""
+    # The answer's whole text, kept only when the request asked for a JSON response format
+    # (`UsageMeter(keep_text=True)`): the record checks it against that format. None: not kept.
+    answer_text: str | None = None
 
 
 class UsageMeter:
-    def __init__(self, *, prompt_chars: int, context_window: int | None = None) -> None:
+    def __init__(
+        self, *, prompt_chars: int, context_window: int | None = None, keep_text: bool = False
+    ) -> None:
         self._prompt_chars = prompt_chars
         self._context_window = context_window
         self._started = time.perf_counter()
@@ -58,10 +63,15 @@ class UsageMeter:
         self._finish: Finish | None = None
         self._error: UpstreamError | None = None
         self._turnaround_ms: int | None = None
+        self._text: list[str] | None = [] if keep_text else None
 
     def observe(self, event: StreamEvent) -> None:
         match event:
-            case TextDelta(text=text) | ReasoningDelta(text=text):
+            case TextDelta(text=text):
+                self._first_output(len(text))
+                if self._text is not None:
+                    self._text.append(text)
+            case ReasoningDelta(text=text):
                 self._first_output(len(text))
             case ToolCallDelta(arguments=arguments, name=name):
                 self._first_output(len(arguments) + len(name or ""))
@@ -111,6 +121,7 @@ class UsageMeter:
             http_status=error.http_status if error else (self._finish.http_status if self._finish else None),
             error_code=STOPPED_BY_USER if stopped else (error.code if error else ""),
             error_text=rejected_reason or (error.message if error else ""),
+            answer_text="".join(self._text) if self._text is not None else None,
         )
 
     def _status(self, *, cancelled: bool, rejected: bool) -> str:

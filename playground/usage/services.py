@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from playground.catalog.models import PriceCard
 from playground.catalog.selectors import price_card_for, price_card_label
+from playground.providers.structured_answers import AnswerFormat, answer_check
 from playground.usage.metering import Outcome
-from playground.usage.models import RequestPath, UsageRecord, UsageSource
+from playground.usage.models import RequestPath, UsageRecord, UsageSource, UsageStatus
 from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import cost_for
 from playground.usage.rollups import rollup_add, rollups_add
@@ -27,6 +28,10 @@ from playground.usage.telemetry import spans_after_commit
 logger = logging.getLogger(__name__)
 
 RECORD_WRITE_FAILED = "record_write_failed"
+# A record keeps the first few schema errors of its answer, each cut to this length (a message
+# can quote the whole offending value).
+SCHEMA_ERRORS_KEPT = 5
+SCHEMA_ERROR_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,9 @@ class RequestContext:
     price_card: KnownCard | None = None
     # The body as sent upstream, secrets and images redacted (the metered call fills it in).
     request_body: dict[str, Any] | None = None
+    # The JSON response format the request asked for, whose answer the record checks (the
+    # metered call fills it in, from the request); None: text.
+    answer_format: AnswerFormat | None = None
     attribution: Attribution = Attribution()
     # The record's `request_id`, when the caller must name it before the record exists (the
     # gateway sends it in the answer's headers); None: a new one.
@@ -217,12 +225,33 @@ def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
         error_text=outcome.error_text,
         request_body=context.request_body,
         prefix_digest=_digest_stored(context.request_body),
+        **_schema_conformance(context=context, outcome=outcome),
     )
 
 
 def _digest_stored(body: dict[str, Any] | None) -> dict[str, Any] | None:
     digest = prefix_digest(body)
     return digest.stored() if digest is not None else None
+
+
+def _schema_conformance(*, context: RequestContext, outcome: Outcome) -> dict[str, Any]:
+    """The record's schema fields: whether a whole answer held to the JSON format it was asked
+    for. Only an answer that came back whole (`ok`) is judged; one cut short, stopped or empty
+    (tool calls only) says nothing about the model's conformance and stays unchecked (None)."""
+    asked = context.answer_format
+    if asked is None:
+        return {}
+    fields: dict[str, Any] = {"schema_name": asked.name[:64]}
+    if outcome.status != UsageStatus.OK or outcome.answer_text is None:
+        return fields
+    check = answer_check(text=outcome.answer_text, answer_format=asked)
+    if check is None:
+        return fields
+    errors = [
+        {"path": issue.path[:SCHEMA_ERROR_CHARS], "message": issue.message[:SCHEMA_ERROR_CHARS]}
+        for issue in check.issues[:SCHEMA_ERRORS_KEPT]
+    ]
+    return {**fields, "schema_valid": check.valid, "schema_errors": errors}
 
 
 def _identity(context: RequestContext) -> dict[str, Any]:

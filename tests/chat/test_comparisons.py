@@ -265,6 +265,10 @@ async def test_each_column_says_whether_its_answer_matches_the_schema(
         assert column.structured["errors"][0]["path"] == "$.colour"
     ends = [frame for frame in frames if COLUMN_END in frame]
     assert len(ends) == 2 and all("badge-invalid" in end for end in ends)
+    records = [record async for record in UsageRecord.objects.filter(path=RequestPath.COMPARE)]
+    assert len(records) == 2
+    assert all((record.schema_name, record.schema_valid) == ("colour", False) for record in records)
+    assert all((record.schema_errors or [{}])[0].get("path") == "$.colour" for record in records)
 
 
 async def test_stop_cancels_every_column_upstream_and_each_keeps_a_stopped_record(

@@ -19,7 +19,6 @@ from playground.chat.composer import (
     chat_request_build,
     composer_capabilities,
     response_format_check,
-    structured_check,
 )
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.conversations import conversation_composer_update, conversation_create
@@ -223,29 +222,6 @@ def test_a_schema_that_is_not_json_or_has_a_bad_name_is_refused_with_where(
     ) == (person_format() | {"json_schema": {"name": "person", "strict": False, "schema": PERSON}})
 
 
-def test_an_answer_is_validated_against_the_schema_with_each_error_at_its_path() -> None:
-    schema_format = person_format()
-
-    assert structured_check(text='{"name": "Ada", "age": 36}', response_format=schema_format) == {
-        "valid": True,
-        "errors": [],
-    }
-    assert structured_check(text='{"name": 3, "age": -1}', response_format=schema_format) == {
-        "valid": False,
-        "errors": [
-            {"path": "$.age", "message": "-1 is less than the minimum of 0"},
-            {"path": "$.name", "message": "3 is not of type 'string'"},
-        ],
-    }
-    assert structured_check(text="Sure! Here", response_format={"type": "json_object"}) == {
-        "valid": False,
-        "errors": [{"path": "$", "message": "Not valid JSON: Expecting value at line 1, column 1."}],
-    }
-    array_check = structured_check(text="[1]", response_format={"type": "json_object"})
-    assert array_check is not None and array_check["errors"][0]["path"] == "$"
-    assert structured_check(text="hello", response_format=None) is None
-
-
 # --- the non-streaming fallback -----------------------------------------------------------
 
 
@@ -268,6 +244,7 @@ def test_json_schema_goes_out_with_stream_false_where_the_model_cannot_stream_it
     assert answer.content == '{"name": "Ada", "age": 36}'
     record = UsageRecord.objects.get()
     assert record.streamed is False and record.completion_tokens == 9
+    assert (record.schema_name, record.schema_valid, record.schema_errors) == ("person", True, [])
 
 
 @pytest.mark.django_db
@@ -285,6 +262,9 @@ def test_the_engine_streams_json_schema_answers(
         "valid": False,
         "errors": [{"path": "$.name", "message": "1 is not of type 'string'"}],
     }
+    record = UsageRecord.objects.get()  # the record judges the streamed answer as the message does
+    assert (record.schema_name, record.schema_valid) == ("person", False)
+    assert record.schema_errors == turn.assistant_message.structured["errors"]
 
 
 # --- the request as sent --------------------------------------------------------------------

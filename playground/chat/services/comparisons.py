@@ -28,7 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
-from playground.chat.composer import chat_request_build, parameters_check, structured_check
+from playground.chat.composer import chat_request_build, parameters_check
 from playground.chat.models import Comparison, ComparisonColumn, Conversation, Message, MessageRole
 from playground.chat.selectors import comparison_get, conversation_get
 from playground.chat.services.turns import MAX_MESSAGE_CHARS, TITLE_CHARS, require_fits_context
@@ -41,6 +41,7 @@ from playground.providers.connection_check import connection_model_check
 from playground.providers.events import StreamEvent
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
+from playground.providers.structured_answers import structured_check
 from playground.usage.metered_call import MeteredCall
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord

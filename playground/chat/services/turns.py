@@ -30,7 +30,7 @@ from playground.chat.attachments import (
     user_content,
 )
 from playground.chat.branches import MessageTree, branch_leaf_id
-from playground.chat.composer import chat_request_build, structured_check
+from playground.chat.composer import chat_request_build
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.services.conversations import MessageNotFound, conversation_for_run
 from playground.chat.services.history import CURRENT_LEAF, upstream_messages
@@ -39,6 +39,7 @@ from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import StreamEvent
+from playground.providers.structured_answers import structured_check
 from playground.usage.metered_call import MeteredCall
 from playground.usage.metering import Outcome, estimate_tokens
 from playground.usage.models import UsageRecord

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, OrderBy
+from django.db.models import F, OrderBy, Q
 
 from playground.accounts.models import Team
 from playground.catalog.models import PriceCard
@@ -112,6 +112,12 @@ class UsageRecord(models.Model):
     # Its prompt prefix in hashed sections (`usage.prefix_digest`): the cache-break detector
     # compares these instead of reading two bodies.
     prefix_digest = models.JSONField(null=True, blank=True)
+    # Whether the answer held to the JSON response format the request asked for (`usage.services`,
+    # `providers.structured_answers`): the json_schema's name or "json_object"; None when no JSON
+    # format was asked or no whole answer came back; the first few errors as [{"path", "message"}].
+    schema_name = models.CharField(max_length=64, blank=True, db_default="")
+    schema_valid = models.BooleanField(null=True, blank=True)
+    schema_errors = models.JSONField(null=True, blank=True)
 
     # --- attribution: what a gateway request said about itself (empty for the app's own paths) ---
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -142,6 +148,12 @@ class UsageRecord(models.Model):
                 fields=["team", "preset_version_id", "created_at", "id"], name="usage_log_team_preset"
             ),
             models.Index(fields=["team", "total_cost", "id"], name="usage_log_team_cost"),
+            # The dashboard's schema conformance reads the few records that asked for a JSON format.
+            models.Index(
+                fields=["team", "created_at"],
+                condition=Q(schema_valid__isnull=False),
+                name="usage_team_structured",
+            ),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.
             NullsLastIndex(
