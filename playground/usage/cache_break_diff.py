@@ -32,8 +32,7 @@ def section_diff(
     if cause == Cause.SYSTEM_CHANGED:
         return _diff(_system(before), _system(after))
     if cause == Cause.HISTORY_CHANGED:
-        old = _history(before)
-        return _diff(old, _history(after)[: len(old)])  # what follows is the new turn
+        return _history_diff(_history(before), _history(after))
     if cause == Cause.MODEL_CHANGED:
         return _diff(before.get("model", ""), after.get("model", ""))
     return []
@@ -45,6 +44,22 @@ def _system(body: Mapping[str, Any]) -> list[Any]:
 
 def _history(body: Mapping[str, Any]) -> list[Any]:
     return split_system(body_messages(body) or [])[1]
+
+
+def _history_diff(old: list[Any], new: list[Any]) -> list[DiffLine]:
+    """The messages up to the first that differs: a cache reads nothing after it anyway."""
+    index = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
+    )
+    lines = _diff(old[: index + 1], new[: index + 1])
+    later = len(old) - index - 1
+    if later > 0:
+        lines.append(
+            DiffLine(
+                kind="@", text=f"… and {later} later message{'s' * (later != 1)} of the previous request"
+            )
+        )
+    return lines
 
 
 def _diff(before: Any, after: Any) -> list[DiffLine]:
