@@ -231,8 +231,10 @@ def main() -> None:
                     engine.headers,
                     rng,
                 )
-                for session in sessions:
+                for done, session in enumerate(sessions, 1):
                     corpus.run(session)
+                    if done % 20 == 0:
+                        print(f"  {done} of {count} sessions sent", file=sys.stderr, flush=True)
         finally:
             engine.stop()
     elapsed = time.monotonic() - started

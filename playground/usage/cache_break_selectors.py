@@ -14,7 +14,7 @@ from playground.usage.cache_break_diff import DiffLine, section_diff
 from playground.usage.cache_breaks import CacheBreak, SessionRequest, session_breaks
 from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.prefix_digest import PrefixDigest, prefix_digest
-from playground.usage.sessions import session_key, session_key_expression
+from playground.usage.sessions import session_filter, session_key, session_key_expression
 
 FIELDS = (
     "id",
@@ -52,22 +52,24 @@ def record_break(record: UsageRecord) -> CacheBreak | None:
     )
     if not session:
         return None
-    up_to = (
-        _session_records(record.team_id, session)
-        .filter(created_at__lte=record.created_at)
-        .exclude(created_at=record.created_at, id__gt=record.pk)
-    )
-    # The request before it (skipping back over a few failed ones) decides; the turn is counted.
+    # The request before it (skipping back over a few failed ones) decides.
     recent = list(
-        up_to.filter(created_at__gte=record.created_at - LOOKBACK)
+        _up_to(record.team_id, session, record.pk, record.created_at)
+        .filter(created_at__gte=record.created_at - LOOKBACK)
         .order_by("-created_at", "-id")
         .only(*FIELDS)[:RECENT]
     )[::-1]
     found = [b for b in session_breaks(session, _requests(recent)) if b.record_id == record.pk]
-    if not found:
-        return None
-    turn = up_to.filter(status__in=ANSWERED, prompt_tokens__gt=0).count()
-    return replace(found[0], turn=turn)
+    return with_turn(found[0], team_id=record.team_id) if found else None
+
+
+def with_turn(found: CacheBreak, *, team_id: int) -> CacheBreak:
+    """`found` with its turn counted from the session's first request (the detector counts
+    from the first request it was given)."""
+    if found.created_at is None:
+        return found
+    up_to = _up_to(team_id, found.session, found.record_id, found.created_at)
+    return replace(found, turn=up_to.filter(status__in=ANSWERED, prompt_tokens__gt=0).count())
 
 
 def team_breaks(
@@ -76,7 +78,8 @@ def team_breaks(
     """Every break of the team's sessions whose request lies in [since, until), session by session.
 
     Reads the records of the period (and a day before it, for each session's previous
-    request) through `.iterator()`: only their digests and counts, never a body.
+    request) through `.iterator()`: only their digests and counts, never a body. A break's
+    `turn` counts from the first record read; `with_turn` counts it from the session's start.
     """
     records = (
         UsageRecord.objects.filter(team_id=team_id, created_at__gte=since - LOOKBACK)
@@ -94,11 +97,10 @@ def team_breaks(
                 yield found
 
 
-def _session_records(team_id: int, session: str) -> QuerySet[UsageRecord]:
-    return (
-        UsageRecord.objects.filter(team_id=team_id)
-        .annotate(session_key=session_key_expression())
-        .filter(session_key=session)
+def _up_to(team_id: int, session: str, record_id: int, at: dt.datetime) -> QuerySet[UsageRecord]:
+    """The session's records up to and including record `record_id`, created at `at`."""
+    return UsageRecord.objects.filter(session_filter(session), team_id=team_id, created_at__lte=at).exclude(
+        created_at=at, id__gt=record_id
     )
 
 

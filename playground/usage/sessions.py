@@ -40,6 +40,17 @@ def session_key_expression() -> Case:
     )
 
 
+def session_filter(key: str) -> Q:
+    """The records of session `key` (as `session_key` names it), by their indexed columns."""
+    if key.startswith(CONVERSATION):
+        return Q(conversation_id=int(key.removeprefix(CONVERSATION)))
+    if key.startswith(GATEWAY_SESSION):
+        return Q(conversation_id__isnull=True, session=key.removeprefix(GATEWAY_SESSION))
+    if key.startswith(AFFINITY):
+        return Q(conversation_id__isnull=True, session="", affinity_key=key.removeprefix(AFFINITY))
+    raise ValueError(f"not a session key: {key!r}")
+
+
 def expected_cached_tokens(*, previous_prompt_tokens: int, prompt_tokens: int) -> int:
     """What an intact prefix would bring back cached: the whole previous prompt, which the new
     one starts with (never more than the new prompt itself)."""

@@ -32,6 +32,9 @@ FIGURES = {
     # Every query timed, the rare word found exactly once (the script asserts it) on SQLite.
     "conversation_search.py": r"search sqlite: worst p95 \d+ ms, all queries p50 \d+ ms "
     r"over 2,000 conversations",
+    # One session per cause and an intact one: every cause injected and judged.
+    "cache_breaks.py": r"cache breaks: recall [\d.]+ % \(\d+ of \d+\), "
+    r"false breaks [\d.]+ % \(\d+ of \d+ reported\)",
 }
 
 

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from playground.accounts.models import Team
-from playground.usage.cache_break_selectors import team_breaks
+from playground.usage.cache_break_selectors import team_breaks, with_turn
 
 DEFAULT_DAYS = 7
 USD_PLACES = Decimal("1e-8")
@@ -41,7 +41,8 @@ class Command(BaseCommand):
             if since is not None
             else timezone.now() - dt.timedelta(days=DEFAULT_DAYS)
         )
-        for cache_break in team_breaks(team_id=found.pk, since=start):
+        for each in team_breaks(team_id=found.pk, since=start):
+            cache_break = with_turn(each, team_id=found.pk)
             line = {
                 "record_id": cache_break.record_id,
                 "session": cache_break.session,
