@@ -602,3 +602,18 @@ def cache_breaks(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) 
         empty=not rows,
         extra={"total": total, "breaks": breaks},
     )
+
+
+def lost_savings(rows: list[dict[str, Any]]) -> Chart:
+    """Sessions by the cache savings they lost (rows {label, lost, requests}), the most on top."""
+    bars = [{"cost": row["lost"], "requests": row["requests"]} for row in rows]
+    positions = [str(i) for i in range(len(rows))]
+    figure = _cost_bars(bars, y=positions, color=PALETTE[3])
+    ticks = [_short(row["label"], 32) for row in rows]
+    figure["layout"]["yaxis"].update(tickmode="array", tickvals=positions[::-1], ticktext=ticks[::-1])
+    figure["layout"]["height"] = max(RANKING_MIN_HEIGHT, 70 + RANKING_BAR_HEIGHT * len(rows))
+    figure["data"][0]["name"] = "Lost savings"
+    table = Table(
+        ["Session", "Requests", "Lost (USD)"], [[row["label"], row["requests"], row["lost"]] for row in rows]
+    )
+    return Chart(figure=figure, table=table, empty=not any(row["lost"] for row in rows))

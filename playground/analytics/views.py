@@ -56,10 +56,13 @@ from playground.analytics.selectors.chart_series import (
 )
 from playground.analytics.selectors.conformance import ERROR_PATHS_FROM, schema_conformance
 from playground.analytics.selectors.conversations import prompt_growth, top_conversations
+from playground.analytics.selectors.hit_ratio import ROWS_READ, SESSIONS_READ, hit_ratios
 from playground.analytics.selectors.focus import focus_unserved
 from playground.analytics.selectors.presets import cost_by_preset_version, preset_rows_unserved
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
+from playground.analytics.selectors.runway import CANDIDATES, sessions_near_limit
+from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest
@@ -289,6 +292,48 @@ def conformance_view(request: HtmxHttpRequest) -> HttpResponse:
         "paths_from": ERROR_PATHS_FROM,
     }
     return render(request, "analytics/_conformance.html", context)
+
+
+@never_cache
+@login_required
+@require_GET
+def hit_ratio_view(request: HtmxHttpRequest) -> HttpResponse:
+    """Cache hit ratio per session and per affinity key, the most lost first (from the records)."""
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    ratios = hit_ratios(filters)
+    labels = session_labels(team_id=filters.team.pk, keys=[row.key for row in ratios.sessions])
+    chart = charts.lost_savings(
+        [
+            {"label": f"{labels[row.key].kind} {labels[row.key].name}", "lost": row.lost, "requests": row.requests}
+            for row in ratios.sessions
+        ]
+    )
+    context = {
+        "sessions": [(row, labels[row.key]) for row in ratios.sessions],
+        "affinity_keys": ratios.affinity_keys,
+        "ratios": ratios,
+        "chart": chart,
+        "figure_json": json.dumps(chart.figure, cls=FigureEncoder),
+        "sessions_read": SESSIONS_READ,
+        "rows_read": ROWS_READ,
+    }
+    return render(request, "analytics/_hit_ratio.html", context)
+
+
+@never_cache
+@login_required
+@require_GET
+def runway_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The period's sessions closest to their model's context window."""
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    near = sessions_near_limit(filters)
+    labels = session_labels(team_id=filters.team.pk, keys=[each.session for each in near])
+    context = {"rows": [(each, labels[each.session]) for each in near], "candidates": CANDIDATES}
+    return render(request, "analytics/_runway.html", context)
 
 
 @never_cache

@@ -56,6 +56,7 @@ from playground.chat.services.tool_continuations import (
 )
 from playground.chat.services.turns import ChatTurn, chat_turn_start
 from playground.usage.cache_break_selectors import break_shown, record_break
+from playground.usage.runway_selectors import conversation_runway
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +331,9 @@ class ChatConsumer(TemplateSocket):
                 cache_break=await database_sync_to_async(break_shown)(found) if found is not None else None,
             ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
+            "runway": await database_sync_to_async(conversation_runway)(
+                team_id=turn.conversation.team_id, conversation_id=turn.conversation.pk
+            ),
         }
         await self._send_quietly("chat/ws/turn_finished.html", context)
 

@@ -64,6 +64,7 @@ from playground.providers.json_problems import Issue
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import tools_support
 from playground.providers.selectors import connection_get, connection_list_runnable
+from playground.usage.runway_selectors import conversation_runway
 
 SIDEBAR_CONVERSATIONS = CONVERSATION_PAGE_SIZE  # the sidebar shows the list's first page
 BAD_CURSOR = "That page link is not valid: start again from the newest conversations at /chat/."
@@ -153,6 +154,9 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
             conversation.connection_id, conversation.model_id, team_connections(request, conversation)
         ),
         **_preset_context(request, conversation, can_run=can_run),
+        "runway": conversation_runway(team_id=conversation.team_id, conversation_id=conversation.pk)
+        if not note
+        else None,
     }
     return render(request, "chat/conversation_detail.html", context)
 

@@ -1,0 +1,51 @@
+"""The sessions of the period closest to their model's context window (`usage.runway`).
+
+Bounded: the `CANDIDATES` sessions with the largest prompts among the filtered records of the
+period, then the latest records of each (`runway_selectors.LATEST`, through the session's
+indexed columns), ranked by the turns they have left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Max
+
+from playground.analytics.filters import Filters
+from playground.analytics.selectors.request_log import log_records
+from playground.usage.cache_break_selectors import ANSWERED
+from playground.usage.runway import Runway
+from playground.usage.runway_selectors import session_runway_get
+from playground.usage.sessions import session_key_expression
+
+CANDIDATES = 50
+SHOWN = 10
+
+
+@dataclass(frozen=True)
+class SessionRunway:
+    session: str  # a `usage.sessions` key
+    model_id: str
+    turns_in_period: int
+    runway: Runway
+
+
+def sessions_near_limit(filters: Filters) -> list[SessionRunway]:
+    """The `SHOWN` sessions with the fewest turns left (those whose prompt grows), fewest first."""
+    candidates = (
+        log_records(filters)
+        .filter(status__in=ANSWERED, prompt_tokens__gt=0)
+        .annotate(session_key=session_key_expression())
+        .exclude(session_key="")
+        .order_by()
+        .values("session_key")
+        .annotate(turns=Count("id"), largest=Max("prompt_tokens"))
+        .order_by("-largest", "session_key")[:CANDIDATES]
+    )
+    found = []
+    for row in candidates:
+        runway = session_runway_get(team_id=filters.team.pk, session=row["session_key"])
+        if runway is not None and runway.turns_left is not None:
+            found.append(SessionRunway(row["session_key"], runway.model_id, row["turns"], runway))
+    found.sort(key=lambda each: (each.runway.turns_left, -each.runway.last_prompt_tokens, each.session))
+    return found[:SHOWN]

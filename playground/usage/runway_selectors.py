@@ -1,0 +1,62 @@
+"""A session's runway (`usage.runway`) from its stored records: one read of the latest few.
+
+The chat shows its conversation's under the composer; the dashboard ranks the period's
+sessions by it. Only the session's latest answered requests on its latest model count: a
+model switched mid-session starts a new runway (another window, another tokenizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from playground.catalog.selectors import catalog_model_serving
+from playground.usage.cache_break_selectors import ANSWERED
+from playground.usage.models import UsageRecord
+from playground.usage.runway import Runway, Turn, session_runway
+from playground.usage.sessions import session_filter, session_key
+
+LATEST = 30  # records read back from the session's newest
+
+
+def session_runway_get(*, team_id: int, session: str) -> Runway | None:
+    """The runway of session `session` (a `sessions.session_key`) of the team, or None."""
+    records = list(
+        UsageRecord.objects.filter(
+            session_filter(session), team_id=team_id, status__in=ANSWERED, prompt_tokens__gt=0
+        )
+        .select_related("price_card")
+        .order_by("-created_at", "-id")
+        .only("model_id", "prompt_tokens", "cached_tokens", "completion_tokens", "created_at", "price_card")[
+            :LATEST
+        ]
+    )
+    return runway_from_records(records[::-1])
+
+
+def conversation_runway(*, team_id: int, conversation_id: int) -> Runway | None:
+    session = session_key(conversation_id=conversation_id, session="", affinity_key="")
+    return session_runway_get(team_id=team_id, session=session)
+
+
+def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
+    """The runway of a session's answered records, oldest first (their price cards loaded)."""
+    if not records:
+        return None
+    last = records[-1]
+    tail: list[UsageRecord] = []
+    for record in reversed(records):
+        if record.model_id != last.model_id:
+            break
+        tail.append(record)
+    model = catalog_model_serving(model_id=last.model_id, day=last.created_at.date())
+    turns = [
+        Turn(
+            prompt_tokens=record.prompt_tokens,
+            cached_tokens=record.cached_tokens,
+            completion_tokens=record.completion_tokens,
+        )
+        for record in reversed(tail)
+    ]
+    runway = session_runway(turns, context_window=model.context_window if model else None, card=last.price_card)
+    return replace(runway, model_id=last.model_id) if runway is not None else None
