@@ -56,8 +56,8 @@ from playground.analytics.selectors.chart_series import (
 )
 from playground.analytics.selectors.conformance import ERROR_PATHS_FROM, schema_conformance
 from playground.analytics.selectors.conversations import prompt_growth, top_conversations
-from playground.analytics.selectors.hit_ratio import ROWS_READ, SESSIONS_READ, hit_ratios
 from playground.analytics.selectors.focus import focus_unserved
+from playground.analytics.selectors.hit_ratio import ROWS_READ, SESSIONS_READ, hit_ratios
 from playground.analytics.selectors.presets import cost_by_preset_version, preset_rows_unserved
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
@@ -306,7 +306,11 @@ def hit_ratio_view(request: HtmxHttpRequest) -> HttpResponse:
     labels = session_labels(team_id=filters.team.pk, keys=[row.key for row in ratios.sessions])
     chart = charts.lost_savings(
         [
-            {"label": f"{labels[row.key].kind} {labels[row.key].name}", "lost": row.lost, "requests": row.requests}
+            {
+                "label": f"{labels[row.key].kind} {labels[row.key].name}",
+                "lost": row.lost,
+                "requests": row.requests,
+            }
             for row in ratios.sessions
         ]
     )

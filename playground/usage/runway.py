@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import pairwise
 from statistics import median
 
 from playground.catalog.models import PriceCard
@@ -79,7 +80,7 @@ class Runway:
 
 
 def tokens_short(tokens: int) -> str:
-    """A window as models are named: 128,000 and 131,072 (128 × 1,024) tokens are both "128k"."""
+    """A window as models are named: 128,000 and 131,072 (128 x 1,024) tokens are both "128k"."""
     if tokens >= 1000:
         thousands = tokens // 1024 if tokens % 1024 == 0 and tokens % 1000 else round(tokens / 1000)
         return f"{thousands:,}k"
@@ -88,7 +89,7 @@ def tokens_short(tokens: int) -> str:
 
 def prompt_growth_per_turn(prompts: Sequence[int], *, recent: int = RECENT_STEPS) -> int:
     """The median of the last `recent` increases between consecutive prompts (0 if none grew)."""
-    steps = [after - before for before, after in zip(prompts, prompts[1:], strict=False) if after > before]
+    steps = [after - before for before, after in pairwise(prompts) if after > before]
     return round(median(steps[-recent:])) if steps else 0
 
 

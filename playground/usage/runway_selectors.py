@@ -58,5 +58,7 @@ def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
         )
         for record in reversed(tail)
     ]
-    runway = session_runway(turns, context_window=model.context_window if model else None, card=last.price_card)
+    runway = session_runway(
+        turns, context_window=model.context_window if model else None, card=last.price_card
+    )
     return replace(runway, model_id=last.model_id) if runway is not None else None

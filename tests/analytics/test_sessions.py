@@ -57,7 +57,11 @@ def sent(
 
 
 def gateway(session: str, affinity_key: str = "") -> dict[str, Any]:
-    return {"path": RequestPath.GATEWAY, "affinity_key": affinity_key, "attribution": Attribution(session=session)}
+    return {
+        "path": RequestPath.GATEWAY,
+        "affinity_key": affinity_key,
+        "attribution": Attribution(session=session),
+    }
 
 
 @pytest.fixture
@@ -139,11 +143,15 @@ def test_the_hit_ratio_section_draws_the_sessions_by_lost_savings_with_their_tab
 
 def test_the_sections_refuse_another_teams_id(actors: Actors) -> None:
     for name in ("analytics:hit-ratio", "analytics:runway"):
-        response = client_for(actors.outsider).get(reverse(name), {"team": str(actors.team.pk), "range": "24h"})
+        response = client_for(actors.outsider).get(
+            reverse(name), {"team": str(actors.team.pk), "range": "24h"}
+        )
         assert response.status_code == 404
 
 
-def test_sessions_closest_to_their_window_come_first(actors: Actors, chat: Conversation, others: None) -> None:
+def test_sessions_closest_to_their_window_come_first(
+    actors: Actors, chat: Conversation, others: None
+) -> None:
     for minute, prompt in enumerate([5000, 6000, 7000]):  # the engine reads 8,192 tokens
         sent(actors.team, 20 + minute, prompt, prompt - 1000, model_id=ENGINE_MODEL_ID, **gateway("near"))
 
@@ -151,7 +159,12 @@ def test_sessions_closest_to_their_window_come_first(actors: Actors, chat: Conve
 
     assert [each.session for each in near] == ["session:near", f"conversation:{chat.pk}", "session:s-1"]
     first = near[0].runway
-    assert (first.model_id, first.growth, first.turns_left, first.few_left) == (ENGINE_MODEL_ID, 1000, 1, True)
+    assert (first.model_id, first.growth, first.turns_left, first.few_left) == (
+        ENGINE_MODEL_ID,
+        1000,
+        1,
+        True,
+    )
     assert near[1].runway.turns_left == (262_144 - 100 - 6000) // 1000
     assert near[1].turns_in_period == 6
     card = PriceCard.objects.get(pk=UsageRecord.objects.filter(session="near").values("price_card_id")[:1])

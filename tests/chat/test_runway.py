@@ -48,7 +48,11 @@ def test_the_composer_shows_the_turns_left_and_the_next_ten_turns_cost(
     turns(conversation, (1000, 0), (2000, 1000), (3000, 2000))
     turns(other_conversation, (200_000, 0))  # another team's: not this runway
 
-    html = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk])).content.decode()
+    html = (
+        client_for(actors.owner)
+        .get(reverse("chat:conversation-detail", args=[conversation.pk]))
+        .content.decode()
+    )
 
     runway = conversation_runway(team_id=conversation.team_id, conversation_id=conversation.pk)
     assert runway is not None and runway.next_turns_cost is not None
@@ -60,10 +64,16 @@ def test_the_composer_shows_the_turns_left_and_the_next_ten_turns_cost(
 
 
 @pytest.mark.django_db
-def test_the_composer_warns_when_fewer_than_ten_turns_are_left(actors: Actors, conversation: Conversation) -> None:
+def test_the_composer_warns_when_fewer_than_ten_turns_are_left(
+    actors: Actors, conversation: Conversation
+) -> None:
     turns(conversation, (250_000, 240_000), (252_000, 250_000))
 
-    html = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk])).content.decode()
+    html = (
+        client_for(actors.owner)
+        .get(reverse("chat:conversation-detail", args=[conversation.pk]))
+        .content.decode()
+    )
 
     assert '<p id="runway" class="runway is-few" role="status">' in html
     assert "≈ 5 turns left before the 256k context window" in html  # (262,144 - 100 - 252,000) // 2,000
@@ -75,7 +85,11 @@ def test_the_composer_warns_when_fewer_than_ten_turns_are_left(actors: Actors, c
 def test_no_runway_before_two_answered_turns(actors: Actors, conversation: Conversation) -> None:
     turns(conversation, (1000, 0))
 
-    html = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk])).content.decode()
+    html = (
+        client_for(actors.owner)
+        .get(reverse("chat:conversation-detail", args=[conversation.pk]))
+        .content.decode()
+    )
 
     assert '<p id="runway" class="runway"></p>' in html
 
@@ -84,7 +98,9 @@ def test_no_runway_before_two_answered_turns(actors: Actors, conversation: Conve
 async def test_the_runway_is_redrawn_as_an_answer_ends(
     open_socket: OpenSocket, conversation: Conversation, fake_upstream: FakeUpstream
 ) -> None:
-    card = await PriceCard.objects.filter(model__model_id=KIMI_K26, team__isnull=True).alatest("effective_from")
+    card = await PriceCard.objects.filter(model__model_id=KIMI_K26, team__isnull=True).alatest(
+        "effective_from"
+    )
     for prompt in (1000, 2000):
         await UsageRecord.objects.acreate(
             team_id=conversation.team_id,

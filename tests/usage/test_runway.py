@@ -10,7 +10,9 @@ from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.pricing import cost_for
 from playground.usage.runway import Turn, prompt_growth_per_turn, session_runway, tokens_short, turns_left
 
-CARD = PriceCard(input_per_m=Decimal("1.00"), cached_input_per_m=Decimal("0.10"), output_per_m=Decimal("2.00"))
+CARD = PriceCard(
+    input_per_m=Decimal("1.00"), cached_input_per_m=Decimal("0.10"), output_per_m=Decimal("2.00")
+)
 
 
 def test_growth_is_the_median_of_the_last_increases_and_ignores_shrinking_or_repeated_prompts() -> None:
@@ -83,4 +85,10 @@ def test_no_runway_before_two_turns_or_without_a_known_window() -> None:
 
 
 def test_windows_are_named_as_models_are() -> None:
-    assert [tokens_short(n) for n in (131_072, 128_000, 8_192, 262_144, 500)] == ["128k", "128k", "8k", "256k", "500"]
+    assert [tokens_short(n) for n in (131_072, 128_000, 8_192, 262_144, 500)] == [
+        "128k",
+        "128k",
+        "8k",
+        "256k",
+        "500",
+    ]

@@ -22,7 +22,9 @@ def session_labels(*, team_id: int, keys: Iterable[str]) -> dict[str, SessionLab
     not named: the keys come from this team's records, and the resolver checks the team)."""
     keys = list(keys)
     conversations = {
-        key: int(key.removeprefix(sessions.CONVERSATION)) for key in keys if key.startswith(sessions.CONVERSATION)
+        key: int(key.removeprefix(sessions.CONVERSATION))
+        for key in keys
+        if key.startswith(sessions.CONVERSATION)
     }
     links = source_links(team_id=team_id, keys=[SourceKey(CONVERSATION, pk) for pk in conversations.values()])
     labels = {}
