@@ -31,7 +31,7 @@ def session_labels(*, team_id: int, keys: Iterable[str]) -> dict[str, SessionLab
     for key in keys:
         if key in conversations:
             link = links.get(SourceKey(CONVERSATION, conversations[key]))
-            name = link.name if link else f"#{conversations[key]}"
+            name = link.title if link and link.title else f"#{conversations[key]}"
             labels[key] = SessionLabel("Conversation", name, link.url if link else "")
         elif key.startswith(sessions.GATEWAY_SESSION):
             labels[key] = SessionLabel("Gateway session", key.removeprefix(sessions.GATEWAY_SESSION))
