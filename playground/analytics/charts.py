@@ -15,6 +15,7 @@ from typing import Any
 from playground.analytics.histograms import bucket_labels
 from playground.usage.cache_breaks import CAUSE_LABELS, Cause
 from playground.usage.money import money
+from playground.usage.runway import prompt_growth_per_turn
 
 PALETTE = ["#3b5bdb", "#f08c00", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#e64980", "#5c940d", "#868e96"]
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
@@ -458,24 +459,13 @@ def _short(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def slope(values: Sequence[int]) -> float | None:
-    """Least-squares growth per turn of a series (None below two points)."""
-    n = len(values)
-    if n < 2:
-        return None
-    mean_x = (n - 1) / 2
-    mean_y = sum(values) / n
-    spread = sum((i - mean_x) ** 2 for i in range(n))
-    return sum((i - mean_x) * (y - mean_y) for i, y in enumerate(values)) / spread
-
-
 def prompt_growth(sessions: list[dict[str, Any]]) -> Chart:
     data = []
     rows = []
     for i, session in enumerate(sessions):
-        growth = slope(session["turns"])
+        growth = prompt_growth_per_turn(session["turns"]) if len(session["turns"]) > 1 else None
         name = _short(f"#{session['conversation_id']} {session['title']}", 30)
-        label = f"{name} ({growth:+.0f}/turn)" if growth is not None else name
+        label = f"{name} ({growth:+,}/turn)" if growth is not None else name
         data.append(
             {
                 "type": "scatter",
@@ -491,7 +481,8 @@ def prompt_growth(sessions: list[dict[str, Any]]) -> Chart:
     return Chart(
         figure={"data": data, "layout": layout},
         table=Table(["Conversation", "Title", "Turns", "Growth (tokens per turn)"], rows),
-        note="Each session's growth slope is a least-squares fit of prompt tokens against turn number.",
+        note="Each session's growth per turn is the median of its last five increases (a shorter prompt, "
+        "after an edit, is left out): the growth its runway is foretold from.",
         empty=not sessions,
     )
 

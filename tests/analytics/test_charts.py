@@ -122,12 +122,17 @@ def test_top_conversations_put_the_costliest_on_top() -> None:
     assert chart.table.rows[0][0] == 1
 
 
-def test_prompt_growth_labels_each_session_with_its_least_squares_slope() -> None:
-    chart = charts.prompt_growth([{"conversation_id": 7, "title": "Chat", "turns": [100, 300, 500, 700]}])
+def test_prompt_growth_labels_each_session_with_the_growth_its_runway_uses() -> None:
+    sessions = [
+        {"conversation_id": 7, "title": "Chat", "turns": [100, 300, 500, 200, 400, 1600]},  # an edit, a paste
+        {"conversation_id": 8, "title": "One turn", "turns": [900]},
+    ]
+    chart = charts.prompt_growth(sessions)
 
     valid(chart)
-    assert chart.figure["data"][0]["name"] == "#7 Chat (+200/turn)"
-    assert charts.slope([5]) is None and charts.slope([1, 1, 1]) == 0
+    assert chart.figure["data"][0]["name"] == "#7 Chat (+200/turn)"  # the median of +200, +200, +200, +1,200
+    assert chart.figure["data"][1]["name"] == "#8 One turn"
+    assert chart.table.rows[0][3] == 200
 
 
 def test_what_if_puts_actual_and_repriced_side_by_side_with_the_difference() -> None:
