@@ -7,6 +7,7 @@ model switched mid-session starts a new runway (another window, another tokenize
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -19,19 +20,26 @@ from playground.usage.sessions import session_filter, session_key
 LATEST = 30  # records read back from the session's newest
 
 
-def session_runway_get(*, team_id: int, session: str) -> Runway | None:
-    """The runway of session `session` (a `sessions.session_key`) of the team, or None."""
-    records = list(
-        UsageRecord.objects.filter(
-            session_filter(session), team_id=team_id, status__in=ANSWERED, prompt_tokens__gt=0
-        )
-        .select_related("price_card")
+def session_runway_get(
+    *, team_id: int, session: str, since: dt.datetime | None = None, until: dt.datetime | None = None
+) -> Runway | None:
+    """The runway of session `session` (a `sessions.session_key`) of the team, or None; from its
+    records in [since, until) when given (the dashboard's period: the read stays in its range)."""
+    records = UsageRecord.objects.filter(
+        session_filter(session), team_id=team_id, status__in=ANSWERED, prompt_tokens__gt=0
+    )
+    if since is not None:
+        records = records.filter(created_at__gte=since)
+    if until is not None:
+        records = records.filter(created_at__lt=until)
+    latest = list(
+        records.select_related("price_card")
         .order_by("-created_at", "-id")
         .only("model_id", "prompt_tokens", "cached_tokens", "completion_tokens", "created_at", "price_card")[
             :LATEST
         ]
     )
-    return runway_from_records(records[::-1])
+    return runway_from_records(latest[::-1])
 
 
 def conversation_runway(*, team_id: int, conversation_id: int) -> Runway | None:

@@ -1,8 +1,8 @@
 """The sessions of the period closest to their model's context window (`usage.runway`).
 
 Bounded: the `CANDIDATES` sessions with the largest prompts among the filtered records of the
-period, then the latest records of each (`runway_selectors.LATEST`, through the session's
-indexed columns), ranked by the turns they have left.
+period, then the latest records of each inside the period (`runway_selectors.LATEST`, through
+the session's indexed columns), ranked by the turns they have left.
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ def sessions_near_limit(filters: Filters) -> list[SessionRunway]:
     )
     found = []
     for row in candidates:
-        runway = session_runway_get(team_id=filters.team.pk, session=row["session_key"])
+        runway = session_runway_get(
+            team_id=filters.team.pk,
+            session=row["session_key"],
+            since=filters.period.start,
+            until=filters.period.end,
+        )
         if runway is not None and runway.turns_left is not None:
             found.append(SessionRunway(row["session_key"], runway.model_id, row["turns"], runway))
     found.sort(key=lambda each: (each.runway.turns_left, -each.runway.last_prompt_tokens, each.session))
