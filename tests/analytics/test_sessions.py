@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from playground.analytics import views
+from playground.analytics.selectors import hit_ratio
 from playground.analytics.selectors.hit_ratio import hit_ratios
 from playground.analytics.selectors.runway import sessions_near_limit
 from playground.catalog.models import PriceCard
@@ -179,3 +181,22 @@ def test_sessions_closest_to_their_window_come_first(
     assert html.index("near") < html.index("Planning the launch")
     assert 'class="is-few"' in html and f'href="/chat/{chat.pk}/"' in html
     assert "8k" in html and "256k" in html
+
+
+def test_the_reads_are_capped_and_the_section_says_so(
+    actors: Actors, chat: Conversation, others: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hit_ratio, "SESSIONS_READ", 1)
+    monkeypatch.setattr(hit_ratio, "ROWS_READ", 4)
+    monkeypatch.setattr(views, "SESSIONS_READ", 1)
+
+    ratios = hit_ratio.hit_ratios(filters_for(actors.teammate))
+    with clock(NOW):
+        html = (
+            client_for(actors.teammate).get(reverse("analytics:hit-ratio"), {"range": "24h"}).content.decode()
+        )
+
+    assert ratios.sessions_capped and ratios.rows_capped
+    (only,) = ratios.sessions  # the one with the most prompt tokens, its first four requests
+    assert (only.key, only.requests, only.lost_tokens) == (f"conversation:{chat.pk}", 4, 4500)
+    assert "Read from the 1 sessions with the most prompt tokens (the period has more)" in html
