@@ -306,11 +306,7 @@ def hit_ratio_view(request: HtmxHttpRequest) -> HttpResponse:
     labels = session_labels(team_id=filters.team.pk, keys=[row.key for row in ratios.sessions])
     chart = charts.lost_savings(
         [
-            {
-                "label": f"{labels[row.key].kind} {labels[row.key].name}",
-                "lost": row.lost,
-                "requests": row.requests,
-            }
+            {"label": labels[row.key].text, "lost": row.lost, "requests": row.requests}
             for row in ratios.sessions
         ]
     )

@@ -16,6 +16,10 @@ class SessionLabel:
     name: str
     url: str = ""  # a conversation's page, while it exists
 
+    @property
+    def text(self) -> str:
+        return f"{self.kind} {self.name}"
+
 
 def session_labels(*, team_id: int, keys: Iterable[str]) -> dict[str, SessionLabel]:
     """A label for each key; conversations' titles and links in one query (another team's are
