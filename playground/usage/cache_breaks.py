@@ -107,9 +107,9 @@ def _break(session: str, turn: int, previous: SessionRequest, current: SessionRe
     expected = expected_cached_tokens(
         previous_prompt_tokens=previous.prompt_tokens, prompt_tokens=current.prompt_tokens
     )
-    lost = expected - current.cached_tokens
-    if expected < MIN_CACHEABLE_TOKENS or lost <= max(TOLERATED_TOKENS, TOLERATED_SHARE * expected):
+    if not fell_short(expected=expected, cached=current.cached_tokens):
         return None
+    lost = expected - current.cached_tokens
     cause, detail, changed_turn = diagnose(previous, current)
     return CacheBreak(
         record_id=current.record_id,
@@ -124,6 +124,13 @@ def _break(session: str, turn: int, previous: SessionRequest, current: SessionRe
         changed_turn=changed_turn,
         created_at=current.created_at,
     )
+
+
+def fell_short(*, expected: int, cached: int) -> bool:
+    """Whether `cached` tokens are fewer than an intact prefix of `expected` would bring back,
+    beyond a cache's own granularity (the one rule for a break and for a miss)."""
+    lost = expected - cached
+    return expected >= MIN_CACHEABLE_TOKENS and lost > max(TOLERATED_TOKENS, TOLERATED_SHARE * expected)
 
 
 def diagnose(previous: SessionRequest, current: SessionRequest) -> tuple[Cause, str, int | None]:

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from playground.analytics import views
 from playground.analytics.selectors import hit_ratio
-from playground.analytics.selectors.hit_ratio import hit_ratios
+from playground.analytics.selectors.hit_ratio import Request, hit_ratios, judge_session
 from playground.analytics.selectors.runway import sessions_near_limit
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
@@ -200,3 +200,18 @@ def test_the_reads_are_capped_and_the_section_says_so(
     (only,) = ratios.sessions  # the one with the most prompt tokens, its first four requests
     assert (only.key, only.requests, only.lost_tokens) == (f"conversation:{chat.pk}", 4, 4500)
     assert "Read from the 1 sessions with the most prompt tokens (the period has more)" in html
+
+
+def test_a_shortfall_within_a_caches_granularity_is_no_miss_and_loses_nothing() -> None:
+    """The hit ratio's misses are the cache-break detector's: 20 tokens short of 1,000 is a
+    cache handing back whole blocks; 400 short is a miss, and only that one loses money."""
+    requests = [
+        Request(session="s", affinity_key="k", prompt_tokens=prompt, cached_tokens=cached, card_id=None)
+        for prompt, cached in ((1000, 0), (1100, 980), (1200, 700))
+    ]
+    judged = judge_session(requests, {})
+    assert [(j.expected, j.lost_tokens, j.missed) for j in judged] == [
+        (None, 0, False),
+        (1000, 0, False),
+        (1100, 400, True),
+    ]

@@ -3,8 +3,9 @@
 A session (`usage.sessions`) is a conversation, else a gateway session, else an affinity key.
 Each answered request after a session's first should find the previous prompt cached
 (`expected_cached_tokens`); what it found short of that is lost (tokens, and money at the
-record's card through `pricing.cache_miss_cost`). A miss is a request that found less than
-half of what it should have; a streak is a run of misses one after another.
+record's card through `pricing.cache_miss_cost`). A miss is a request that fell short of that
+by the cache-break detector's rule (`cache_breaks.fell_short`: more than a cache's own
+granularity), and only a miss loses anything; a streak is a run of misses one after another.
 
 Read from the raw records under every filter the request log takes (`request_log.log_records`),
 bounded: the `SESSIONS_READ` sessions of the period with the most prompt tokens (a session
@@ -26,13 +27,13 @@ from playground.analytics.filters import Filters
 from playground.analytics.selectors.request_log import log_records
 from playground.catalog.models import PriceCard
 from playground.usage.cache_break_selectors import ANSWERED
+from playground.usage.cache_breaks import fell_short
 from playground.usage.pricing import ZERO, cache_miss_cost
 from playground.usage.sessions import expected_cached_tokens, session_key_expression
 
 SESSIONS_READ = 200
 ROWS_READ = 20_000
 SHOWN = 15  # rows of each table, the most lost first
-MISS_SHARE = Decimal("0.5")  # a miss: cached under this share of what was expected
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,7 @@ class Judged:
 
     @property
     def missed(self) -> bool:
-        cached = self.request.cached_tokens
-        return bool(self.expected) and cached is not None and cached < MISS_SHARE * (self.expected or 0)
+        return self.lost_tokens > 0
 
 
 @dataclass
@@ -100,7 +100,9 @@ def judge_session(requests: Sequence[Request], cards: dict[int, PriceCard]) -> l
             expected = expected_cached_tokens(
                 previous_prompt_tokens=previous.prompt_tokens, prompt_tokens=request.prompt_tokens
             )
-            lost_tokens = 0 if request.cached_tokens is None else max(0, expected - request.cached_tokens)
+            cached = request.cached_tokens
+            missed = cached is not None and fell_short(expected=expected, cached=cached)
+            lost_tokens = expected - cached if missed and cached is not None else 0
             card = cards.get(request.card_id) if request.card_id is not None else None
             judged.append(
                 Judged(
