@@ -149,7 +149,10 @@ def test_the_dashboard_counts_breaks_by_cause_and_what_they_cost(actors: Actors)
     with clock(DAY + dt.timedelta(hours=2)):
         fragment = (
             client_for(actors.owner)
-            .get(reverse("analytics:chart", args=["cache-breaks"]), {"range": "24h", "team": str(actors.team.pk)})
+            .get(
+                reverse("analytics:chart", args=["cache-breaks"]),
+                {"range": "24h", "team": str(actors.team.pk)},
+            )
             .content.decode()
         )
     # 397 tokens x ($0.95 - $0.16) per million at K2.6's card: $0.00031363

@@ -93,7 +93,7 @@ def test_an_edited_question_makes_a_branch_and_the_next_request_sends_the_branch
         # were the same prefix, 50 came back cached; the diff shows the edited question.
         notice = page.locator(".message-assistant").last.locator(".cache-break")
         expect(notice).to_contain_text("Cache broke here: a message of turn 2 was edited.")
-        expect(notice).to_contain_text("50 of 200 tokens an intact prefix would have brought back were cached")
+        expect(notice).to_contain_text("50 of 200 tokens an intact prefix would have brought back")
         notice.get_by_text("What changed").click()
         expect(notice.locator(".diff-removed")).to_have_text(['-     "content": "Two",'])
         expect(notice.locator(".diff-added")).to_have_text(['+     "content": "Two, said differently",'])
