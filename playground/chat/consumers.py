@@ -55,7 +55,8 @@ from playground.chat.services.tool_continuations import (
     chat_continue_start,
 )
 from playground.chat.services.turns import ChatTurn, chat_turn_start
-from playground.usage.cache_break_selectors import break_shown, record_break
+from playground.usage.cache_break_selectors import BreakShown, break_shown, record_break
+from playground.usage.runway import Runway
 from playground.usage.runway_selectors import conversation_runway
 
 logger = logging.getLogger(__name__)
@@ -318,8 +319,7 @@ class ChatConsumer(TemplateSocket):
         if turn.assistant_message is None or self.finished_sent:
             return
         self.finished_sent = True
-        record = turn.assistant_message.usage_record
-        found = await database_sync_to_async(record_break)(record) if record is not None else None
+        cache_break, runway = await database_sync_to_async(_answer_notes)(turn)
         context = {
             "oob_target": f"answer-{_key(turn)}",
             "message": message_view(
@@ -328,14 +328,25 @@ class ChatConsumer(TemplateSocket):
                 awaiting=True,
                 model_label=turn.model_label,
                 alternatives=turn.answer_siblings,
-                cache_break=await database_sync_to_async(break_shown)(found) if found is not None else None,
+                cache_break=cache_break,
             ),
             "can_send": True,  # only senders hold a socket; the service re-checks on Continue
-            "runway": await database_sync_to_async(conversation_runway)(
-                team_id=turn.conversation.team_id, conversation_id=turn.conversation.pk
-            ),
+            "runway": runway,
         }
         await self._send_quietly("chat/ws/turn_finished.html", context)
+
+
+def _answer_notes(turn: ChatTurn) -> tuple[BreakShown | None, Runway | None]:
+    """What the finished answer shows beside its text: where the cache broke, and the runway.
+    Neither may cost the user the answer, so a failure here is logged and left out."""
+    try:
+        record = turn.assistant_message.usage_record if turn.assistant_message else None
+        found = record_break(record) if record is not None else None
+        runway = conversation_runway(team_id=turn.conversation.team_id, conversation_id=turn.conversation.pk)
+        return (break_shown(found) if found is not None else None), runway
+    except Exception:
+        logger.exception("could not work out the cache break and runway of a finished answer")
+        return None, None
 
 
 async def still_signed_in(scope: dict[str, Any]) -> bool:

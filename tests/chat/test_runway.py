@@ -120,3 +120,25 @@ async def test_the_runway_is_redrawn_as_an_answer_ends(
     assert '<p id="runway" class="runway" hx-swap-oob="true">' in finished
     # growth: the median of +1,000 and +1,500; a typical answer: 100 tokens (of 100, 100, 56)
     assert f"≈ {(262_144 - 100 - 3500) // 1250} turns left before the 256k context window" in finished
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_answer_is_stored_and_shown_even_if_its_notes_fail(
+    open_socket: OpenSocket,
+    conversation: Conversation,
+    fake_upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The cache break and the runway are extras: a failure there loses no answer."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("selector down")
+
+    monkeypatch.setattr("playground.chat.consumers.record_break", broken)
+    fake_upstream.script(sse([native_frame("Sure."), native_frame("", usage=usage(300, 5, cached=0))]))
+
+    frames = await open_socket("owner", conversation.pk).exchange("And then?")
+
+    assert "Sure." in frames[-1] and "usage-line" in frames[-1]  # the stored answer replaced the stream
+    assert "could not work out the cache break and runway" in caplog.text
