@@ -82,6 +82,8 @@ def test_the_settings_drawer_leaves_the_conversation_readable_with_save_in_view(
     with browser_page(chromium_path, console=console, viewport=viewport) as page:
         log_in(page, live_app.url)
         open_chat(page, live_app.url, conversation)
+        # The pre-flight line loads after the page (htmx) and takes its height from the messages.
+        expect(page.locator("#preflight .preflight-line")).to_be_visible()
         messages = page.locator("#messages")
         closed = box(messages)
 

@@ -118,7 +118,7 @@ def test_the_dashboard_ranks_keys_and_end_users_and_a_key_filter_narrows_them(
         log_in(page, live_app.url)
         page.goto(f"{live_app.url}/usage/?range=7d")
         # every chart but the two of conversations, which these requests have none of
-        expect(page.locator(".plot .plot-container")).to_have_count(10, timeout=20_000)
+        expect(page.locator(".plot .plot-container")).to_have_count(12, timeout=20_000)
         assert _bars(page, "cost-by-key") == list(KEYS)
         by_user = _bars(page, "cost-by-end-user")
         assert len(by_user) == 9 and re.fullmatch(r"\d+ other end users", by_user[-1]), by_user
@@ -129,10 +129,11 @@ def test_the_dashboard_ranks_keys_and_end_users_and_a_key_filter_narrows_them(
         expect(page).to_have_url(re.compile(rf"range=7d&key={gateway_week[2].pk}$"))
         expect(page.locator("#headline .stat")).to_have_count(4, timeout=20_000)
         expect(page.locator("#headline")).to_contain_text("Filtered by API key or end user")
-        expect(page.locator(".chart-unavailable")).to_have_count(
-            11, timeout=20_000
-        )  # the ten charts from the full-key rollups, and the prompt versions' (presets)
-        expect(page.locator(".plot .plot-container")).to_have_count(2, timeout=20_000)
+        # the eleven time charts from the full-key rollups (cache breaks included), and the
+        # prompt versions' (presets)
+        expect(page.locator(".chart-unavailable")).to_have_count(12, timeout=20_000)
+        # the rankings by key and end user, and the hit ratio by session (read from the records)
+        expect(page.locator(".plot .plot-container")).to_have_count(3, timeout=20_000)
         assert _bars(page, "cost-by-key") == ["nightly-evals"]
         page.evaluate("() => window.scrollTo(0, 0)")  # the sticky top bar, at the top of a full page
         page.screenshot(path=str(artifacts / "usage-gateway-dashboard-key.png"), full_page=True)
