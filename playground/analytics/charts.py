@@ -40,6 +40,7 @@ class Chart:
     table: Table
     note: str = ""
     empty: bool = False
+    empty_text: str = ""  # what an empty chart says, when not "No requests in this period."
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -591,6 +592,8 @@ def cache_breaks(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) 
         table=table,
         note=note,
         empty=not rows,
+        empty_text="No cache breaks in this period: every session's prefix came back cached as far "
+        "as it was sent again.",
         extra={"total": total, "breaks": breaks},
     )
 

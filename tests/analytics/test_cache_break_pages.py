@@ -158,3 +158,14 @@ def test_the_dashboard_counts_breaks_by_cause_and_what_they_cost(actors: Actors)
     # 397 tokens x ($0.95 - $0.16) per million at K2.6's card: $0.00031363
     assert "1 break lost $0.00031 of cache savings: tools changed $0.00031." in fragment
     assert "&quot;name&quot;: &quot;Tools changed&quot;" in fragment  # the trace, in the figure's JSON
+
+
+def test_a_period_without_breaks_says_so(actors: Actors) -> None:
+    with clock(DAY):
+        fragment = (
+            client_for(actors.owner)
+            .get(reverse("analytics:chart", args=["cache-breaks"]), {"range": "24h"})
+            .content.decode()
+        )
+    assert "No cache breaks in this period" in fragment
+    assert "No requests in this period" not in fragment
