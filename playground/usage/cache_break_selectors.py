@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import groupby
 
-from django.db.models import QuerySet
+from django.db.models import Case, F, JSONField, QuerySet, Value, When
 
 from playground.catalog.models import PriceCard
 from playground.usage.cache_break_diff import DiffLine, section_diff
@@ -29,6 +29,10 @@ FIELDS = (
     "session",
     "price_card_id",
 )
+# Records written before digests were kept are digested from their body, read in the same query.
+BODY_IF_UNDIGESTED = Case(
+    When(prefix_digest__isnull=True, then=F("request_body")), default=Value(None), output_field=JSONField()
+)
 # The longest a session's previous request may lie before the period and still be compared.
 LOOKBACK = dt.timedelta(days=1)
 RECENT = 10  # records read back from one to find the answered request before it
@@ -40,6 +44,7 @@ def conversation_breaks(*, team_id: int, conversation_id: int) -> dict[int, Cach
         UsageRecord.objects.filter(team_id=team_id, conversation_id=conversation_id)
         .order_by("created_at", "id")
         .only(*FIELDS)
+        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)
     )
     session = session_key(conversation_id=conversation_id, session="", affinity_key="")
     return {found.record_id: found for found in session_breaks(session, _requests(records))}
@@ -57,7 +62,8 @@ def record_break(record: UsageRecord) -> CacheBreak | None:
         _up_to(record.team_id, session, record.pk, record.created_at)
         .filter(created_at__gte=record.created_at - LOOKBACK)
         .order_by("-created_at", "-id")
-        .only(*FIELDS)[:RECENT]
+        .only(*FIELDS)
+        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)[:RECENT]
     )[::-1]
     found = [b for b in session_breaks(session, _requests(recent)) if b.record_id == record.pk]
     return with_turn(found[0], team_id=record.team_id) if found else None
@@ -87,6 +93,7 @@ def team_breaks(
         .exclude(session_key="")
         .order_by("session_key", "created_at", "id")
         .only(*FIELDS)
+        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)
     )
     if until is not None:
         records = records.filter(created_at__lt=until)
@@ -137,9 +144,7 @@ def _digest(record: UsageRecord) -> PrefixDigest | None:
     """The stored digest; for a record written before digests were kept, one from its body."""
     if record.prefix_digest is not None:
         return PrefixDigest.from_stored(record.prefix_digest)
-    return prefix_digest(
-        UsageRecord.objects.filter(pk=record.pk).values_list("request_body", flat=True).first()
-    )
+    return prefix_digest(getattr(record, "body_if_undigested", None))
 
 
 @dataclass(frozen=True)

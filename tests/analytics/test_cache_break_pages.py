@@ -169,3 +169,17 @@ def test_a_period_without_breaks_says_so(actors: Actors) -> None:
         )
     assert "No cache breaks in this period" in fragment
     assert "No requests in this period" not in fragment
+
+
+def test_records_kept_before_digests_are_read_from_their_bodies_in_the_same_query(
+    actors: Actors, django_assert_max_num_queries: Any
+) -> None:
+    _, first, second = _turns(actors)
+    UsageRecord.objects.filter(pk__in=[first.pk, second.pk]).update(prefix_digest=None)
+    filters = Filters(
+        team=actors.team,
+        period=Period(start=DAY, end=DAY + dt.timedelta(hours=1), preset="custom", hourly=True),
+    )
+    with django_assert_max_num_queries(4):  # the records, one price card, the filters' check
+        rows = cache_breaks_over_time(filters)
+    assert [(row["cause"], row["breaks"]) for row in rows] == [("tools_changed", 1)]
