@@ -217,12 +217,10 @@ def main() -> None:
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
-        engine = start_engine(
-            Path(workdir),
-            replicas=2,
-            gemma_replicas=1,
-            env={"ENGINE_PREFIX_CACHE_BYTES": str(PREFIX_CACHE_BYTES)},
-        )
+        env = {"ENGINE_PREFIX_CACHE_BYTES": str(PREFIX_CACHE_BYTES)}
+        if not args.smoke:  # requests go one at a time: the replica answering may use every core
+            env["ENGINE_THREADS"] = str(os.cpu_count() or 1)  # (not beside the suite's other smoke runs)
+        engine = start_engine(Path(workdir), replicas=2, gemma_replicas=1, env=env)
         try:
             with httpx.Client(timeout=120) as client:
                 corpus = Corpus(
