@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import Any
 
 from django.db.models import Case, F, JSONField, QuerySet, Value, When
 
@@ -158,22 +159,33 @@ class BreakShown:
 
 def break_shown(found: CacheBreak) -> BreakShown:
     """`found` with the request before it and the diff of the section that changed."""
-    bodies = dict(
-        UsageRecord.objects.filter(pk__in=[found.previous_record_id, found.record_id]).values_list(
-            "pk", "request_body"
+    return breaks_shown([found])[found.record_id]
+
+
+def breaks_shown(found: list[CacheBreak]) -> dict[int, BreakShown]:
+    """Each break as shown, by the id of the record that broke: one query for every body."""
+    ids = {each.record_id for each in found} | {each.previous_record_id for each in found}
+    rows = {
+        pk: (str(request_id), body)
+        for pk, request_id, body in UsageRecord.objects.filter(pk__in=ids).values_list(
+            "pk", "request_id", "request_body"
         )
-    )
-    previous_request_id = (
-        UsageRecord.objects.filter(pk=found.previous_record_id).values_list("request_id", flat=True).first()
-    )
-    return BreakShown(
-        found=found,
-        previous_request_id=str(previous_request_id or ""),
-        diff=section_diff(found.cause, bodies.get(found.previous_record_id), bodies.get(found.record_id)),
-    )
+    }
+    missing: tuple[str, dict[str, Any] | None] = ("", None)
+    return {
+        each.record_id: BreakShown(
+            found=each,
+            previous_request_id=rows.get(each.previous_record_id, missing)[0],
+            diff=section_diff(
+                each.cause,
+                rows.get(each.previous_record_id, missing)[1],
+                rows.get(each.record_id, missing)[1],
+            ),
+        )
+        for each in found
+    }
 
 
 def conversation_breaks_shown(*, team_id: int, conversation_id: int) -> dict[int, BreakShown]:
     """The conversation's breaks as shown under their answers, by the id of the record that broke."""
-    found = conversation_breaks(team_id=team_id, conversation_id=conversation_id)
-    return {record_id: break_shown(each) for record_id, each in found.items()}
+    return breaks_shown(list(conversation_breaks(team_id=team_id, conversation_id=conversation_id).values()))
