@@ -43,7 +43,7 @@ COLUMNS: tuple[str, ...] = (
     "ContractedUnitPrice", "EffectiveCost", "HostProviderName", "InvoiceIssuerName", "ListCost",
     "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit", "ProviderName",
     "PublisherName", "ServiceCategory", "ServiceName", "ServiceProviderName", "ServiceSubcategory",
-    "SkuId", "SkuMeter", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
+    "SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
     "x_TokenKind", "x_PriceCardLabel",
 )  # fmt: skip
 
@@ -93,16 +93,29 @@ def _month(day: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
 
 
 def _decimal(value: Decimal) -> str:
-    return format(value, "f")
+    """Never in exponent form, and always with a decimal point: a reader that infers a CSV's
+    types (the FinOps Foundation's validator does) would take "40" for an integer, not a Decimal."""
+    text = format(value, "f")
+    return text if "." in text else f"{text}.0"
 
 
 def _per_token(per_million: Decimal) -> Decimal:
     return per_million / PER_MILLION
 
 
+def _price_details(kind: TokenKind, card: PriceCard) -> dict[str, str]:
+    """What makes this SKU price: FOCUS defines no property for tokens, so each key is ours (x_)."""
+    return {
+        "x_PriceCard": card.label,
+        "x_TokenKind": kind.key,
+        "x_UnitPricePerMillionTokens": _decimal(kind.per_million(card).normalize()),
+    }
+
+
 def focus_rows(filters: Filters) -> Iterator[dict[str, Any]]:
     """The export's rows, oldest day first; None where FOCUS wants a null."""
     team = filters.team
+    account = f"team-{team.pk}"  # not a bare number, which a reader inferring types takes for one
     provider = settings.FOCUS_PROVIDER_NAME
     period = filters.period
     first = bucket_floor(period.start, hourly=period.hourly)
@@ -119,7 +132,7 @@ def focus_rows(filters: Filters) -> Iterator[dict[str, Any]]:
             priced_by = f"priced by {card.label}" if card else "unpriced (no price card that day)"
             yield {
                 "BilledCost": cost,
-                "BillingAccountId": str(team.pk),
+                "BillingAccountId": account,
                 "BillingAccountName": team.name,
                 "BillingCurrency": "USD",
                 "BillingPeriodEnd": _timestamp(billing_end),
@@ -150,8 +163,9 @@ def focus_rows(filters: Filters) -> Iterator[dict[str, Any]]:
                 "ServiceSubcategory": "Generative AI",
                 "SkuId": f"{charge.model_id}:{kind.key}",
                 "SkuMeter": kind.meter,
+                "SkuPriceDetails": _price_details(kind, card) if card else None,
                 "SkuPriceId": f"price-card-{card.pk}:{kind.key}" if card else None,
-                "SubAccountId": str(team.pk),
+                "SubAccountId": account,
                 "SubAccountName": team.name,
                 "Tags": {"playground/team": team.slug, "playground/token-kind": kind.key},
                 "x_TokenKind": kind.key,

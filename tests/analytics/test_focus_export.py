@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -37,9 +38,11 @@ def expected_row(
 ) -> dict[str, str]:
     """One row as the spec and docs/usage-analytics.md say it should be, written out by hand."""
     team = actors.team
+    per_million = format((Decimal(price) * 1_000_000).normalize(), "f")  # "0.6", "3"
+    per_million = per_million if "." in per_million else f"{per_million}.0"
     return {
         "BilledCost": cost,
-        "BillingAccountId": str(team.pk),
+        "BillingAccountId": f"team-{team.pk}",
         "BillingAccountName": team.name,
         "BillingCurrency": "USD",
         "BillingPeriodEnd": "2026-12-01T00:00:00Z",
@@ -70,8 +73,16 @@ def expected_row(
         "ServiceSubcategory": "Generative AI",
         "SkuId": f"{model}:{kind}",
         "SkuMeter": meter,
+        "SkuPriceDetails": json.dumps(
+            {
+                "x_PriceCard": card.label,
+                "x_TokenKind": kind,
+                "x_UnitPricePerMillionTokens": per_million,
+            },
+            separators=(",", ":"),
+        ),
         "SkuPriceId": f"price-card-{card.pk}:{kind}",
-        "SubAccountId": str(team.pk),
+        "SubAccountId": f"team-{team.pk}",
         "SubAccountName": team.name,
         "Tags": f'{{"playground/team":"{team.slug}","playground/token-kind":"{kind}"}}',
         "x_TokenKind": kind,
@@ -162,15 +173,15 @@ def test_a_period_that_starts_on_the_hour_starts_its_first_charge_there(actors: 
     }
     first_day = [row for row in rows if row["ChargePeriodStart"].startswith("2026-11-19")]
     assert {(row["x_TokenKind"], row["ConsumedQuantity"]) for row in first_day} == {
-        ("input", "10"),
-        ("output", "1"),
+        ("input", "10.0"),
+        ("output", "1.0"),
     }
 
 
 def test_another_teams_rows_are_never_in_the_file(actors: Any, known: Known) -> None:
     rows = focus_file(actors.outsider, **DAY)
 
-    assert {row["SubAccountId"] for row in rows} == {str(actors.other_team.pk)}
+    assert {row["SubAccountId"] for row in rows} == {f"team-{actors.other_team.pk}"}
     assert (
         sum(as_decimal(row["BilledCost"]) for row in rows)
         == headline(filters_for(actors.outsider, **DAY)).totals.cost
