@@ -72,6 +72,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "trace_id"),
     ("prompt_tokens", "prompt_tokens"),
     ("cached_tokens", "cached_tokens"),
+    ("cache_write_tokens", "cache_write_tokens"),
     ("completion_tokens", "completion_tokens"),
     ("reasoning_tokens", "reasoning_tokens"),
     ("usage_source", "usage_source"),
@@ -81,9 +82,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("price_card_effective_from", "price_card__effective_from"),
     ("input_per_m_usd", "price_card__input_per_m"),
     ("cached_input_per_m_usd", "price_card__cached_input_per_m"),
+    ("cache_write_input_per_m_usd", "price_card__cache_write_input_per_m"),
     ("output_per_m_usd", "price_card__output_per_m"),
     ("input_cost_usd", "input_cost"),
     ("cached_input_cost_usd", "cached_input_cost"),
+    ("cache_write_cost_usd", "cache_write_cost"),
     ("output_cost_usd", "output_cost"),
     ("total_cost_usd", "total_cost"),
     ("ttft_ms", "ttft_ms"),
@@ -163,10 +166,10 @@ def _data_boolean(value: Any) -> Any:
 # One kind per column, chosen once (a type test per cell would halve the export's speed). A
 # kind is written by its Python converter (CSV_CONVERTERS) or, on PostgreSQL, by its SQL
 # expression (_SQL_CELLS); the two must give the same text, and the tests hold them to it.
-_DECIMALS = {"input_cost", "cached_input_cost", "output_cost", "total_cost"}
+_DECIMALS = {"input_cost", "cached_input_cost", "cache_write_cost", "output_cost", "total_cost"}
 _NUMBERS = {
-    "conversation_id", "preset_version_id", "prompt_tokens", "cached_tokens", "completion_tokens",
-    "reasoning_tokens", "price_card_id", "ttft_ms", "latency_ms", "http_status",
+    "conversation_id", "preset_version_id", "prompt_tokens", "cached_tokens", "cache_write_tokens",
+    "completion_tokens", "reasoning_tokens", "price_card_id", "ttft_ms", "latency_ms", "http_status",
 }  # fmt: skip
 _UUIDS = {"request_id"}
 _TIMESTAMPS = {"created_at"}

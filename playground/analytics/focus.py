@@ -2,9 +2,9 @@
 
 FOCUS (the FinOps Foundation's cost and usage format) wants a charge per SKU price; a token
 of each kind is its own SKU price here, as in the FinOps Foundation's work on AI costs: fresh
-input, cached input and output tokens each get a row, with the kind's unit price from the
-card. Cache writes get none: the records count them as fresh input (priced as such;
-`usage_normalize`) and keep no count of their own, so they are in the fresh input row.
+input, cached input, cache write and output tokens each get a row, with the kind's unit price
+from the card. Cache writes are counted where the provider reports them (`usage_normalize`);
+a provider that does not separate them (Workers AI) has them in the fresh input row.
 
 Costs come from the rollups (`selectors.focus`): `BilledCost` and `EffectiveCost` are the sums
 of the records' stored costs, so the file's `BilledCost` adds up to the dashboard's cost for
@@ -20,7 +20,7 @@ import csv
 import datetime as dt
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -52,27 +52,40 @@ COLUMNS: tuple[str, ...] = (
 class TokenKind:
     key: str  # x_TokenKind, and the end of SkuId and SkuPriceId
     meter: str  # SkuMeter
-
-    def quantity(self, charge: DailyCharge) -> int:
-        if self.key == "input":
-            return charge.prompt_tokens - charge.cached_tokens
-        return charge.cached_tokens if self.key == "cached_input" else charge.completion_tokens
-
-    def cost_e10(self, charge: DailyCharge) -> int:
-        if self.key == "input":
-            return charge.input_cost_e10
-        return charge.cached_input_cost_e10 if self.key == "cached_input" else charge.output_cost_e10
-
-    def per_million(self, card: PriceCard) -> Decimal:
-        if self.key == "input":
-            return card.input_per_m
-        return card.effective_cached_input_per_m if self.key == "cached_input" else card.output_per_m
+    quantity: Callable[[DailyCharge], int]
+    cost_e10: Callable[[DailyCharge], int]
+    per_million: Callable[[PriceCard], Decimal]
 
 
 TOKEN_KINDS = (
-    TokenKind("input", "Input tokens"),
-    TokenKind("cached_input", "Cached input tokens"),
-    TokenKind("output", "Output tokens"),
+    TokenKind(
+        "input",
+        "Input tokens",
+        lambda charge: charge.prompt_tokens - charge.cached_tokens - charge.cache_write_tokens,
+        lambda charge: charge.input_cost_e10,
+        lambda card: card.input_per_m,
+    ),
+    TokenKind(
+        "cached_input",
+        "Cached input tokens",
+        lambda charge: charge.cached_tokens,
+        lambda charge: charge.cached_input_cost_e10,
+        lambda card: card.effective_cached_input_per_m,
+    ),
+    TokenKind(
+        "cache_write",
+        "Cache write tokens",
+        lambda charge: charge.cache_write_tokens,
+        lambda charge: charge.cache_write_cost_e10,
+        lambda card: card.effective_cache_write_input_per_m,
+    ),
+    TokenKind(
+        "output",
+        "Output tokens",
+        lambda charge: charge.completion_tokens,
+        lambda charge: charge.output_cost_e10,
+        lambda card: card.output_per_m,
+    ),
 )
 
 

@@ -47,16 +47,21 @@ class FormulaLine:
 
 
 def cost_formula(record: UsageRecord) -> list[FormulaLine]:
-    """The record's cost components with the card's prices filled in, as stored (nothing recomputed)."""
+    """The record's cost components with the card's prices filled in, as stored (nothing recomputed).
+
+    The cache-write line only for a record whose provider reported writes (or one they cost)."""
     card = record.price_card
     if card is None:
         return []
     cached = record.cached_tokens or 0
-    return [
+    written = record.cache_write_tokens or 0
+    fresh_of = f"({record.prompt_tokens:,} prompt - {cached:,} cached"
+    fresh_of += f" - {written:,} written)" if written else ")"
+    lines = [
         FormulaLine(
             "Fresh input",
-            f"({record.prompt_tokens:,} prompt - {cached:,} cached)",
-            record.prompt_tokens - cached,
+            fresh_of,
+            record.prompt_tokens - cached - written,
             card.input_per_m,
             record.input_cost,
         ),
@@ -67,14 +72,27 @@ def cost_formula(record: UsageRecord) -> list[FormulaLine]:
             card.effective_cached_input_per_m,
             record.cached_input_cost,
         ),
+    ]
+    if written or record.cache_write_cost:
+        lines.append(
+            FormulaLine(
+                "Cache write",
+                f"{written:,} written",
+                written,
+                card.effective_cache_write_input_per_m,
+                record.cache_write_cost,
+            )
+        )
+    lines.append(
         FormulaLine(
             "Output",
             f"{record.completion_tokens:,} completion",
             record.completion_tokens,
             card.output_per_m,
             record.output_cost,
-        ),
-    ]
+        )
+    )
+    return lines
 
 
 @dataclass(frozen=True)

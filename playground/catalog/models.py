@@ -76,6 +76,13 @@ class PriceCard(models.Model):
     cached_input_per_m = models.DecimalField(
         max_digits=12, decimal_places=6, null=True, blank=True, help_text="Blank: no cache discount"
     )
+    cache_write_input_per_m = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="Blank: cache writes cost the input price",
+    )
     output_per_m = models.DecimalField(max_digits=12, decimal_places=6)
     label = models.CharField(max_length=200, help_text="Where the price comes from, shown beside costs")
     source = models.CharField(max_length=300, blank=True)
@@ -106,3 +113,8 @@ class PriceCard(models.Model):
     def effective_cached_input_per_m(self) -> Decimal:
         """Cached tokens cost the input price when the model has no cache discount."""
         return self.input_per_m if self.cached_input_per_m is None else self.cached_input_per_m
+
+    @property
+    def effective_cache_write_input_per_m(self) -> Decimal:
+        """Tokens written to the cache cost the input price unless the card prices writes apart."""
+        return self.input_per_m if self.cache_write_input_per_m is None else self.cache_write_input_per_m

@@ -4,8 +4,9 @@ The request is the one Send would make (`turn_request_build`: history, settings,
 its images), its prompt estimated as the meter estimates it. Two figures, both from the one
 cost function (`usage.estimates`) and the card that would price the record:
 
-- at most: the prompt with no cached token and `max_tokens` of output, which is also what the
-  budget holds before sending (`usage.budgets.worst_case`);
+- at most: the prompt with no cached token (all of it written to the cache when the card
+  prices writes above input) and `max_tokens` of output, which is also what the budget holds
+  before sending (`usage.budgets.worst_case`);
 - expected: the prompt with the cached share this conversation's answered turns have had, and
   an answer as long as their average (at most `max_tokens`; before any answer, `max_tokens`).
 """
@@ -25,7 +26,7 @@ from playground.chat.selectors import UsageSoFar, conversation_usage_so_far
 from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
 from playground.usage.budgets.worst_case import request_max_tokens
-from playground.usage.estimates import CostEstimate, cost_estimate
+from playground.usage.estimates import CostEstimate, cost_estimate, worst_case_estimate
 from playground.usage.metering import estimate_tokens
 from playground.usage.services import price_card_known
 
@@ -112,7 +113,7 @@ def preflight_for(
     answer = min(max_tokens, round(so_far.completion_tokens / so_far.turns)) if so_far.turns else max_tokens
     model = catalog_model_serving(model_id=conversation.model_id, day=today)
     return Preflight(
-        at_most=cost_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens),
+        at_most=worst_case_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens),
         expected=cost_estimate(
             card=card, prompt_tokens=prompt, output_tokens=answer, cache_share=_share(so_far)
         ),

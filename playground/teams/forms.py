@@ -142,6 +142,9 @@ class PriceForm(forms.Form):
     cached_input_per_m = forms.DecimalField(
         label="Cached input $/M", required=False, help_text="Blank: no cache discount", **PRICE
     )
+    cache_write_input_per_m = forms.DecimalField(
+        label="Cache write $/M", required=False, help_text="Blank: writes cost the input price", **PRICE
+    )
     output_per_m = forms.DecimalField(label="Output $/M", **PRICE)
     label = forms.CharField(max_length=160, required=False, label="Label")
 

@@ -104,8 +104,13 @@ def catalogue_rows(*, team_id: int, today: dt.date) -> list[CatalogueRow]:
             if card.cached_input_per_m is not None
             else ""
         )
+        written = (
+            f" · ${card.cache_write_input_per_m.normalize():f} cache write"
+            if card.cache_write_input_per_m is not None
+            else ""
+        )
         output = f"${card.output_per_m.normalize():f} out"
-        prices = f"${card.input_per_m.normalize():f} in{cached} · {output} per M tokens"
+        prices = f"${card.input_per_m.normalize():f} in{cached}{written} · {output} per M tokens"
         label = price_card_label(model_id=model.model_id, card=card, day=today)
         rows.append(CatalogueRow(model, label, prices, card.is_override, retirement))
     return rows
@@ -174,6 +179,7 @@ AUDIT_LABELS = {
     "base_url": "base URL",
     "input_per_m": "input $/M",
     "cached_input_per_m": "cached input $/M",
+    "cache_write_input_per_m": "cache write $/M",
     "output_per_m": "output $/M",
     "limit": "limit (USD)",
     "monthly_budget": "monthly budget (USD)",

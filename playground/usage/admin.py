@@ -17,6 +17,7 @@ class UsageRecordAdmin(admin.ModelAdmin[UsageRecord]):
         "status",
         "prompt_tokens",
         "cached_tokens",
+        "cache_write_tokens",
         "completion_tokens",
         "total_cost",
         "ttft_ms",

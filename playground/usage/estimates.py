@@ -21,6 +21,7 @@ class CostEstimate:
     prompt_tokens: int
     output_tokens: int
     cached_tokens: int  # of `prompt_tokens`
+    cache_write_tokens: int = 0  # of `prompt_tokens`, apart from the cached ones
 
     @property
     def cost(self) -> Decimal | None:
@@ -31,6 +32,7 @@ class CostEstimate:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.output_tokens,
             cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
         )
         return cost_for(usage=usage, card=self.card.card).total
 
@@ -43,4 +45,19 @@ def cost_estimate(
     cached = int(prompt_tokens * cache_share)
     return CostEstimate(
         card=card, prompt_tokens=prompt_tokens, output_tokens=output_tokens, cached_tokens=cached
+    )
+
+
+def worst_case_estimate(*, card: KnownCard, prompt_tokens: int, output_tokens: int) -> CostEstimate:
+    """The most `prompt_tokens` and `output_tokens` may cost by `card`: no token cached, and
+    every prompt token written to the cache when the card prices writes above fresh input (as
+    the budget's reservation assumes, `budgets.worst_case`)."""
+    priced = card.card
+    dearer_writes = priced is not None and priced.effective_cache_write_input_per_m > priced.input_per_m
+    return CostEstimate(
+        card=card,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=0,
+        cache_write_tokens=prompt_tokens if dearer_writes else 0,
     )

@@ -60,7 +60,7 @@ from playground.usage.models import (
 )
 
 UTC = dt.UTC
-COST_FIELDS = ("input_cost", "cached_input_cost", "output_cost", "total_cost")
+COST_FIELDS = ("input_cost", "cached_input_cost", "cache_write_cost", "output_cost", "total_cost")
 Truncation = type[TruncHour] | type[TruncDay]
 # The full-key tables, one per bucket size, each built from the raw records.
 FULL_KEY: tuple[tuple[type[Any], Truncation], ...] = (
@@ -219,6 +219,7 @@ def _measures(record: UsageRecord) -> dict[str, int]:
         "requests": 1,
         "prompt_tokens": record.prompt_tokens,
         "cached_tokens": record.cached_tokens or 0,
+        "cache_write_tokens": record.cache_write_tokens or 0,
         "completion_tokens": record.completion_tokens,
         **{f"{name}_e10": cost_e10(getattr(record, name)) for name in COST_FIELDS},
         "ttft_count": int(record.ttft_ms is not None),
@@ -377,6 +378,7 @@ def _rollup_select(records: QuerySet[UsageRecord], model: type[Any], trunc: Trun
         "requests": Count("id"),
         "prompt_tokens": Coalesce(Sum("prompt_tokens"), 0),
         "cached_tokens": Coalesce(Sum("cached_tokens"), 0),
+        "cache_write_tokens": Coalesce(Sum("cache_write_tokens"), 0),
         "completion_tokens": Coalesce(Sum("completion_tokens"), 0),
         **{f"{name}_e10": Coalesce(Sum(as_e10(name)), 0) for name in COST_FIELDS},
         "ttft_count": Count("ttft_ms"),

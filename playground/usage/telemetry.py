@@ -3,7 +3,7 @@
 With `OTEL_EXPORTER_OTLP_ENDPOINT` set, the record writer (`services`) hands each record it
 wrote to `spans_after_commit`; once the transaction commits, the record becomes a finished span
 with the GenAI semantic conventions' attributes (experimental; "gen_ai.usage.input_tokens"
-counts cached tokens too), our cost, and the record's id. The span goes into the SDK's
+counts cached and cache-written tokens too), our cost, and the record's id. The span goes into the SDK's
 `BatchSpanProcessor`, whose own thread sends batches with the official OTLP/HTTP exporter:
 the request that wrote the record only appends to an in-memory queue. A collector that is
 down or slow costs spans (the exporter retries until its timeout, then drops the batch; a full
@@ -108,6 +108,8 @@ def span_attributes(record: UsageRecord, *, provider: str) -> dict[str, Attribut
     }
     if record.cached_tokens is not None:  # unknown is not zero
         attributes["gen_ai.usage.cache_read.input_tokens"] = record.cached_tokens
+    if record.cache_write_tokens is not None:
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = record.cache_write_tokens
     if record.price_card_id is not None:  # unpriced: no cost, rather than a cost of 0
         attributes["playground.cost.usd"] = float(record.total_cost)
         attributes["playground.price_card.id"] = record.price_card_id

@@ -133,6 +133,7 @@ def test_billed_cost_adds_up_to_the_dashboards_cost_for_the_period(
         effective_from=NOW.date(),
         input_per_m=Decimal("0.123457"),
         cached_input_per_m=Decimal("0.011111"),
+        cache_write_input_per_m=Decimal("0.154321"),
         output_per_m=Decimal("1.333333"),
         label="Negotiated",
     )
@@ -141,19 +142,26 @@ def test_billed_cost_adds_up_to_the_dashboards_cost_for_the_period(
             team_id=actors.team.pk, user_id=actors.owner.pk, connection_id=None, model_id=ENGINE_MODEL_ID
         )
         at = NOW.replace(hour=11, minute=tokens)
-        record_write(at, context, prompt=tokens * 3, cached=tokens, out=tokens, ttft=100, latency=200)
+        record_write(
+            at, context, prompt=tokens * 4, cached=tokens, written=tokens, out=tokens, ttft=100, latency=200
+        )
     rows = focus_file(actors.owner, team=actors.team.pk, **period)
     dashboard = headline(filters_for(actors.owner, team=str(actors.team.pk), **period)).totals.cost
 
     assert dashboard > Decimal("0.01545")
     assert sum(as_decimal(row["BilledCost"]) for row in rows) == dashboard
     negotiated = [row for row in rows if row["SkuPriceId"].startswith(f"price-card-{card.pk}:")]
-    assert {row["x_TokenKind"] for row in negotiated} == {"input", "cached_input", "output"}
+    assert {row["x_TokenKind"] for row in negotiated} == {"input", "cached_input", "cache_write", "output"}
     # The list price is the public card's; the contracted one is the team's.
     fresh = next(row for row in negotiated if row["x_TokenKind"] == "input")
     assert as_decimal(fresh["ContractedUnitPrice"]) == Decimal("0.000000123457")
     assert as_decimal(fresh["ListUnitPrice"]) == Decimal("0.0000006")
     assert as_decimal(fresh["ListCost"]) == Decimal("0.0000006") * 98
+    writes = next(row for row in negotiated if row["x_TokenKind"] == "cache_write")
+    assert (writes["SkuMeter"], writes["ConsumedQuantity"]) == ("Cache write tokens", "49")
+    assert as_decimal(writes["ContractedUnitPrice"]) == Decimal("0.000000154321")
+    # the public card has no cache-write price: writes list at its input price
+    assert as_decimal(writes["ListUnitPrice"]) == Decimal("0.0000006")
 
 
 def test_a_period_that_starts_on_the_hour_starts_its_first_charge_there(actors: Any, known: Known) -> None:

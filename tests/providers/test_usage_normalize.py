@@ -53,7 +53,34 @@ def test_it_adds_anthropic_cache_reads_and_writes_back_into_the_prompt() -> None
 
     assert usage.prompt_tokens == 1050
     assert usage.cached_tokens == 900
+    assert usage.cache_write_tokens == 50
     assert usage.completion_tokens == 7
+
+
+def test_it_reads_litellms_cache_writes_beside_an_openai_prompt_that_includes_them() -> None:
+    usage = normalize_usage(
+        {
+            "prompt_tokens": 3000,
+            "completion_tokens": 40,
+            "prompt_tokens_details": {"cached_tokens": 2000},
+            "cache_read_input_tokens": 2000,
+            "cache_creation_input_tokens": 600,
+        }
+    )
+
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens) == (3000, 2000, 600)
+
+
+def test_it_reads_openrouters_cache_writes_in_the_prompt_details() -> None:
+    usage = normalize_usage(
+        {
+            "prompt_tokens": 1200,
+            "completion_tokens": 9,
+            "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 1100},
+        }
+    )
+
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens) == (1200, 0, 1100)
 
 
 def test_it_reads_moonshots_top_level_cached_tokens() -> None:
@@ -62,11 +89,61 @@ def test_it_reads_moonshots_top_level_cached_tokens() -> None:
     assert usage.cached_tokens == 384
 
 
-def test_it_counts_cache_write_tokens_as_fresh_input() -> None:
+def test_it_adds_top_level_cache_write_tokens_to_an_anthropic_style_prompt() -> None:
     usage = normalize_usage({"input_tokens": 10, "cache_write_tokens": 90, "output_tokens": 1})
 
     assert usage.prompt_tokens == 100
     assert usage.cached_tokens is None
+    assert usage.cache_write_tokens == 90
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 4}},
+        {"input_tokens": 10, "cache_read_input_tokens": 4, "output_tokens": 5},
+    ],
+    ids=["Workers AI", "Anthropic style without writes"],
+)
+def test_a_provider_that_reports_no_cache_writes_leaves_them_unknown_not_zero(raw: dict[str, object]) -> None:
+    assert normalize_usage(raw).cache_write_tokens is None
+
+
+def test_it_keeps_a_reported_zero_cache_write_as_zero() -> None:
+    usage = normalize_usage({"input_tokens": 10, "cache_creation_input_tokens": 0, "output_tokens": 1})
+
+    assert usage.cache_write_tokens == 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "cached", "written"),
+    [
+        ({"prompt_tokens": 10, "completion_tokens": 1, "cache_creation_input_tokens": 25}, None, 10),
+        (
+            {
+                "prompt_tokens": 10,
+                "completion_tokens": 1,
+                "prompt_tokens_details": {"cached_tokens": 7, "cache_write_tokens": 7},
+            },
+            7,
+            3,
+        ),
+    ],
+    ids=["writes alone", "reads and writes"],
+)
+def test_it_never_reports_more_cached_and_written_tokens_than_prompt_tokens(
+    raw: dict[str, object], cached: int | None, written: int
+) -> None:
+    usage = normalize_usage(raw)
+
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens) == (10, cached, written)
+
+
+def test_an_absurd_cache_write_figure_flags_the_report() -> None:
+    usage = normalize_usage({"input_tokens": 10, "cache_creation_input_tokens": -3, "output_tokens": 1})
+
+    assert usage.implausible
+    assert (usage.prompt_tokens, usage.cache_write_tokens) == (0, None)
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ def record_write(
     ttft: int,
     latency: int,
     status: str = UsageStatus.OK,
+    written: int | None = None,
 ) -> UsageRecord:
     outcome = Outcome(
         status=status,
@@ -67,6 +68,7 @@ def record_write(
             prompt_tokens=prompt,
             completion_tokens=out,
             cached_tokens=cached,
+            cache_write_tokens=written,
             raw={"prompt_tokens": prompt, "completion_tokens": out},
         ),
         usage_source=UsageSource.PROVIDER,

@@ -34,6 +34,7 @@ from playground.usage.budgets import (
     budget_status,
     request_worst_case_cost,
 )
+from playground.usage.estimates import worst_case_estimate
 from playground.usage.metered_call import MeteredCall
 from playground.usage.models import (
     BudgetAlert,
@@ -104,6 +105,23 @@ def test_the_worst_case_is_the_prompt_estimate_at_the_input_price_plus_max_token
     assert request_worst_case_cost(request=request, team_id=actors.team.pk, model_id=MODEL) == Decimal(
         "0.502"
     )
+
+
+@pytest.mark.parametrize(("write_price", "worst"), [(None, "0.502"), ("1.5", "0.502"), ("2.5", "0.5025")])
+def test_the_worst_case_prices_the_prompt_at_the_cache_write_price_when_it_is_dearer_than_input(
+    actors: Actors, priced_model: CatalogModel, write_price: str | None, worst: str
+) -> None:
+    """Every prompt token may be written to the cache: a budget must not be overrun by writes."""
+    PriceCard.objects.filter(model=priced_model).update(
+        input_per_m=Decimal(2), cache_write_input_per_m=Decimal(write_price) if write_price else None
+    )
+    request = ChatRequest(model=MODEL, messages=[{"role": "user", "content": "x" * 4000}], max_tokens=500)
+
+    reserved = request_worst_case_cost(request=request, team_id=actors.team.pk, model_id=MODEL)
+
+    assert reserved == Decimal(worst)
+    # the chat's "at most" figure is the same worst case, through the one cost function
+    assert worst_case_estimate(card=priced(actors), prompt_tokens=1000, output_tokens=500).cost == reserved
 
 
 def test_a_request_without_max_tokens_is_reserved_at_the_default_cap(

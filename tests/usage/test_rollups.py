@@ -56,10 +56,14 @@ def outcome(rng: random.Random) -> Outcome:
     status = rng.choice([UsageStatus.OK] * 6 + [UsageStatus.UPSTREAM_ERROR, UsageStatus.CLIENT_DISCONNECTED])
     prompt = rng.randint(1, 60_000)
     cached = rng.choice([None, 0, rng.randint(0, prompt)])
+    written = rng.choice([None, 0, rng.randint(0, prompt - (cached or 0))])
     return Outcome(
         status=status,
         usage=NormalizedUsage(
-            prompt_tokens=prompt, completion_tokens=rng.randint(0, 3000), cached_tokens=cached
+            prompt_tokens=prompt,
+            completion_tokens=rng.randint(0, 3000),
+            cached_tokens=cached,
+            cache_write_tokens=written,
         ),
         usage_source=UsageSource.PROVIDER,
         # edges too: a bucket boundary must fall on the same side in both paths
@@ -136,6 +140,11 @@ def test_rollups_kept_on_write_equal_the_rebuild_from_raw_rows(actors: Any) -> N
     named = UsageRecord.objects.filter(preset_version_id__isnull=False).count()
     for preset_table in (UsagePresetHourly, UsagePresetDaily):
         assert preset_table.objects.aggregate(n=Sum("requests"))["n"] == named > 30
+    # cache writes are counted and priced apart, as the records hold them
+    written = UsageRecord.objects.aggregate(n=Sum("cache_write_tokens"), usd=Sum("cache_write_cost"))
+    sums = UsageDaily.objects.aggregate(n=Sum("cache_write_tokens"), e10=Sum("cache_write_cost_e10"))
+    assert sums["n"] == written["n"] > 0 and sums["e10"] > 0
+    assert abs(sums["e10"] - written["usd"] * 10**10) < 1
 
     rollups_rebuild()
 

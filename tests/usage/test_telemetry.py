@@ -116,3 +116,29 @@ def test_without_an_endpoint_no_span_is_made(actors: Actors, settings: Any) -> N
     with transaction.atomic():
         usage_record_create(context=context(actors, None, ENGINE_MODEL_ID), outcome=outcome(1, 0, 1))
         assert transaction.get_connection().run_on_commit == []
+
+
+def test_a_record_that_knows_its_cache_writes_sends_them_and_one_that_does_not_leaves_them_out(
+    actors: Actors, workers_connection: ProviderConnection, otlp_receiver: OtlpReceiver
+) -> None:
+    written = Outcome(
+        status=UsageStatus.OK,
+        usage=NormalizedUsage(
+            prompt_tokens=3000, completion_tokens=5, cached_tokens=1000, cache_write_tokens=1800
+        ),
+        usage_source=UsageSource.PROVIDER,
+        ttft_ms=120,
+        latency_ms=1500,
+    )
+    with_writes = usage_record_create(context=context(actors, workers_connection, KIMI_K26), outcome=written)
+    unknown = usage_record_create(
+        context=context(actors, workers_connection, KIMI_K26), outcome=outcome(3000, 1000, 5)
+    )
+    assert spans_flush(timeout_millis=10_000)
+
+    spans = otlp_receiver.by_record()
+    sent = spans[str(with_writes.request_id)].attributes
+    assert sent["gen_ai.usage.cache_creation.input_tokens"] == 1800
+    assert sent["gen_ai.usage.cache_read.input_tokens"] == 1000
+    assert sent["gen_ai.usage.input_tokens"] == 3000  # reads and writes included
+    assert "gen_ai.usage.cache_creation.input_tokens" not in spans[str(unknown.request_id)].attributes

@@ -36,11 +36,13 @@ class DailyCharge:
     day: dt.datetime  # the UTC day's start
     model_id: str
     card: PriceCard | None  # None: unpriced
-    prompt_tokens: int  # cached ones included
+    prompt_tokens: int  # cached and written ones included
     cached_tokens: int
+    cache_write_tokens: int
     completion_tokens: int
     input_cost_e10: int  # fresh input
     cached_input_cost_e10: int
+    cache_write_cost_e10: int
     output_cost_e10: int
 
 
@@ -71,9 +73,11 @@ def focus_daily_charges(filters: Filters) -> list[DailyCharge]:
         .annotate(
             prompt=Sum("prompt_tokens"),
             cached=Sum("cached_tokens"),
+            written=Sum("cache_write_tokens"),
             completion=Sum("completion_tokens"),
             input_e10=Sum("input_cost_e10"),
             cached_e10=Sum("cached_input_cost_e10"),
+            written_e10=Sum("cache_write_cost_e10"),
             output_e10=Sum("output_cost_e10"),
         )
         .order_by("day", "model_id", "price_card_id")
@@ -88,9 +92,11 @@ def focus_daily_charges(filters: Filters) -> list[DailyCharge]:
             card=cards.get(row["price_card_id"]),
             prompt_tokens=row["prompt"] or 0,
             cached_tokens=row["cached"] or 0,
+            cache_write_tokens=row["written"] or 0,
             completion_tokens=row["completion"] or 0,
             input_cost_e10=row["input_e10"] or 0,
             cached_input_cost_e10=row["cached_e10"] or 0,
+            cache_write_cost_e10=row["written_e10"] or 0,
             output_cost_e10=row["output_e10"] or 0,
         )
         for row in grouped

@@ -200,7 +200,10 @@ class _ExportLookups:
     """The joined columns of an export (team, user, connection, API key, price card), fetched once
     per id; and the metadata's JSON text made readable (`json_text_readable`)."""
 
-    CARD_FIELDS = ("label", "effective_from", "input_per_m", "cached_input_per_m", "output_per_m")
+    CARD_FIELDS = (
+        "label", "effective_from", "input_per_m", "cached_input_per_m", "cache_write_input_per_m",
+        "output_per_m",
+    )  # fmt: skip
 
     def __init__(self, *, team_slug: str) -> None:
         self.team_slug = team_slug
@@ -291,6 +294,7 @@ EXPORT_FIELDS = (
     "trace_id",
     "prompt_tokens",
     "cached_tokens",
+    "cache_write_tokens",
     "completion_tokens",
     "reasoning_tokens",
     "usage_source",
@@ -300,9 +304,11 @@ EXPORT_FIELDS = (
     "price_card__effective_from",
     "price_card__input_per_m",
     "price_card__cached_input_per_m",
+    "price_card__cache_write_input_per_m",
     "price_card__output_per_m",
     "input_cost",
     "cached_input_cost",
+    "cache_write_cost",
     "output_cost",
     "total_cost",
     "ttft_ms",

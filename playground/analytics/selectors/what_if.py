@@ -52,6 +52,7 @@ def what_if(filters: Filters, *, target: WhatIfTarget) -> list[dict[str, Any]]:
         .annotate(
             prompt=Sum("prompt_tokens"),
             cached=Sum("cached_tokens"),
+            written=Sum("cache_write_tokens"),
             completion=Sum("completion_tokens"),
             cost=Sum("total_cost_e10"),
         )
@@ -66,7 +67,10 @@ def what_if(filters: Filters, *, target: WhatIfTarget) -> list[dict[str, Any]]:
             else _without_cache_discount(own_cards.get(row["price_card_id"]))
         )
         usage = NormalizedUsage(
-            prompt_tokens=row["prompt"], completion_tokens=row["completion"], cached_tokens=row["cached"]
+            prompt_tokens=row["prompt"],
+            completion_tokens=row["completion"],
+            cached_tokens=row["cached"],
+            cache_write_tokens=row["written"],
         )
         repriced = cost_for(usage=usage, card=card).total if card is not None else Decimal(0)
         entry = out.setdefault(
@@ -97,7 +101,7 @@ def _without_cache_discount(card: PriceCard | None) -> PriceCard | None:
         model=card.model,
         effective_from=card.effective_from,
         input_per_m=card.input_per_m,
-        cached_input_per_m=None,
+        cached_input_per_m=None,  # and no cache-write price: writes are fresh input without a cache
         output_per_m=card.output_per_m,
         label=f"{card.label} without cache discount",
     )

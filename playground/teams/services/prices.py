@@ -26,6 +26,7 @@ def price_override_create(
     effective_until: dt.date | None,
     input_per_m: Decimal,
     cached_input_per_m: Decimal | None,
+    cache_write_input_per_m: Decimal | None,
     output_per_m: Decimal,
     label: str,
 ) -> PriceCard:
@@ -45,6 +46,7 @@ def price_override_create(
             effective_until=effective_until,
             input_per_m=input_per_m,
             cached_input_per_m=cached_input_per_m,
+            cache_write_input_per_m=cache_write_input_per_m,
             output_per_m=output_per_m,
             label=f"{label} (team override)"[:200],
         )
@@ -57,6 +59,9 @@ def price_override_create(
             effective_until=effective_until.isoformat() if effective_until else None,
             input_per_m=str(input_per_m),
             cached_input_per_m=str(cached_input_per_m) if cached_input_per_m is not None else None,
+            cache_write_input_per_m=(
+                str(cache_write_input_per_m) if cache_write_input_per_m is not None else None
+            ),
             output_per_m=str(output_per_m),
         )
     return card

@@ -1,7 +1,8 @@
 """What a request could cost at most, the amount its budget reservation holds.
 
-Worst case = estimated prompt tokens x the input price (no cache discount) + max_tokens x
-the output price, with the price card that will price the record (the team's override when
+Worst case = estimated prompt tokens x the input price (no cache discount; the cache-write
+price when the card's is higher, as every prompt token may be written) + max_tokens x the
+output price, with the price card that will price the record (the team's override when
 one applies). A request without max_tokens is reserved at `BUDGET_DEFAULT_MAX_TOKENS`
 output tokens: an answer longer than that may overshoot the budget by the difference, which
 the reconcile step then counts in full.
@@ -35,7 +36,8 @@ def request_max_tokens(request: ChatRequest) -> int:
 def request_worst_case_cost(
     *, request: ChatRequest, team_id: int, model_id: str, card: KnownCard | None = None
 ) -> Decimal:
-    """Prompt estimate x input price + max tokens x output price (zero for an unpriced model).
+    """Prompt estimate x the dearer of the input and cache-write prices + max tokens x output
+    price (zero for an unpriced model).
 
     `card`: the card that will price the record, when the caller has looked it up already (a
     batch submission reserves its items' worst cases by one card); otherwise today's.
@@ -43,6 +45,7 @@ def request_worst_case_cost(
     known = card or price_card_known(model_id=model_id, day=timezone.now().date(), team_id=team_id)
     if known.card is None:
         return ZERO
-    prompt = Decimal(estimate_tokens(request.prompt_chars)) * known.card.input_per_m
+    dearest_input = max(known.card.input_per_m, known.card.effective_cache_write_input_per_m)
+    prompt = Decimal(estimate_tokens(request.prompt_chars)) * dearest_input
     output = Decimal(request_max_tokens(request)) * known.card.output_per_m
     return (prompt + output) / PER_MILLION

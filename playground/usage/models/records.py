@@ -77,6 +77,9 @@ class UsageRecord(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     # NULL means the provider did not say; it is not the same as zero.
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Tokens written to the prompt cache (of `prompt_tokens`, apart from the cached ones); NULL
+    # when the provider did not say (Workers AI does not separate them from fresh input).
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_source = models.CharField(max_length=10, choices=UsageSource.choices, default=UsageSource.PROVIDER)
@@ -95,6 +98,8 @@ class UsageRecord(models.Model):
     price_label = models.CharField(max_length=300, blank=True)
     input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
     cached_input_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
+    # `db_default`: bulk loaders writing SQL of their own (the dashboard benchmark) need not name it.
+    cache_write_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0, db_default=0)
     output_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
     total_cost = models.DecimalField(max_digits=18, decimal_places=10, default=0)
 
