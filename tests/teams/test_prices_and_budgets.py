@@ -40,6 +40,30 @@ def test_an_override_is_shown_to_its_team_only_and_prices_its_models_today(actor
     assert AuditEvent.objects.filter(action=AuditAction.PRICE_OVERRIDE_CREATED, actor=actors.admin).exists()
 
 
+def test_an_override_may_price_cache_writes_and_the_catalogue_shows_it(actors: Actors) -> None:
+    assert add_override(actors, cached_input_per_m="0.05", cache_write_input_per_m="0.625") == 302
+
+    card = PriceCard.objects.get(team=actors.team)
+    page = client_for(actors.viewer).get(f"/teams/{actors.team.pk}/catalogue/").content.decode()
+
+    assert card.cache_write_input_per_m == Decimal("0.625")
+    assert "$0.5 in · $0.05 cached · $0.625 cache write · $2 out per M tokens" in page
+    assert "<td>$0.625</td>" in page  # the price cards table's cache write column
+    managed = client_for(actors.admin).get(f"/teams/{actors.team.pk}/catalogue/").content.decode()
+    assert 'name="cache_write_input_per_m"' in managed  # the override form asks for it
+    event = AuditEvent.objects.get(action=AuditAction.PRICE_OVERRIDE_CREATED)
+    assert event.detail["cache_write_input_per_m"] == "0.625"
+
+
+def test_an_override_without_a_cache_write_price_prices_writes_as_input(actors: Actors) -> None:
+    assert add_override(actors) == 302
+
+    card = PriceCard.objects.get(team=actors.team)
+
+    assert card.cache_write_input_per_m is None
+    assert card.effective_cache_write_input_per_m == card.input_per_m == Decimal("0.50")
+
+
 def test_an_override_whose_end_comes_before_its_start_is_refused(actors: Actors) -> None:
     assert add_override(actors, effective_until="2025-12-31") == 400
     assert not PriceCard.objects.filter(team=actors.team).exists()
