@@ -121,15 +121,22 @@ def check_row(row: dict[str, str]) -> None:
 
 
 def test_every_cell_of_a_real_export_keeps_its_columns_rules(actors: Any, known: Known) -> None:
-    # The known records (priced by the catalogue's cards, cached share reported or not), and one
-    # on a model no card prices, whose row has no SKU price.
+    # The known records (priced by the catalogue's cards, cached share reported or not), one on
+    # a model no card prices, whose row has no SKU price.
     unpriced = RequestContext(
         team_id=actors.team.pk, user_id=actors.owner.pk, connection_id=None, model_id="@cf/acme/no-card"
     )
     record_write(NOW.replace(hour=9), unpriced, prompt=40, cached=0, out=4, ttft=10, latency=20)
+    # and one whose provider reported cache writes, for the cache_write row
+    engine = RequestContext(
+        team_id=actors.team.pk, user_id=actors.owner.pk, connection_id=None, model_id=ENGINE_MODEL_ID
+    )
+    record_write(
+        NOW.replace(hour=9, minute=30), engine, prompt=60, cached=10, written=30, out=2, ttft=10, latency=20
+    )
     rows = focus_file(actors.owner, team=actors.team.pk, **DAY)
 
-    assert {row["x_TokenKind"] for row in rows} >= {"input", "cached_input", "output"}
+    assert {row["x_TokenKind"] for row in rows} >= {"input", "cached_input", "cache_write", "output"}
     assert any(row["SkuPriceId"] == "" for row in rows)
     assert any(row["SkuId"].startswith(f"{ENGINE_MODEL_ID}:") for row in rows)
     for row in rows:
