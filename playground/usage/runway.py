@@ -10,8 +10,9 @@ question), so the next turns are foretold from that growth:
   and are left out, and the median shrugs off one long paste.
 - turns left: how many more prompts, each `growth` longer than the one before, still leave room
   in the window for a typical answer (the median of the recent answers' lengths).
-- the next ten turns' cost: those prompts with the session's own cached share and a typical
-  answer, each priced by `pricing.cost_for` with the session's latest price card.
+- the next ten turns' cost: those prompts with the session's own cached and cache-written
+  shares and a typical answer, each priced by `pricing.cost_for` with the session's latest
+  price card.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ FEW_TURNS = 10
 class Turn:
     """One answered request of a session."""
 
-    prompt_tokens: int  # cached tokens included
+    prompt_tokens: int  # cached and written tokens included
     cached_tokens: int | None  # None: the provider did not say
     completion_tokens: int
+    cache_write_tokens: int | None = None  # None: the provider did not say
 
 
 @dataclass(frozen=True)
@@ -102,11 +104,23 @@ def turns_left(*, last_prompt: int, growth: int, answer: int, context_window: in
 
 def cached_share(turns: Sequence[Turn]) -> Decimal:
     """Cached over prompt tokens, over the turns whose cached count is known."""
-    known = [turn for turn in turns if turn.cached_tokens is not None]
-    prompt = sum(turn.prompt_tokens for turn in known)
+    return _known_share(turns, [turn.cached_tokens for turn in turns])
+
+
+def written_share(turns: Sequence[Turn]) -> Decimal:
+    """Cache-written over prompt tokens, over the turns whose write count is known (0 with none:
+    a provider that does not report writes bills them as fresh input)."""
+    return _known_share(turns, [turn.cache_write_tokens for turn in turns])
+
+
+def _known_share(turns: Sequence[Turn], counts: Sequence[int | None]) -> Decimal:
+    known = [
+        (turn.prompt_tokens, count) for turn, count in zip(turns, counts, strict=True) if count is not None
+    ]
+    prompt = sum(tokens for tokens, _ in known)
     if not prompt:
         return ZERO
-    return Decimal(sum(turn.cached_tokens or 0 for turn in known)) / Decimal(prompt)
+    return Decimal(sum(count for _, count in known)) / Decimal(prompt)
 
 
 def session_runway(
@@ -131,21 +145,38 @@ def session_runway(
         turns_left=left,
         next_turns=priced,
         next_turns_cost=_next_turns_cost(
-            last=last, growth=growth, answer=answer, share=share, turns=priced, card=card
+            last=last,
+            growth=growth,
+            answer=answer,
+            shares=(share, written_share(turns)),
+            turns=priced,
+            card=card,
         ),
     )
 
 
 def _next_turns_cost(
-    *, last: int, growth: int, answer: int, share: Decimal, turns: int, card: PriceCard | None
+    *,
+    last: int,
+    growth: int,
+    answer: int,
+    shares: tuple[Decimal, Decimal],
+    turns: int,
+    card: PriceCard | None,
 ) -> Decimal | None:
+    """`shares`: the session's cached and cache-written shares of a prompt."""
     if card is None:
         return None
+    cached_of, written_of = shares
     total = ZERO
     for ahead in range(1, turns + 1):
         prompt = last + ahead * growth
+        cached = int(prompt * cached_of)
         usage = NormalizedUsage(
-            prompt_tokens=prompt, completion_tokens=answer, cached_tokens=int(prompt * share)
+            prompt_tokens=prompt,
+            completion_tokens=answer,
+            cached_tokens=cached,
+            cache_write_tokens=min(int(prompt * written_of), prompt - cached),
         )
         total += cost_for(usage=usage, card=card).total
     return total

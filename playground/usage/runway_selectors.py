@@ -35,9 +35,15 @@ def session_runway_get(
     latest = list(
         records.select_related("price_card")
         .order_by("-created_at", "-id")
-        .only("model_id", "prompt_tokens", "cached_tokens", "completion_tokens", "created_at", "price_card")[
-            :LATEST
-        ]
+        .only(
+            "model_id",
+            "prompt_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+            "completion_tokens",
+            "created_at",
+            "price_card",
+        )[:LATEST]
     )
     return runway_from_records(latest[::-1])
 
@@ -63,6 +69,7 @@ def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
             prompt_tokens=record.prompt_tokens,
             cached_tokens=record.cached_tokens,
             completion_tokens=record.completion_tokens,
+            cache_write_tokens=record.cache_write_tokens,
         )
         for record in reversed(tail)
     ]

@@ -3,6 +3,7 @@ and the next ten turns priced by the one cost function."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 from playground.catalog.models import PriceCard
@@ -63,6 +64,33 @@ def test_the_runway_prices_the_next_ten_turns_at_the_sessions_cached_share_and_c
     assert Decimal("0.0501") < runway.next_turns_cost < Decimal("0.0502")
     assert not runway.few_left
     assert runway.window_label == "128k"
+
+
+def test_a_session_that_writes_to_the_cache_has_its_next_turns_priced_with_its_write_share() -> None:
+    """Anthropic-style prompt caching writes each turn's new part: at a dearer write price the
+    runway must say so, and where writes are unknown (Workers AI) they stay fresh input."""
+    card = PriceCard(
+        input_per_m=Decimal("1.00"),
+        cached_input_per_m=Decimal("0.10"),
+        cache_write_input_per_m=Decimal("1.25"),
+        output_per_m=Decimal("2.00"),
+    )
+    writing = [
+        Turn(prompt_tokens=1000, cached_tokens=0, completion_tokens=100, cache_write_tokens=1000),
+        Turn(prompt_tokens=2000, cached_tokens=1000, completion_tokens=100, cache_write_tokens=1000),
+        Turn(prompt_tokens=3000, cached_tokens=2000, completion_tokens=100, cache_write_tokens=1000),
+    ]
+    silent = [replace(turn, cache_write_tokens=None) for turn in writing]
+
+    runway = session_runway(writing, context_window=128_000, card=card)
+    unknown = session_runway(silent, context_window=128_000, card=card)
+
+    assert runway is not None and unknown is not None
+    # by hand: prompts 4,000..13,000 (85,000 tokens), half cached and half written (3,000 of
+    # 6,000 each): 42,500 x $0.10 + 42,500 x $1.25, and 1,000 out x $2, per million
+    assert runway.next_turns_cost == Decimal("0.00425") + Decimal("0.053125") + Decimal("0.002")
+    # writes unknown: the uncached half is fresh input at $1
+    assert unknown.next_turns_cost == Decimal("0.00425") + Decimal("0.0425") + Decimal("0.002")
 
 
 def test_few_turns_left_are_flagged_and_only_those_are_priced() -> None:
