@@ -31,3 +31,13 @@ async def test_bytes_that_are_not_utf8_are_replaced_not_fatal() -> None:
     payloads = await collect(sse_data(reads(b'data: "caf\xe9"\n', b"data: \xf0\x9f", b"\x99\x82\n")))
 
     assert payloads == ['"caf\ufffd"', "\U0001f642"]
+
+
+async def test_a_long_line_in_many_reads_is_one_payload() -> None:
+    text = "x" * 300_000
+    body = f'data: "{text}"\ndata: 2\n'.encode()
+    pieces = [body[start : start + 1000] for start in range(0, len(body), 1000)]
+
+    payloads = await collect(sse_data(reads(*pieces)))
+
+    assert payloads == [f'"{text}"', "2"]

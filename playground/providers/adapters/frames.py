@@ -32,14 +32,17 @@ async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[str]:
     httpx's decoded lines saves its text and line decoders and a deadline per line: profiled at
     200 relayed streams, the upstream read path was a third of the web process.
     """
-    partial = b""
+    pending: list[bytes] = []  # the start of a line cut between reads
     async for chunk in chunks:
-        lines = (partial + chunk).splitlines()
-        partial = lines.pop() if lines and not chunk.endswith((b"\n", b"\r")) else b""
+        if b"\n" not in chunk and b"\r" not in chunk:
+            pending.append(chunk)  # joined once, when its line ends: a long line is not scanned again
+            continue
+        lines = b"".join([*pending, chunk]).splitlines()
+        pending = [lines.pop()] if lines and not chunk.endswith((b"\n", b"\r")) else []
         for line in lines:
             if payload := data_payload(line):
                 yield payload
-    if payload := data_payload(partial):
+    if payload := data_payload(b"".join(pending)):
         yield payload
 
 
