@@ -118,18 +118,6 @@ class UpstreamResponse:
     def request_id(self) -> str:
         return request_id_from(self._response)
 
-    async def lines(self) -> AsyncGenerator[str]:
-        lines = self._response.aiter_lines()  # ends with the response, closed by upstream_stream
-        while True:
-            try:
-                async with asyncio.timeout_at(self._deadline):
-                    line = await anext(lines)
-            except StopAsyncIteration:
-                return
-            except (TimeoutError, httpx.TransportError) as exc:
-                raise transport_error(exc, request_id=self.request_id) from exc
-            yield line
-
     async def chunks(self) -> AsyncGenerator[bytes]:
         """The body as it arrives (content decoding undone), each read under the deadline."""
         chunks = self._response.aiter_bytes()

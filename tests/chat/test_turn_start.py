@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.services.conversations import conversation_create
+from playground.chat.services.conversations import MessageNotFound, conversation_create
 from playground.chat.services.history import HISTORY_MAX_MESSAGES, upstream_messages
 from playground.chat.services.turns import MAX_MESSAGE_CHARS, chat_turn_start
 from playground.providers.models import ProviderConnection
@@ -136,3 +136,24 @@ async def test_a_socket_turn_that_cannot_fit_is_refused_with_a_notice_and_nothin
     assert "reads at most 24,000" in notice
     assert fake_upstream.requests == []
     assert not await Message.objects.filter(conversation=conversation).aexists()
+
+
+@pytest.mark.django_db
+def test_a_question_after_a_message_already_continued_starts_a_branch_beside_the_continuation(
+    actors: Actors, conversation: Conversation, other_conversation: Conversation
+) -> None:
+    message_append(conversation=conversation, role=MessageRole.USER, content="One?")
+    answer = message_append(conversation=conversation, role=MessageRole.ASSISTANT, content="1")
+    continued = message_append(conversation=conversation, role=MessageRole.USER, content="Two?")
+    theirs = message_append(conversation=other_conversation, role=MessageRole.USER, content="Theirs")
+
+    turn = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="Deux ?", after=answer.pk)
+
+    assert turn.user_message.parent_id == answer.pk
+    assert turn.question_siblings == [continued.pk, turn.user_message.pk]
+    assert [m["content"] for m in turn.call.request.messages[1:]] == ["One?", "1", "Deux ?"]
+    latest = chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="Trois ?")
+    assert latest.user_message.parent_id == turn.user_message.pk  # the new branch is the one on screen
+    assert latest.question_siblings == [latest.user_message.pk]
+    with pytest.raises(MessageNotFound):
+        chat_turn_start(user=actors.owner, conversation_id=conversation.pk, text="x", after=theirs.pk)

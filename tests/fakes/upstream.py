@@ -31,6 +31,8 @@ Replies:
   one `data:` event per frame (a dict is JSON-encoded, a str is sent as is), `delay`
   seconds between frames, then `data: [DONE]` unless `done=False`; `abort=True` drops the
   connection after the frames without ending the chunked body (an upstream crash).
+  `line_end="\r\n"` or `"\r"` ends the lines so; `cut=n` writes each event in pieces of n
+  bytes, each its own chunk a moment apart (lines and UTF-8 characters cut between reads).
 - `paced(n, every_ms, wire="openai"|"native")`: n text chunks, one every `every_ms`; each
   carries its send time twice: `"sent_ns": <time.time_ns()>` on the frame and `t=<ns>;` as
   its text. Ends with a usage frame and `[DONE]`.
@@ -74,6 +76,7 @@ from typing import Any
 
 SENT_NS = "__SENT_NS__"
 PADDING = "abdefghijklmnopqrstuvwxyz0123456"
+CUT_PAUSE = 0.005  # between the pieces of a cut event, so that each arrives in a read of its own
 
 Frame = dict[str, Any] | str
 
@@ -97,6 +100,8 @@ class Sse:
     headers: dict[str, str] = field(default_factory=dict)
     done: bool = True
     abort: bool = False
+    line_end: str = "\n"
+    cut: int = 0
 
 
 @dataclass(frozen=True)
@@ -131,8 +136,10 @@ def sse(
     headers: dict[str, str] | None = None,
     done: bool = True,
     abort: bool = False,
+    line_end: str = "\n",
+    cut: int = 0,
 ) -> Sse:
-    return Sse(list(frames), delay, first_delay, status, headers or {}, done, abort)
+    return Sse(list(frames), delay, first_delay, status, headers or {}, done, abort, line_end, cut)
 
 
 def paced(n: int, every_ms: float, *, wire: str = "openai") -> Sse:
@@ -444,8 +451,13 @@ class FakeUpstream:
             if SENT_NS in data:
                 sent_ns = str(time.time_ns())
                 data = data.replace(f'"{SENT_NS}"', sent_ns).replace(SENT_NS, sent_ns)
-            _write_chunk(writer, f"data: {data}\n\n".encode())
-            await writer.drain()
+            event = f"data: {data}{reply.line_end * 2}".encode()
+            for start in range(0, len(event), reply.cut or len(event)):
+                if start and not await _pause(reader, CUT_PAUSE):
+                    request.disconnected = True
+                    return False
+                _write_chunk(writer, event[start : start + (reply.cut or len(event))])
+                await writer.drain()
         if reply.abort:
             return False  # drop the connection mid-body, as a crashed upstream would
         _write_chunk(writer, b"")

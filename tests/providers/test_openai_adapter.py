@@ -180,3 +180,24 @@ def test_it_builds_an_openai_adapter_from_a_connection(fake_upstream: FakeUpstre
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == f"Bearer {KEY}"
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == fake_upstream.default_text
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+async def test_lines_and_characters_cut_between_reads_read_the_same(
+    fake_upstream: FakeUpstream, line_end: str
+) -> None:
+    # Pieces of 7 bytes cut lines, the CR LF pair and the 2- and 4-byte characters between reads.
+    words = ["Grüße ", "aus ", "Köln 🙂", " — ", "fin."]
+    fake_upstream.script(
+        sse(
+            [*(openai_chunk(word) for word in words), usage_chunk(usage(3, 5))],
+            line_end=line_end,
+            cut=7,
+        )
+    )
+
+    events = await collect(adapter(fake_upstream).stream(ask()))
+
+    assert "".join(event.text for event in events if isinstance(event, TextDelta)) == "".join(words)
+    assert isinstance(events[-1], Finish)
+    assert not any(isinstance(event, UpstreamError) for event in events)

@@ -23,6 +23,7 @@ def upstream_messages(
     through: int | None = CURRENT_LEAF,
     answering: bool = False,
     image_bytes: bool = True,
+    tree: MessageTree | None = None,
 ) -> list[dict[str, Any]]:
     """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
 
@@ -42,11 +43,12 @@ def upstream_messages(
     call was answered; otherwise (the user typed a new message instead) it goes out as text,
     or its turn not at all. Only the last `HISTORY_MAX_MESSAGES` messages are read.
     `image_bytes=False`: images without their data, for estimates (`attachments.user_content`).
+    `tree`: the conversation's `MessageTree` when the caller has just loaded it (one query less).
     """
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt.strip():
         messages.append({"role": "system", "content": conversation.system_prompt})
-    kept = without_failed_turns(branch_messages(conversation, through=through))
+    kept = without_failed_turns(branch_messages(conversation, through=through, tree=tree))
     results: dict[int, list[Message]] = {}
     for message in kept:
         if message.role == MessageRole.TOOL and message.reply_to_id is not None:
@@ -87,9 +89,11 @@ def branch_messages(
     *,
     through: int | None = CURRENT_LEAF,
     limit: int | None = HISTORY_MAX_MESSAGES,
+    tree: MessageTree | None = None,
 ) -> list[Message]:
     """The last `limit` messages (None: all) of the branch ending at `through`, oldest first."""
-    tree = MessageTree.load(conversation)
+    if tree is None:
+        tree = MessageTree.load(conversation)
     leaf = branch_leaf_id(conversation, tree) if through == CURRENT_LEAF else through
     path = tree.path(leaf)
     ids = path[-limit:] if limit is not None else path

@@ -138,18 +138,23 @@ def chat_turn_start(
     text = message_text_check(text, images=bool(attachment_ids))
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
     attachments = attachments_to_send(conversation, attachment_ids)
-    parent_id = branch_end(conversation, after)
+    tree = MessageTree.load(conversation)
     return question_turn_start(
-        user=user, conversation=conversation, parent_id=parent_id, text=text, attachments=attachments
+        user=user,
+        conversation=conversation,
+        parent_id=branch_end(conversation, after, tree),
+        text=text,
+        attachments=attachments,
+        tree=tree,
     )
 
 
-def branch_end(conversation: Conversation, after: int | None) -> int | None:
+def branch_end(conversation: Conversation, after: int | None, tree: MessageTree) -> int | None:
     """The message a new question follows: `after` (refused unless it is this conversation's),
     or the current leaf."""
     if after is None:
-        return branch_leaf_id(conversation, MessageTree.load(conversation))
-    if not conversation.messages.filter(pk=after).exists():
+        return branch_leaf_id(conversation, tree)
+    if after not in tree.parents:
         raise MessageNotFound(after)
     return after
 
@@ -177,17 +182,23 @@ def question_turn_start(
     text: str,
     attachments: Sequence[Attachment] = (),
     copy_images_of: Message | None = None,
+    tree: MessageTree | None = None,
 ) -> ChatTurn:
     """Save a question after the message `parent_id` (None: as a first message) and build its
     request, whose history is the branch ending at `parent_id`. The question becomes the
     branch's leaf. `copy_images_of`: an edited question keeps the original's images (copies).
+    `tree`: the conversation's messages as the caller just loaded them (two queries less).
     """
     connection = conversation.connection
     if connection is None:
         raise ValidationError("This conversation's connection was deleted; start a new conversation.")
     originals = list(copy_images_of.attachments.all()) if copy_images_of is not None else []
     request = turn_request_build(
-        conversation=conversation, text=text, attachments=[*attachments, *originals], after=parent_id
+        conversation=conversation,
+        text=text,
+        attachments=[*attachments, *originals],
+        after=parent_id,
+        tree=tree,
     )
     context_window = require_fits_context(request)
     adapter = adapter_for(connection)
@@ -210,8 +221,12 @@ def question_turn_start(
             user=user, conversation=conversation, adapter=adapter, request=request, window=context_window
         ),
         model_label=_model_label(conversation),
-        question_siblings=list(
-            conversation.messages.filter(parent_id=parent_id).order_by("id").values_list("id", flat=True)
+        question_siblings=(
+            [*tree.children.get(parent_id, []), user_message.pk]
+            if tree is not None
+            else list(
+                conversation.messages.filter(parent_id=parent_id).order_by("id").values_list("id", flat=True)
+            )
         ),
     )
 
@@ -223,6 +238,7 @@ def turn_request_build(
     attachments: Sequence[Attachment] = (),
     image_bytes: bool = True,
     after: int | None = CURRENT_LEAF,
+    tree: MessageTree | None = None,
 ) -> ChatRequest:
     """The request a turn sends for the user's `text` and images: the history (the branch
     ending at the message `after`, by default the one on screen), then the new message, with
@@ -236,7 +252,7 @@ def turn_request_build(
     return chat_request_build(
         conversation=conversation,
         messages=[
-            *upstream_messages(conversation, through=after, image_bytes=image_bytes),
+            *upstream_messages(conversation, through=after, image_bytes=image_bytes, tree=tree),
             {
                 "role": "user",
                 "content": user_content(text=text, attachments=attachments, image_bytes=image_bytes),

@@ -106,7 +106,7 @@ class HTTPChatAdapter(ABC):
             assembler = EventAssembler(request_id=response.request_id, http_status=response.status)
             complete = not response.is_event_stream  # a JSON body is whole once read
             if response.is_event_stream:
-                async with aclosing(sse_data(response.lines())) as payloads:
+                async with aclosing(sse_data(response.chunks())) as payloads:
                     async for payload in payloads:
                         if payload == DONE:
                             complete = True

@@ -19,7 +19,13 @@ from typing import Any
 from playground.lib.storable import storable_json
 from playground.providers.adapters.assembly import EventAssembler
 from playground.providers.adapters.base import request_headers, upstream_error_event
-from playground.providers.adapters.frames import DONE, decode_body, decode_frame, unwrap_envelope
+from playground.providers.adapters.frames import (
+    DONE,
+    data_payload,
+    decode_body,
+    decode_frame,
+    unwrap_envelope,
+)
 from playground.providers.adapters.request import ChatRequest
 from playground.providers.events import StreamEvent, WireBytes, WireHead
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
@@ -78,9 +84,7 @@ class EventStreamSplitter:
 
 def _data_frame(line: bytes) -> Mapping[str, Any] | str | None:
     """The object of a `data:` line, DONE, or None (another line, or data that is not an object)."""
-    if not line.startswith(b"data:"):
-        return None
-    payload = line[5:].decode("utf-8", errors="replace").strip()
+    payload = data_payload(line)
     if not payload:
         return None
     return DONE if payload == DONE else decode_frame(payload)
