@@ -43,20 +43,24 @@ class EventStreamSplitter:
 
     def __init__(self, *, drop_usage_only: bool) -> None:
         self._drop_usage_only = drop_usage_only
-        self._partial = b""
+        self._partial: list[bytes] = []  # the start of a line cut between reads
         self._drop_blank = False
         self.done = False  # a `data: [DONE]` line went by
         self.finished = False  # and the reply's finish was made of what came before it
 
     def feed(self, chunk: bytes) -> tuple[bytes, list[Mapping[str, Any]]]:
-        data = self._partial + chunk
-        cut = data.rfind(b"\n") + 1
-        self._partial = data[cut:]
-        return self._lines(data[:cut])
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            # Joined once, when its line ends: a long line in many reads is not copied at each.
+            self._partial.append(chunk)
+            return b"", []
+        data = b"".join([*self._partial, chunk[:cut]])
+        self._partial = [chunk[cut:]] if cut < len(chunk) else []
+        return self._lines(data)
 
     def flush(self) -> tuple[bytes, list[Mapping[str, Any]]]:
         """What is left once the stream ended: a last line without its newline."""
-        data, self._partial = self._partial, b""
+        data, self._partial = b"".join(self._partial), []
         return self._lines(data)
 
     def _lines(self, block: bytes) -> tuple[bytes, list[Mapping[str, Any]]]:
