@@ -169,7 +169,7 @@ def test_the_records_page_shows_its_cache_writes_and_their_cost(
     assert page.status_code == 200
     assert "Cache-write tokens</dt><dd>1500" in text
     assert "(3,000 prompt - 1,000 cached - 1,500 written)" in text
-    line = '<td>Cache write</td><td>1,500 written</td><td class="num">1.200000</td>'
+    line = '<td>Cache write</td><td class="formula-tokens">1,500 written</td><td class="num">1.200000</td>'
     assert f'{line}<td class="num">0.0018000000</td>' in text
 
 
