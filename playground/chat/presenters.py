@@ -41,6 +41,7 @@ class UsageLine:
     tokens_in: str
     cached: str
     cached_note: str
+    written: str  # "3,100 written to cache"; empty unless the provider reported writes
     tokens_out: str
     cost: str
     price_label: str
@@ -59,7 +60,7 @@ class UsageLine:
 
     @property
     def summary(self) -> str:
-        parts = [self.tokens_in, self.cached, self.tokens_out, self.cost]
+        parts = [self.tokens_in, self.cached, *filter(None, [self.written]), self.tokens_out, self.cost]
         parts += [part for part in (self.ttft, self.latency) if part]
         text = SEPARATOR.join(parts)
         return f"{text} (estimated)" if self.estimated else text
@@ -182,6 +183,7 @@ def usage_line(record: UsageRecord) -> UsageLine:
             if record.cached_tokens is None
             else "Input tokens served from the provider's prompt cache (billed at the cached rate)."
         ),
+        written=f"{record.cache_write_tokens:,} written to cache" if record.cache_write_tokens else "",
         tokens_out=_tokens_out(record.completion_tokens, record.reasoning_tokens),
         cost=money(record.total_cost) if card is not None else "unpriced",
         price_label=record.price_label if card is not None else "No price card for this model and day",

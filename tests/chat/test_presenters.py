@@ -61,6 +61,15 @@ def test_unreported_cached_tokens_show_a_dash_never_zero() -> None:
     assert "did not report" in line.cached_note
 
 
+def test_cache_writes_are_shown_only_when_the_provider_reported_some() -> None:
+    line = usage_line(record(prompt_tokens=5200, cached_tokens=1800, cache_write_tokens=3100))
+    assert line.summary == (
+        "5,200 in · 1,800 cached (35%) · 3,100 written to cache · 56 out · $0.000123 · TTFT 120 ms · 1.4 s"
+    )
+    assert usage_line(record(cache_write_tokens=None)).written == ""
+    assert usage_line(record(cache_write_tokens=0)).written == ""
+
+
 def test_zero_cached_tokens_are_shown_as_zero_when_reported() -> None:
     assert usage_line(record(cached_tokens=0)).cached == "0 cached (0%)"
 
