@@ -20,7 +20,7 @@ from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.support.actors import Actors
-from tests.support.browser import LiveApp, browser_page, engine_connection
+from tests.support.browser import LiveApp, browser_page, chat_ready, engine_connection
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -104,7 +104,7 @@ def run_flow(page: Page, base_url: str, artifacts: Path, frames: FrameLog, *, mo
     page.get_by_role("button", name="Start conversation").click()
     expect(page.locator(".chat-title")).to_have_text("New conversation")
     expect(page.locator(".messages-empty")).to_be_visible()
-    page.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
+    chat_ready(page)
     page.screenshot(path=artifacts / "02-empty-chat.png")
 
     # Send with Enter; the answer streams in, then its usage line appears.

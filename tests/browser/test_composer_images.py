@@ -29,7 +29,7 @@ from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, LiveApp, fake_workers_connection, log_in
+from tests.support.browser import CHROMIUM_ARGS, LiveApp, chat_ready, fake_workers_connection, log_in
 from tests.support.images import SVG, jpeg_with_gps, png
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -108,7 +108,7 @@ def test_two_images_reach_a_vision_model_as_data_urls_an_svg_is_refused_and_the_
             page.on("console", watch)
             log_in(page, live_app.url)
             page.goto(f"{live_app.url}/chat/{vision.pk}/")
-            page.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
+            chat_ready(page)
             expect(page.locator("#attach-button")).to_be_enabled()
 
             # One image through the attach button's file chooser, one dropped on the composer.

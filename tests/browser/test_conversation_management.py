@@ -27,7 +27,15 @@ from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
 from tests.support.actors import Actors
-from tests.support.browser import Console, LiveApp, browser_page, fake_workers_connection, log_in, open_chat
+from tests.support.browser import (
+    Console,
+    LiveApp,
+    browser_page,
+    chat_ready,
+    fake_workers_connection,
+    log_in,
+    open_chat,
+)
 from tests.support.sockets import SLOW_WORDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -184,7 +192,7 @@ def test_keys_send_and_stop_the_model_changes_for_the_next_turn_and_copy_buttons
         page.screenshot(path=artifacts / "model-drawer-1280.png")
         page.get_by_role("button", name="Use for the next message").click()
         expect(page.locator("#model-drawer .composer-summary")).to_have_text(SCOUT)
-        page.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
+        chat_ready(page)
         fake_upstream.script(sse([native_frame(CODE_ANSWER), native_frame("", usage=usage(30, 20))]))
         box.fill("How many TODOs?")
         box.press("Enter")

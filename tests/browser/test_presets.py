@@ -19,7 +19,15 @@ from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
-from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
+from tests.support.browser import (
+    Console,
+    LiveApp,
+    browser_page,
+    chat_ready,
+    fake_workers_chat,
+    log_in,
+    open_chat,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -90,7 +98,7 @@ def test_a_preset_is_saved_changed_diffed_and_starts_a_conversation_and_a_batch(
         page.get_by_role("link", name="Support triage").click()
         page.locator("#version-2").get_by_role("button", name="Start conversation").click()
         expect(page.locator("#conversation-preset")).to_contain_text("Support triage v2")
-        page.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
+        chat_ready(page)
         box = page.get_by_label("Message")
         box.fill("Hello")
         box.press("Enter")

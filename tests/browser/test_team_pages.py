@@ -18,7 +18,7 @@ from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream, json_reply
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, fake_workers_connection, log_in
+from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, chat_ready, fake_workers_connection, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -198,7 +198,7 @@ def test_an_owner_sets_a_budget_and_a_members_request_is_refused_in_the_chat(
             member.locator("#id_model_id").select_option(KIMI_K26)
             expect(member.locator("#id_model_id")).to_have_value(KIMI_K26)
             member.get_by_role("button", name="Start conversation").click()
-            member.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
+            chat_ready(member)
             box = member.get_by_label("Message")
             box.fill("Summarise the quarterly report.")
             box.press("Enter")

@@ -81,7 +81,20 @@ def log_in(page: Page, base_url: str, username: str = "teammate", *, then: str =
 
 def open_chat(page: Page, base_url: str, conversation: Conversation) -> None:
     page.goto(f"{base_url}/chat/{conversation.pk}/")
-    page.wait_for_function("() => document.querySelector('[ws-connect]') && window.htmx")
+    chat_ready(page)
+
+
+def chat_ready(page: Page) -> None:
+    """Wait until the chat page's scripts have all run, not only htmx.
+
+    The deferred scripts run in order (htmx, its ws extension, layout.js, chat.js, ...) and htmx
+    binds its triggers at DOMContentLoaded: typed and sent as soon as `window.htmx` exists, a
+    message could meet a page whose Enter key still adds a newline (chat.js not run yet), under
+    load (seen once, with both suites side by side).
+    """
+    page.wait_for_function(
+        "() => document.readyState === 'complete' && document.querySelector('[ws-connect]') && window.htmx"
+    )
 
 
 def engine_connection(actors: Actors, settings: LazySettings, engine: Any) -> ProviderConnection:
