@@ -16,8 +16,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from playground.providers.adapters import ChatRequest
+from playground.usage.estimates import worst_case_estimate
 from playground.usage.metering import estimate_tokens
-from playground.usage.pricing import PER_MILLION, ZERO
+from playground.usage.pricing import ZERO
 from playground.usage.services import KnownCard, price_card_known
 
 
@@ -43,9 +44,9 @@ def request_worst_case_cost(
     batch submission reserves its items' worst cases by one card); otherwise today's.
     """
     known = card or price_card_known(model_id=model_id, day=timezone.now().date(), team_id=team_id)
-    if known.card is None:
-        return ZERO
-    dearest_input = max(known.card.input_per_m, known.card.effective_cache_write_input_per_m)
-    prompt = Decimal(estimate_tokens(request.prompt_chars)) * dearest_input
-    output = Decimal(request_max_tokens(request)) * known.card.output_per_m
-    return (prompt + output) / PER_MILLION
+    estimate = worst_case_estimate(
+        card=known,
+        prompt_tokens=estimate_tokens(request.prompt_chars),
+        output_tokens=request_max_tokens(request),
+    )
+    return estimate.cost or ZERO
