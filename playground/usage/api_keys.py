@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
+from playground.accounts.models import Team
+from playground.lib import raw_sql
+from playground.providers.models import ProviderConnection
 from playground.usage.models import KEY_PREFIX, ApiKey
 
 PREFIX_SHOWN = 10  # "pgk_" and six characters of the secret: enough to tell a team's keys apart
@@ -60,11 +65,34 @@ def api_key_issue(
 
 def api_key_for_secret(secret: str) -> ApiKey | None:
     """The key with this secret, its team and connection loaded (revoked and expired ones too:
-    the caller says why they are refused); None when no key has it."""
+    the caller says why they are refused); None when no key has it.
+
+    Every gateway request runs it: one hand-written statement (`lib.raw_sql`, issue 24)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_key_with_secret(connection.vendor), [secret_digest(secret)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    keys, teams = raw_sql.column_count(ApiKey), raw_sql.column_count(Team)
+    key = raw_sql.from_row(ApiKey, row[:keys])
+    key.team = raw_sql.from_row(Team, row[keys : keys + teams])
+    key.connection = (
+        raw_sql.from_row(ProviderConnection, row[keys + teams :]) if key.connection_id is not None else None
+    )
+    return key
+
+
+@functools.cache
+def _key_with_secret(vendor: str) -> str:
+    """The statement, made once per database vendor (a test run may use two)."""
     return (
-        ApiKey.objects.select_related("team", "connection")
-        .filter(secret_sha256=secret_digest(secret))
-        .first()
+        f"SELECT {raw_sql.select_list(ApiKey, 'k')}, {raw_sql.select_list(Team, 't')}, "  # noqa: S608
+        f"{raw_sql.select_list(ProviderConnection, 'c')} "
+        f"FROM {raw_sql.table(ApiKey)} k JOIN {raw_sql.table(Team)} t "
+        f"ON t.{raw_sql.column(Team, 'id')} = k.{raw_sql.column(ApiKey, 'team')} "
+        f"LEFT JOIN {raw_sql.table(ProviderConnection)} c "
+        f"ON c.{raw_sql.column(ProviderConnection, 'id')} = k.{raw_sql.column(ApiKey, 'connection')} "
+        f"WHERE k.{raw_sql.column(ApiKey, 'secret_sha256')} = %s"
     )
 
 

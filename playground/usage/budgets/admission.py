@@ -8,24 +8,24 @@ the card, so none can skip that rule.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import DecimalField, F, OuterRef, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db import connection, transaction
+from django.utils import timezone
 
 from playground.accounts.models import Membership, Team
+from playground.lib import raw_sql
 from playground.providers.adapters import ChatRequest
 from playground.usage.budgets.ledger import Reservation, ledger_hold, ledger_id_for_month
 from playground.usage.budgets.months import budget_month
 from playground.usage.budgets.settlement import budget_reservations_sweep
 from playground.usage.budgets.worst_case import request_worst_case_cost
-from playground.usage.models import BudgetLedger, BudgetReservation
+from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
 from playground.usage.money import money
 from playground.usage.pricing import ZERO
 from playground.usage.services import KnownCard
@@ -126,40 +126,79 @@ def budget_reserve(
         for ledger, limit, whose in sorted(holds, key=lambda hold: hold[0]):
             if not ledger_hold(ledger, amount, limit):
                 raise BudgetExceeded(_refusal(ledger, amount, limit, whose=whose))
-        reservation = BudgetReservation.objects.create(
+        reservation_id = _reservation_insert(
             team_id=team_id,
-            team_ledger_id=team_ledger,
-            member_ledger_id=member_ledger,
-            key_ledger_id=key_ledger,
-            amount_usd=amount,
+            ledgers=(team_ledger, member_ledger, key_ledger),
+            amount=amount,
             label=label[:120],
         )
-    return Reservation(id=reservation.pk, amount=amount)
+    return Reservation(id=reservation_id, amount=amount)
 
 
 def _team_with_limits(
     *, team_id: int, user_id: int | None
 ) -> tuple[Team, Decimal | None, bool, Decimal | None]:
     """The team, its budget's limit and rule for unpriced requests, and the member's limit, read
-    in one query at every admission: a limit changed a moment ago applies to the next request."""
-    member_budget: Any = (
-        Subquery(
-            Membership.objects.filter(team_id=OuterRef("pk"), user_id=user_id).values("monthly_budget_usd")[
-                :1
-            ]
-        )
-        if user_id is not None
-        else Value(None, output_field=DecimalField())
+    in one statement at every admission: a limit changed a moment ago applies to the next request.
+    Hand-written (`lib.raw_sql`): every gateway request runs it (issue 24)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_team_with_limits_sql(connection.vendor), [user_id, team_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Team.DoesNotExist(f"No team {team_id}")
+    teams = raw_sql.column_count(Team)
+    team_limit, allow_unpriced, member_limit = row[teams:]
+    return (
+        raw_sql.from_row(Team, row[:teams]),
+        raw_sql.field_value(TeamBudget, "monthly_limit_usd", team_limit),
+        bool(raw_sql.field_value(TeamBudget, "allow_unpriced", allow_unpriced)),
+        raw_sql.field_value(Membership, "monthly_budget_usd", member_limit),
     )
-    team: Any = Team.objects.annotate(
-        budget_limit=F("budget__monthly_limit_usd"),
-        budget_allow_unpriced=Coalesce(F("budget__allow_unpriced"), Value(False)),
-        member_budget=member_budget,
-    ).get(pk=team_id)
-    return team, team.budget_limit, bool(team.budget_allow_unpriced), team.member_budget
+
+
+@functools.cache
+def _team_with_limits_sql(vendor: str) -> str:
+    """The statement, made once per database vendor. No member (user None) joins no membership."""
+    team_id = raw_sql.column(Team, "id", alias="t")
+    return (
+        f"SELECT {raw_sql.select_list(Team, 't')}, "  # noqa: S608
+        f"{raw_sql.columns(TeamBudget, 'monthly_limit_usd', 'allow_unpriced', alias='b')}, "
+        f"{raw_sql.column(Membership, 'monthly_budget_usd', alias='m')} "
+        f"FROM {raw_sql.table(Team)} t "
+        f"LEFT JOIN {raw_sql.table(TeamBudget)} b ON b.{raw_sql.column(TeamBudget, 'team')} = {team_id} "
+        f"LEFT JOIN {raw_sql.table(Membership)} m ON m.{raw_sql.column(Membership, 'team')} = {team_id} "
+        f"AND m.{raw_sql.column(Membership, 'user')} = %s "
+        f"WHERE {team_id} = %s"
+    )
 
 
 _last_sweeps: dict[int, float] = {}
+
+
+def _reservation_insert(
+    *, team_id: int, ledgers: tuple[int, int | None, int | None], amount: Decimal, label: str
+) -> int:
+    """The reservation's row (one hand-written INSERT, `lib.raw_sql`); its id."""
+    values = [
+        team_id,
+        *ledgers,
+        raw_sql.db_value(BudgetReservation, "amount_usd", amount),
+        label,
+        raw_sql.db_value(BudgetReservation, "created_at", timezone.now()),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_reservation_insert_sql(connection.vendor), values)
+        return int(cursor.fetchone()[0])
+
+
+@functools.cache
+def _reservation_insert_sql(vendor: str) -> str:
+    names = ("team", "team_ledger", "member_ledger", "key_ledger", "amount_usd", "label", "created_at")
+    columns = raw_sql.columns(BudgetReservation, *names)
+    return (
+        f"INSERT INTO {raw_sql.table(BudgetReservation)} ({columns}) "  # noqa: S608
+        f"VALUES ({', '.join(['%s'] * len(names))}) RETURNING {raw_sql.column(BudgetReservation, 'id')}"
+    )
 
 
 def _sweep_now_and_then(team_id: int) -> None:

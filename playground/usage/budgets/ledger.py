@@ -14,16 +14,18 @@ requests cannot all pass a check made before any of them was counted (LiteLLM #3
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from cachetools import LRUCache
-from django.db import IntegrityError, transaction
-from django.db.models import F, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
 
 from playground.accounts.models import Team
+from playground.lib import raw_sql
 from playground.usage.budgets.months import month_bounds
 from playground.usage.models import BudgetLedger, UsageRecord
 from playground.usage.pricing import ZERO
@@ -95,8 +97,27 @@ def _ledger_for_month(
 
 
 def ledger_hold(ledger_id: int, amount: Decimal, limit: Decimal | None) -> bool:
-    """The one conditional UPDATE: raise `reserved` only if the limit still covers it."""
-    rows = BudgetLedger.objects.filter(pk=ledger_id)
-    if limit is not None:
-        rows = rows.filter(spent_usd__lte=Decimal(limit) - amount - F("reserved_usd"))
-    return rows.update(reserved_usd=F("reserved_usd") + amount) == 1
+    """The one conditional UPDATE: raise `reserved` only if the limit still covers it.
+
+    Hand-written (`lib.raw_sql`): every gateway request runs it three times (issue 24)."""
+    held = raw_sql.db_value(BudgetLedger, "reserved_usd", amount)
+    with connection.cursor() as cursor:
+        if limit is None:
+            cursor.execute(_hold_sql(connection.vendor, limited=False), [held, ledger_id])
+        else:
+            room = raw_sql.db_value(BudgetLedger, "spent_usd", Decimal(limit) - amount)
+            cursor.execute(_hold_sql(connection.vendor, limited=True), [held, ledger_id, room])
+        return bool(cursor.rowcount == 1)
+
+
+@functools.cache
+def _hold_sql(vendor: str, *, limited: bool) -> str:
+    """`reserved += amount WHERE id = … [AND spent <= (limit - amount) - reserved]`, with the
+    casts the ORM puts on SQLite's decimal arithmetic (its columns are NUMERIC, computed as REAL)."""
+    reserved, spent = raw_sql.column(BudgetLedger, "reserved_usd"), raw_sql.column(BudgetLedger, "spent_usd")
+    number = "CAST(%s AS REAL)" if vendor == "sqlite" else "%s"
+    sql = (
+        f"UPDATE {raw_sql.table(BudgetLedger)} SET {reserved} = {reserved} + {number} "  # noqa: S608
+        f"WHERE {raw_sql.column(BudgetLedger, 'id')} = %s"
+    )
+    return sql + f" AND {spent} <= {number} - {reserved}" if limited else sql
