@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
+from playground.lib import raw_sql
 from playground.usage.budgets.alerts import budget_alerts_check
 from playground.usage.budgets.ledger import Reservation
 from playground.usage.models import BudgetLedger, BudgetReservation, UsageRecord
@@ -36,7 +38,7 @@ def budget_settle_many(settlements: Sequence[tuple[Reservation, Decimal]]) -> se
     """Settle each reservation not settled yet at its actual cost, in the caller's transaction;
     the ids of the team ledgers it touched (for `budget_alerts_after`, once that commits).
 
-    Claims the reservations first, with one `UPDATE ... WHERE settled_at IS NULL RETURNING id`
+    Claims the reservations first, with one `UPDATE ... WHERE settled_at IS NULL RETURNING ...`
     (a reservation the sweep or another call settled meanwhile is skipped, never counted
     twice), then moves each ledger once by the sum of its reservations: a group of requests
     settled together (`usage.settle_queue`) costs the same few statements as one.
@@ -45,27 +47,49 @@ def budget_settle_many(settlements: Sequence[tuple[Reservation, Decimal]]) -> se
     claimed = _claim(list(actual_of), now=timezone.now())
     if not claimed:
         return set()
-    rows = BudgetReservation.objects.filter(pk__in=claimed).values_list(
-        "pk", "amount_usd", "team_ledger_id", "member_ledger_id", "key_ledger_id"
-    )
     moves: dict[int, tuple[Decimal, Decimal]] = {}  # ledger id: (released hold, added spend)
     team_ledgers = set()
-    settled = []
-    for pk, amount, *ledger_ids in rows:
-        settled.append(BudgetReservation(pk=pk, actual_usd=actual_of[pk]))
+    for pk, amount, *ledger_ids in claimed:
         team_ledgers.add(ledger_ids[0])
         for ledger_id in filter(None, ledger_ids):
             held, spent = moves.get(ledger_id, (ZERO, ZERO))
             moves[ledger_id] = (held + amount, spent + actual_of[pk])
-    BudgetReservation.objects.bulk_update(settled, ["actual_usd"])
-    # One row at a time in id order, as admission holds them (`pk__in` locks rows in
-    # whatever order PostgreSQL scans them, which deadlocked against another process).
-    for ledger_id in sorted(moves):
-        held, spent = moves[ledger_id]
-        BudgetLedger.objects.filter(pk=ledger_id).update(
-            reserved_usd=F("reserved_usd") - held, spent_usd=F("spent_usd") + spent
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            _actual_sql(connection.vendor),
+            [[raw_sql.db_value(BudgetReservation, "actual_usd", actual_of[pk]), pk] for pk, *_ in claimed],
         )
+        # One row at a time in id order, as admission holds them (locking them all in one
+        # statement locks them in whatever order PostgreSQL scans them, which deadlocked
+        # against another process).
+        for ledger_id in sorted(moves):
+            held, spent = moves[ledger_id]
+            cursor.execute(
+                _move_sql(connection.vendor),
+                [
+                    raw_sql.db_value(BudgetLedger, "reserved_usd", held),
+                    raw_sql.db_value(BudgetLedger, "spent_usd", spent),
+                    ledger_id,
+                ],
+            )
     return team_ledgers
+
+
+@functools.cache
+def _actual_sql(vendor: str) -> str:
+    actual, pk = raw_sql.column(BudgetReservation, "actual_usd"), raw_sql.column(BudgetReservation, "id")
+    return f"UPDATE {raw_sql.table(BudgetReservation)} SET {actual} = %s WHERE {pk} = %s"  # noqa: S608
+
+
+@functools.cache
+def _move_sql(vendor: str) -> str:
+    """The hold released and the spend added, with the casts the ORM puts on SQLite's decimals."""
+    reserved, spent = raw_sql.column(BudgetLedger, "reserved_usd"), raw_sql.column(BudgetLedger, "spent_usd")
+    number = "CAST(%s AS REAL)" if vendor == "sqlite" else "%s"
+    return (
+        f"UPDATE {raw_sql.table(BudgetLedger)} SET {reserved} = {reserved} - {number}, "  # noqa: S608
+        f"{spent} = {spent} + {number} WHERE {raw_sql.column(BudgetLedger, 'id')} = %s"
+    )
 
 
 def budget_alerts_after(team_ledgers: set[int]) -> None:
@@ -77,22 +101,23 @@ def budget_alerts_after(team_ledgers: set[int]) -> None:
             logger.exception("budget alert check failed")
 
 
-def _claim(ids: list[int], *, now: dt.datetime) -> list[int]:
-    """Mark unsettled reservations among `ids` settled; the ids this call marked."""
+def _claim(ids: list[int], *, now: dt.datetime) -> list[tuple[Any, ...]]:
+    """Mark unsettled reservations among `ids` settled; (id, amount, team ledger, member ledger,
+    key ledger) of each this call marked."""
     if not ids:
         return []
-    quote = connection.ops.quote_name
-    field = BudgetReservation._meta.get_field("settled_at")
-    placeholders = ", ".join(["%s"] * len(ids))
+    model = BudgetReservation
+    returned = raw_sql.columns(model, "id", "amount_usd", "team_ledger", "member_ledger", "key_ledger")
+    settled_at, pk = raw_sql.column(model, "settled_at"), raw_sql.column(model, "id")
     # Only our own table and column names are formatted in; every value is a parameter.
-    table, settled_at, pk = quote(BudgetReservation._meta.db_table), quote("settled_at"), quote("id")
     sql = (
-        f"UPDATE {table} SET {settled_at} = %s "  # noqa: S608
-        f"WHERE {pk} IN ({placeholders}) AND {settled_at} IS NULL RETURNING {pk}"
+        f"UPDATE {raw_sql.table(model)} SET {settled_at} = %s "  # noqa: S608
+        f"WHERE {pk} IN ({', '.join(['%s'] * len(ids))}) AND {settled_at} IS NULL RETURNING {returned}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [field.get_db_prep_save(now, connection), *ids])
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(sql, [raw_sql.db_value(model, "settled_at", now), *ids])
+        rows = cursor.fetchall()
+    return [(pk, raw_sql.field_value(model, "amount_usd", amount), *ledgers) for pk, amount, *ledgers in rows]
 
 
 def budget_release(*, reservation: Reservation) -> bool:
