@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from playground.catalog.models import PriceCard
 from playground.catalog.selectors import price_card_for, price_card_label
+from playground.lib import raw_sql
 from playground.providers.structured_answers import AnswerFormat, answer_check
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource, UsageStatus
@@ -179,7 +180,7 @@ def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]])
     """Write the full records of requests that ended together, in one INSERT, and their rollups
     (`rollups_add`), in the caller's transaction; raises if any cannot be written (the caller
     then writes each with `usage_record_create`, which falls back to a minimal record)."""
-    records = UsageRecord.objects.bulk_create(
+    records = raw_sql.insert_many(
         [_full_record(context=context, outcome=outcome) for context, outcome in settled]
     )
     rollups_add(records)
