@@ -8,7 +8,10 @@ own (`MeteredCall.after_record` unset) joins its event loop's queue: while one g
 written, the calls ending meanwhile wait, and go as the next group, in one transaction:
 one INSERT for the records, one upsert per rollup bucket, one move per ledger
 (`usage_records_create_many`, `budget_settle_many`). Alone, a call is written at once; under
-load the groups grow by themselves, and no call waits for a timer.
+load a group starts at most every `USAGE_SETTLE_EVERY_MS` after the one before: a group costs
+mostly what does not grow with it (its transaction, the WAL pages of the record table's
+indexes, one upsert per rollup bucket), so at the gateway's rate a group of 4 cost 1.7 ms of
+the database thread per call (issue 24) and larger ones cost less per call.
 
 A group that cannot be written together (one bad record rolls the whole group back) is
 written one call at a time, each with its own fallback, so one call's failure costs no other
@@ -19,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Protocol
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import transaction
 
 from playground.usage.budgets import (
@@ -95,7 +101,11 @@ class SettleQueue:
         await done
 
     async def _write(self) -> None:
+        every = settings.USAGE_SETTLE_EVERY_MS / 1000
+        started = -math.inf
         while self._waiting:
+            await asyncio.sleep(max(0.0, started + every - time.monotonic()))  # none for the first group
+            started = time.monotonic()
             group, self._waiting = self._waiting, []
             try:
                 await sync_to_async(calls_settle_together)([call for call, _ in group])
