@@ -1,8 +1,11 @@
-"""Small asyncio helpers shared by the streaming paths."""
+"""Small asyncio helpers shared by the streaming paths and the gateway."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
+import weakref
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -33,3 +36,65 @@ def run_on_one_loop[**P, R](function: Callable[P, R], *args: P.args, **kwargs: P
     `function` still runs in the calling thread, on its database connection and transactions.
     """
     return async_to_sync(sync_to_async(function))(*args, **kwargs)
+
+
+class GroupQueue[T, R]:
+    """Items submitted while a group is being handled go together, as the next group.
+
+    `handle` takes a group (in the order submitted) and returns one result per item, or an
+    exception for an item that failed alone; an exception it raises fails the whole group.
+    Alone, an item is handled at once; under load, groups grow by themselves. `every`: a group
+    starts at most this many seconds after the previous one (0: at once), for work whose cost
+    is mostly per group and whose callers can wait that long.
+    """
+
+    def __init__(
+        self, handle: Callable[[list[T]], Awaitable[list[R | Exception]]], *, every: float = 0.0
+    ) -> None:
+        self._handle = handle
+        self._every = every
+        self._waiting: list[tuple[T, asyncio.Future[R]]] = []
+        self._worker: asyncio.Task[None] | None = None
+
+    async def submit(self, item: T) -> R:
+        """`item`'s result, once its group has been handled."""
+        done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._waiting.append((item, done))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._work(), name="group-queue")
+        return await done
+
+    async def _work(self) -> None:
+        started = -math.inf
+        while self._waiting:
+            await asyncio.sleep(max(0.0, started + self._every - time.monotonic()))  # none for the first
+            started = time.monotonic()
+            group, self._waiting = self._waiting, []
+            try:
+                results = await self._handle([item for item, _ in group])
+            except BaseException as exc:  # the group failed whole, or the loop is closing
+                for _, done in group:
+                    if not done.done():
+                        done.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (_, done), result in zip(group, results, strict=True):
+                if done.done():  # its caller was cancelled
+                    continue
+                if isinstance(result, Exception):
+                    done.set_exception(result)
+                else:
+                    done.set_result(result)
+
+
+def loop_local[Q](
+    registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Q], make: Callable[[], Q]
+) -> Q:
+    """The running event loop's entry of `registry`, made by `make` on first use (an object
+    holding futures or tasks must not cross loops: tests, Channels and Celery each run their own)."""
+    loop = asyncio.get_running_loop()
+    found = registry.get(loop)
+    if found is None:
+        found = registry[loop] = make()
+    return found

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
 import weakref
 from collections.abc import Sequence
 from typing import Protocol
@@ -32,6 +30,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
+from playground.lib.asyncutil import GroupQueue, loop_local
 from playground.usage.budgets import (
     Reservation,
     budget_alerts_after,
@@ -85,40 +84,20 @@ def calls_settle_together(calls: Sequence[Settling]) -> None:
     budget_alerts_after(team_ledgers)
 
 
-class SettleQueue:
+class SettleQueue(GroupQueue[Settling, None]):
     """The calls of one event loop waiting for their records, written a group at a time."""
 
     def __init__(self) -> None:
-        self._waiting: list[tuple[Settling, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        super().__init__(self._write, every=settings.USAGE_SETTLE_EVERY_MS / 1000)
 
     async def settle(self, call: Settling) -> None:
         """Return once `call`'s record and settlement are written (with those of its group)."""
-        done = asyncio.get_running_loop().create_future()
-        self._waiting.append((call, done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write(), name="usage-settle-queue")
-        await done
+        await self.submit(call)
 
-    async def _write(self) -> None:
-        every = settings.USAGE_SETTLE_EVERY_MS / 1000
-        started = -math.inf
-        while self._waiting:
-            await asyncio.sleep(max(0.0, started + every - time.monotonic()))  # none for the first group
-            started = time.monotonic()
-            group, self._waiting = self._waiting, []
-            try:
-                await sync_to_async(calls_settle_together)([call for call, _ in group])
-            except BaseException as exc:  # the fallback failed too, or the loop is closing
-                for _, done in group:
-                    if not done.done():
-                        done.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-            else:
-                for _, done in group:
-                    if not done.done():
-                        done.set_result(None)
+    @staticmethod
+    async def _write(calls: list[Settling]) -> list[Exception | None]:
+        await sync_to_async(calls_settle_together)(calls)
+        return [None] * len(calls)
 
 
 _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SettleQueue] = weakref.WeakKeyDictionary()
@@ -126,8 +105,4 @@ _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SettleQueue] = wea
 
 def settle_queue() -> SettleQueue:
     """The running event loop's queue."""
-    loop = asyncio.get_running_loop()
-    queue = _queues.get(loop)
-    if queue is None:
-        queue = _queues[loop] = SettleQueue()
-    return queue
+    return loop_local(_queues, SettleQueue)
