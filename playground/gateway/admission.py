@@ -1,14 +1,15 @@
 """Admission: who is calling, whether they may, and the metered call that will carry the request.
 
-One blocking step (run in the worker thread): the key and its connection, the model it may
-call, its rate limits, the idempotency claim, and the `MeteredCall`, which then holds the
-budget (the team's, the key creator's and the key's own) before sending, exactly as a chat
-turn does.
+One blocking step (run in the worker thread) for the requests that arrive together
+(`gateway.admission_queue`): the key and its connection, the model it may call, its rate
+limits, the idempotency claim, and the `MeteredCall`, whose budget (the team's, the key
+creator's and the key's own) is held before sending, exactly as a chat turn's is.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from django.core.exceptions import ValidationError
@@ -25,9 +26,9 @@ from playground.providers.adapters import (
     RouteNotServed,
     passthrough_for,
 )
-from playground.usage.api_keys import api_key_for_secret, api_key_touch
+from playground.usage.api_keys import api_key_for_secret, api_key_touch, api_keys_for_secrets
 from playground.usage.budgets import KeyBudget
-from playground.usage.metered_call import MeteredCall
+from playground.usage.metered_call import MeteredCall, calls_reserve_together
 from playground.usage.models import ApiKey, RequestPath
 from playground.usage.services import RequestContext
 
@@ -41,8 +42,9 @@ class Admitted:
     claim: Claim | None = None
 
 
-def api_key_authenticate(secret: str | None) -> ApiKey:
-    """The usable key with this secret, or a `GatewayError` (401, 403) saying why not."""
+def api_key_authenticate(secret: str | None, *, found: dict[str, ApiKey] | None = None) -> ApiKey:
+    """The usable key with this secret, or a `GatewayError` (401, 403) saying why not.
+    `found`: the keys already read for a group's secrets (`api_keys_for_secrets`)."""
     if not secret:
         raise GatewayError(
             401,
@@ -50,7 +52,7 @@ def api_key_authenticate(secret: str | None) -> ApiKey:
             "No API key: send `Authorization: Bearer <key>` (or `x-api-key`). A team admin creates "
             "keys on the team's API keys page.",
         )
-    key = api_key_for_secret(secret)
+    key = found.get(secret) if found is not None else api_key_for_secret(secret)
     if key is None:
         raise GatewayError(401, "invalid_api_key", "Incorrect API key: no key of any team has this secret.")
     if key.revoked_at is not None:
@@ -74,17 +76,38 @@ def api_key_authenticate(secret: str | None) -> ApiKey:
     return key
 
 
-def gateway_admit(
-    *,
-    secret: str | None,
-    route: PassthroughRoute,
-    client: ClientRequest,
-    headers: RequestAttribution,
-    idempotency_key: str | None = None,
-    digest: str = "",
-) -> Admitted | Replay:
-    """Everything before sending (blocking), or the stored answer of an idempotent repeat."""
-    key = api_key_authenticate(secret)
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """What admission needs of one request: its secret, route, body and attribution headers."""
+
+    secret: str | None
+    route: PassthroughRoute
+    client: ClientRequest
+    headers: RequestAttribution
+    idempotency_key: str | None = None
+    digest: str = ""  # the body's, for an idempotent request
+
+
+def gateway_admit_many(requests: Sequence[AdmissionRequest]) -> list[Admitted | Replay | Exception]:
+    """Admit the requests that arrived together (one blocking step, issue 24): each one's
+    admission, the stored answer of an idempotent repeat, or its `GatewayError`. Their keys are
+    read in one statement and their budgets held together (`calls_reserve_together`), each
+    admitted or refused exactly as if it had come alone, in order."""
+    keys = api_keys_for_secrets({request.secret for request in requests if request.secret})
+    results: list[Admitted | Replay | Exception] = []
+    for request in requests:
+        try:
+            results.append(_admit(request, keys))
+        except GatewayError as error:
+            results.append(error)
+    calls_reserve_together([result.call for result in results if isinstance(result, Admitted)])
+    return results
+
+
+def _admit(request: AdmissionRequest, keys: dict[str, ApiKey]) -> Admitted | Replay:
+    """Everything before the budget, or the stored answer of an idempotent repeat."""
+    client = request.client
+    key = api_key_authenticate(request.secret, found=keys)
     if key.allowed_models and client.model not in key.allowed_models:
         raise GatewayError(
             403,
@@ -96,7 +119,7 @@ def gateway_admit(
     try:
         adapter = passthrough_for(
             key.connection,
-            route=route,
+            route=request.route,
             request=client.chat,
             body=client.body,
             client_wants_usage=client.client_wants_usage,
@@ -108,8 +131,8 @@ def gateway_admit(
             503, "connection_unusable", f"The key's connection cannot be used now: {' '.join(exc.messages)}"
         ) from None
     claim = None
-    if idempotency_key is not None and not client.stream:
-        outcome = idempotency_claim(api_key=key, key=idempotency_key, digest=digest)
+    if request.idempotency_key is not None and not client.stream:
+        outcome = idempotency_claim(api_key=key, key=request.idempotency_key, digest=request.digest)
         if isinstance(outcome, Replay):
             return outcome
         claim = outcome
@@ -120,10 +143,10 @@ def gateway_admit(
         user_id=key.created_by_id,
         connection_id=key.connection_id,
         model_id=client.model,
-        affinity_key=headers.affinity_key,
+        affinity_key=request.headers.affinity_key,
         streamed=client.stream,
         path=RequestPath.GATEWAY,
-        attribution=replace(headers.attribution, api_key_id=key.pk),
+        attribution=replace(request.headers.attribution, api_key_id=key.pk),
         request_id=uuid.uuid4(),
     )
     call = MeteredCall(
@@ -132,5 +155,4 @@ def gateway_admit(
         context=context,
         key_budget=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
     )
-    call.reserve()  # here, in this worker thread, rather than in a second one from events()
     return Admitted(key=key, adapter=adapter, call=call, rate=rate, claim=claim)

@@ -4,7 +4,7 @@ Why not Django views: every request through Django runs the whole middleware sta
 (sessions, CSRF, authentication, django-htmx, the page security headers), built for pages;
 an API call authenticated by its key needs none of it, and the gateway's added time to first
 token is a figure users compare (issue 24). This app does only what an API call needs, and
-stays on the same spine as every other path: `gateway_admit` (the key, its limits) and the
+stays on the same spine as every other path: `gateway_admit_many` (the key, its limits) and the
 one `MeteredCall` (the budget, the meter, the one record writer, the one cost function).
 
 Its ORM work runs through `lib.db.db_run`: in asgiref's one shared worker thread on SQLite,
@@ -27,7 +27,8 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 
-from playground.gateway.admission import Admitted, api_key_authenticate, gateway_admit
+from playground.gateway import admission_queue
+from playground.gateway.admission import AdmissionRequest, Admitted, api_key_authenticate
 from playground.gateway.attribution import attribution_read
 from playground.gateway.bodies import BATCHES_HINT, client_request_read
 from playground.gateway.errors import ErrorShape, GatewayError
@@ -104,9 +105,8 @@ async def _chat(
     )
     idempotency_key = headers.get("idempotency-key")
 
-    def admit() -> Admitted | Replay:
-        connections_heal()
-        return gateway_admit(
+    admitted = await admission_queue.admit(
+        AdmissionRequest(
             secret=_secret(headers),
             route=endpoint.route,
             client=client,
@@ -114,8 +114,7 @@ async def _chat(
             idempotency_key=idempotency_key,
             digest=body_digest(raw) if idempotency_key is not None else "",
         )
-
-    admitted = await db_run(admit)
+    )
     if isinstance(admitted, Replay):
         await _send(send, admitted.status, {**admitted.headers, "idempotent-replayed": "true"}, admitted.body)
         return

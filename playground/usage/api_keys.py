@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import hashlib
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,26 +66,40 @@ def api_key_issue(
 
 def api_key_for_secret(secret: str) -> ApiKey | None:
     """The key with this secret, its team and connection loaded (revoked and expired ones too:
-    the caller says why they are refused); None when no key has it.
+    the caller says why they are refused); None when no key has it."""
+    return api_keys_for_secrets([secret]).get(secret)
+
+
+def api_keys_for_secrets(secrets: Collection[str]) -> dict[str, ApiKey]:
+    """`api_key_for_secret` for several secrets in one statement (the gateway admits the
+    requests that arrive together at once): each secret some key has, with its key.
 
     Every gateway request runs it: one hand-written statement (`lib.raw_sql`, issue 24)."""
+    if not secrets:
+        return {}
+    by_digest = {secret_digest(secret): secret for secret in secrets}
     with connection.cursor() as cursor:
-        cursor.execute(_key_with_secret(connection.vendor), [secret_digest(secret)])
-        row = cursor.fetchone()
-    if row is None:
-        return None
+        cursor.execute(
+            _keys_select(connection.vendor) + f" IN ({', '.join(['%s'] * len(by_digest))})", list(by_digest)
+        )
+        rows = cursor.fetchall()
     keys, teams = raw_sql.column_count(ApiKey), raw_sql.column_count(Team)
-    key = raw_sql.from_row(ApiKey, row[:keys])
-    key.team = raw_sql.from_row(Team, row[keys : keys + teams])
-    key.connection = (
-        raw_sql.from_row(ProviderConnection, row[keys + teams :]) if key.connection_id is not None else None
-    )
-    return key
+    found = {}
+    for row in rows:
+        key = raw_sql.from_row(ApiKey, row[:keys])
+        key.team = raw_sql.from_row(Team, row[keys : keys + teams])
+        key.connection = (
+            raw_sql.from_row(ProviderConnection, row[keys + teams :])
+            if key.connection_id is not None
+            else None
+        )
+        found[by_digest[key.secret_sha256]] = key
+    return found
 
 
 @functools.cache
-def _key_with_secret(vendor: str) -> str:
-    """The statement, made once per database vendor (a test run may use two)."""
+def _keys_select(vendor: str) -> str:
+    """The statement but for its `IN (...)`, made once per database vendor (a test run may use two)."""
     return (
         f"SELECT {raw_sql.select_list(ApiKey, 'k')}, {raw_sql.select_list(Team, 't')}, "  # noqa: S608
         f"{raw_sql.select_list(ProviderConnection, 'c')} "
@@ -92,7 +107,7 @@ def _key_with_secret(vendor: str) -> str:
         f"ON t.{raw_sql.column(Team, 'id')} = k.{raw_sql.column(ApiKey, 'team')} "
         f"LEFT JOIN {raw_sql.table(ProviderConnection)} c "
         f"ON c.{raw_sql.column(ProviderConnection, 'id')} = k.{raw_sql.column(ApiKey, 'connection')} "
-        f"WHERE k.{raw_sql.column(ApiKey, 'secret_sha256')} = %s"
+        f"WHERE k.{raw_sql.column(ApiKey, 'secret_sha256')}"
     )
 
 

@@ -12,7 +12,7 @@ can be skipped by the other.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -27,10 +27,11 @@ from playground.providers.events import StreamEvent, UpstreamError
 from playground.providers.structured_answers import answer_format
 from playground.usage.budgets import (
     BudgetExceeded,
+    BudgetRequest,
     KeyBudget,
     Reservation,
     budget_reconcile,
-    budget_reserve_for_request,
+    budget_reserve_for_requests,
     record_cost_for_budget,
 )
 from playground.usage.metering import Outcome, UsageMeter
@@ -154,27 +155,7 @@ class MeteredCall:
         way it runs once, and `events()` then reports a refusal without sending anything.
         The card is looked up once, here, and kept in the context: the reservation and the
         record are priced by the same one."""
-        if self._reserved:
-            return
-        self._reserved = True
-        if self.budget_held:
-            return
-        try:
-            card = request_price_card(context=self.context)
-            self.context = replace(self.context, price_card=card)
-            self.reservation = budget_reserve_for_request(
-                request=self.request,
-                team_id=self.context.team_id,
-                user_id=self.context.user_id,
-                card=card,
-                label=self.context.source or self.context.path,
-                key=self.key_budget,
-            )
-        except BudgetExceeded as exc:
-            self.refusal, self.refusal_code = str(exc), exc.code
-        except Exception:
-            logger.exception("the budget of a %s request could not be checked", self.context.path)
-            self.refusal, self.refusal_code = BUDGET_UNCHECKED, BUDGET_UNCHECKED_CODE
+        calls_reserve_together([self])
 
     async def _settle(self) -> None:
         """The record and the budget's settlement: with the calls ending meanwhile when the
@@ -226,3 +207,43 @@ class MeteredCall:
             async for event in events:
                 answer.observe(event)
         return answer
+
+
+def calls_reserve_together(calls: Sequence[MeteredCall]) -> None:
+    """`MeteredCall.reserve` for calls admitted together (the gateway's, issue 24): each holds
+    its budget or is refused exactly as if reserved alone, in order, with the statements of
+    one admission when the budgets cover them all (`budgets.budget_reserve_for_requests`)."""
+    todo = []
+    for call in calls:
+        if not call._reserved:
+            call._reserved = True
+            if not call.budget_held:
+                todo.append(call)
+    if not todo:
+        return
+    try:
+        requests = []
+        for call in todo:
+            card = request_price_card(context=call.context)
+            call.context = replace(call.context, price_card=card)
+            requests.append(
+                BudgetRequest(
+                    request=call.request,
+                    team_id=call.context.team_id,
+                    user_id=call.context.user_id,
+                    card=card,
+                    label=call.context.source or call.context.path,
+                    key=call.key_budget,
+                )
+            )
+        outcomes = budget_reserve_for_requests(requests)
+    except Exception:
+        for call in todo:
+            logger.exception("the budget of a %s request could not be checked", call.context.path)
+            call.refusal, call.refusal_code = BUDGET_UNCHECKED, BUDGET_UNCHECKED_CODE
+        return
+    for call, outcome in zip(todo, outcomes, strict=True):
+        if isinstance(outcome, BudgetExceeded):
+            call.refusal, call.refusal_code = str(outcome), outcome.code
+        else:
+            call.reservation = outcome

@@ -1,8 +1,9 @@
 """Monthly budgets: reserve a request's worst case before it is sent, reconcile it after.
 
-Every upstream request goes through `MeteredCall`, which calls `budget_reserve_for_request`
-before sending and `budget_reconcile` in the shielded step that writes the usage record, so
-chat turns, tool continuations and batch items all hold the same budget. A batch that
+Every upstream request goes through `MeteredCall`, which calls `budget_reserve_for_requests`
+before sending (with the requests admitted together, for the gateway) and `budget_reconcile`
+in the shielded step that writes the usage record, so chat turns, tool continuations, batch
+items and the gateway all hold the same budget. A batch that
 sends a chunk of items in one upstream request (the queue path) reserves the chunk's worst
 case with `budget_reserve` and reconciles it with `budget_reconcile` once its records exist.
 
@@ -19,10 +20,11 @@ from playground.usage.budgets.admission import (
     BUDGET_EXCEEDED,
     UNPRICED_REFUSED,
     BudgetExceeded,
+    BudgetRequest,
     KeyBudget,
     UnpricedRefused,
     budget_reserve,
-    budget_reserve_for_request,
+    budget_reserve_for_requests,
 )
 from playground.usage.budgets.ledger import Reservation
 from playground.usage.budgets.months import budget_month
@@ -40,6 +42,7 @@ __all__ = [
     "BUDGET_EXCEEDED",
     "UNPRICED_REFUSED",
     "BudgetExceeded",
+    "BudgetRequest",
     "BudgetStatus",
     "KeyBudget",
     "Reservation",
@@ -49,7 +52,7 @@ __all__ = [
     "budget_reconcile",
     "budget_reservations_sweep",
     "budget_reserve",
-    "budget_reserve_for_request",
+    "budget_reserve_for_requests",
     "budget_settle_many",
     "budget_status",
     "key_spend",

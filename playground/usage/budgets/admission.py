@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
 from playground.accounts.models import Membership, Team
 from playground.lib import raw_sql
@@ -55,19 +56,52 @@ class KeyBudget:
     limit: Decimal | None
 
 
-def budget_reserve_for_request(
-    *,
-    request: ChatRequest,
-    team_id: int,
-    user_id: int | None,
-    card: KnownCard,
-    label: str = "",
-    key: KeyBudget | None = None,
-) -> Reservation:
-    """Reserve a request's worst case by `card`, the one that will price its record; raises
-    `BudgetExceeded` (or `UnpricedRefused`) with the refusal message."""
-    amount = request_worst_case_cost(request=request, team_id=team_id, model_id=card.model_id, card=card)
-    return budget_reserve(team_id=team_id, user_id=user_id, amount=amount, card=card, label=label, key=key)
+@dataclass(frozen=True)
+class BudgetRequest:
+    """One request to hold on the budgets: its worst case by `card`, the card that will price its
+    record (`worst_case`)."""
+
+    request: ChatRequest
+    team_id: int
+    user_id: int | None
+    card: KnownCard
+    label: str = ""
+    key: KeyBudget | None = None
+
+
+def budget_reserve_for_requests(requests: Sequence[BudgetRequest]) -> list[Reservation | BudgetExceeded]:
+    """Reserve each request's worst case, or its refusal (`BudgetExceeded`, `UnpricedRefused`,
+    with the message), exactly as if reserved one after the other in order.
+
+    When every budget covers the group's sum, it is held with one conditional UPDATE per
+    ledger and the reservations inserted together, in one transaction; otherwise (or for a
+    request refused whatever the others do) they are reserved one at a time, in order.
+    """
+    amounts = [
+        request_worst_case_cost(
+            request=item.request, team_id=item.team_id, model_id=item.card.model_id, card=item.card
+        )
+        for item in requests
+    ]
+    if len(requests) > 1:
+        with suppress(_GroupDoesNotFit):
+            return list(_reserve_group(requests, amounts))
+    results: list[Reservation | BudgetExceeded] = []
+    for item, amount in zip(requests, amounts, strict=True):
+        try:
+            results.append(
+                budget_reserve(
+                    team_id=item.team_id,
+                    user_id=item.user_id,
+                    amount=amount,
+                    card=item.card,
+                    label=item.label,
+                    key=item.key,
+                )
+            )
+        except BudgetExceeded as exc:
+            results.append(exc)
+    return results
 
 
 def budget_reserve(
@@ -87,12 +121,96 @@ def budget_reserve(
     the member's remaining budget is smaller, `UnpricedRefused` when `card` found no card and
     a budget applies that the team did not open to unpriced requests.
     """
-    team, team_limit, allow_unpriced, member_limit = _team_with_limits(team_id=team_id, user_id=user_id)
+    plan = _hold_plan(team_id=team_id, user_id=user_id, card=card, key=key, limits={})
+    with transaction.atomic():
+        # In id order, as `budget_reconcile` takes them: two processes that lock the same rows
+        # in different orders deadlock on PostgreSQL. Leaving the block with an exception rolls
+        # back the holds made before it as well.
+        for ledger, limit, whose in sorted(plan.holds, key=lambda hold: hold[0]):
+            if not ledger_hold(ledger, amount, limit):
+                raise BudgetExceeded(_refusal(ledger, amount, limit, whose=whose))
+        (reservation,) = raw_sql.insert_many([plan.reservation(amount, label)])
+    return Reservation(id=reservation.pk, amount=amount)
+
+
+class _GroupDoesNotFit(Exception):
+    """A budget does not cover a group's sum, or one of its requests is refused anyway."""
+
+
+def _reserve_group(requests: Sequence[BudgetRequest], amounts: list[Decimal]) -> Iterator[Reservation]:
+    limits: dict[tuple[int, int | None], _Limits] = {}  # read once per team and member
+    try:
+        plans = [
+            _hold_plan(
+                team_id=item.team_id, user_id=item.user_id, card=item.card, key=item.key, limits=limits
+            )
+            for item in requests
+        ]
+    except UnpricedRefused:
+        raise _GroupDoesNotFit from None
+    sums: dict[int, tuple[Decimal, Decimal | None]] = {}  # ledger: (the group's sum, its limit)
+    for plan, amount in zip(plans, amounts, strict=True):
+        for ledger, limit, _ in plan.holds:
+            sums[ledger] = (sums.get(ledger, (ZERO, None))[0] + amount, limit)
+    with transaction.atomic():
+        for ledger in sorted(sums):  # in id order, as `budget_reserve`
+            total, limit = sums[ledger]
+            if not ledger_hold(ledger, total, limit):
+                raise _GroupDoesNotFit  # rolls back the holds made before it
+        rows = raw_sql.insert_many(
+            [
+                plan.reservation(amount, item.label)
+                for plan, amount, item in zip(plans, amounts, requests, strict=True)
+            ]
+        )
+    for row, amount in zip(rows, amounts, strict=True):
+        yield Reservation(id=row.pk, amount=amount)
+
+
+type _Limits = tuple[Team, Decimal | None, bool, Decimal | None]
+
+
+@dataclass(frozen=True)
+class _HoldPlan:
+    """The ledgers one request holds its amount on, with their limits and whose they are."""
+
+    team_id: int
+    ledgers: tuple[int, int | None, int | None]  # the team's, the member's, the key's
+    holds: list[tuple[int, Decimal | None, str]]
+
+    def reservation(self, amount: Decimal, label: str) -> BudgetReservation:
+        team_ledger, member_ledger, key_ledger = self.ledgers
+        return BudgetReservation(
+            team_id=self.team_id,
+            team_ledger_id=team_ledger,
+            member_ledger_id=member_ledger,
+            key_ledger_id=key_ledger,
+            amount_usd=amount,
+            label=label[:120],
+        )
+
+
+def _hold_plan(
+    *,
+    team_id: int,
+    user_id: int | None,
+    card: KnownCard,
+    key: KeyBudget | None,
+    limits: dict[tuple[int, int | None], _Limits],
+) -> _HoldPlan:
+    """What to hold for one request (limits read now, or from `limits` when a group read them),
+    or `UnpricedRefused`."""
+    if (team_id, user_id) not in limits:
+        limits[team_id, user_id] = _team_with_limits(team_id=team_id, user_id=user_id)
+    team, team_limit, allow_unpriced, member_limit = limits[team_id, user_id]
     month = budget_month(team)
     _sweep_now_and_then(team_id)
     key_limit = key.limit if key is not None else None
-    limits = (team_limit, member_limit, key_limit)
-    if card.card is None and not allow_unpriced and any(limit is not None for limit in limits):
+    if (
+        card.card is None
+        and not allow_unpriced
+        and any(limit is not None for limit in (team_limit, member_limit, key_limit))
+    ):
         whose = (
             "the team's"
             if team_limit is not None
@@ -119,20 +237,7 @@ def budget_reserve(
         )
         if ledger is not None
     ]
-    with transaction.atomic():
-        # In id order, as `budget_reconcile` takes them: two processes that lock the same rows
-        # in different orders deadlock on PostgreSQL. Leaving the block with an exception rolls
-        # back the holds made before it as well.
-        for ledger, limit, whose in sorted(holds, key=lambda hold: hold[0]):
-            if not ledger_hold(ledger, amount, limit):
-                raise BudgetExceeded(_refusal(ledger, amount, limit, whose=whose))
-        reservation_id = _reservation_insert(
-            team_id=team_id,
-            ledgers=(team_ledger, member_ledger, key_ledger),
-            amount=amount,
-            label=label[:120],
-        )
-    return Reservation(id=reservation_id, amount=amount)
+    return _HoldPlan(team_id=team_id, ledgers=(team_ledger, member_ledger, key_ledger), holds=holds)
 
 
 def _team_with_limits(
@@ -173,32 +278,6 @@ def _team_with_limits_sql(vendor: str) -> str:
 
 
 _last_sweeps: dict[int, float] = {}
-
-
-def _reservation_insert(
-    *, team_id: int, ledgers: tuple[int, int | None, int | None], amount: Decimal, label: str
-) -> int:
-    """The reservation's row (one hand-written INSERT, `lib.raw_sql`); its id."""
-    values = [
-        team_id,
-        *ledgers,
-        raw_sql.db_value(BudgetReservation, "amount_usd", amount),
-        label,
-        raw_sql.db_value(BudgetReservation, "created_at", timezone.now()),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_reservation_insert_sql(connection.vendor), values)
-        return int(cursor.fetchone()[0])
-
-
-@functools.cache
-def _reservation_insert_sql(vendor: str) -> str:
-    names = ("team", "team_ledger", "member_ledger", "key_ledger", "amount_usd", "label", "created_at")
-    columns = raw_sql.columns(BudgetReservation, *names)
-    return (
-        f"INSERT INTO {raw_sql.table(BudgetReservation)} ({columns}) "  # noqa: S608
-        f"VALUES ({', '.join(['%s'] * len(names))}) RETURNING {raw_sql.column(BudgetReservation, 'id')}"
-    )
 
 
 def _sweep_now_and_then(team_id: int) -> None:
