@@ -8,7 +8,8 @@ ignores proxy and netrc settings from the environment, and turns every failure i
 and the elapsed time, so tokens cannot leak into logs.
 
 Every new connection is opened by `CheckedAddressBackend`: it resolves the host once,
-checks every address against the base-URL policy, and connects to a checked address.
+checks every address against the base-URL policy, and connects to a checked address, on the
+running loop's own transports (`sockets.LoopStream`, cheaper than httpcore's anyio streams).
 httpcore still uses the URL's host for TLS SNI and certificate checks, and httpx for the
 `Host` header, so pinning the address changes nothing else (DNS rebinding, issue 8 B).
 
@@ -39,6 +40,7 @@ import httpx
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from playground.providers.sockets import loop_connect_tcp
 from playground.providers.urls_policy import host_addresses_checked
 
 logger = logging.getLogger(__name__)
@@ -219,9 +221,6 @@ async def _close_with_loop(
 class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
     """Connects only to addresses the base-URL policy checked, resolving each name once."""
 
-    def __init__(self) -> None:
-        self._network = httpcore.AnyIOBackend()
-
     async def connect_tcp(
         self,
         host: str,
@@ -243,9 +242,7 @@ class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
         failure: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
         for address in addresses:
             try:
-                return await self._network.connect_tcp(
-                    str(address), port, timeout, local_address, socket_options
-                )
+                return await loop_connect_tcp(str(address), port, timeout, local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         raise failure or httpcore.ConnectError(f"{host} has no address")
@@ -259,7 +256,7 @@ class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
         raise httpcore.ConnectError("unix sockets are not used for upstream calls")
 
     async def sleep(self, seconds: float) -> None:
-        await self._network.sleep(seconds)
+        await asyncio.sleep(seconds)
 
 
 @functools.cache
