@@ -162,7 +162,7 @@ async def upstream_stream(
     client = await pooled_client()
     request = client.build_request(
         method,
-        url,
+        _parsed_url(url),
         headers=headers,
         json=json,
         timeout=httpx.Timeout(policy.first_byte, connect=policy.connect, pool=policy.connect),
@@ -187,6 +187,12 @@ async def upstream_stream(
         yield UpstreamResponse(response, deadline)
     finally:
         await response.aclose()
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_url(url: str) -> httpx.URL:
+    """A connection's URL parsed once, not at every call (httpx.URL is immutable)."""
+    return httpx.URL(url)
 
 
 async def pooled_client() -> httpx.AsyncClient:
