@@ -25,6 +25,7 @@ from typing import Any, cast
 import httpcore
 
 READ_BUFFER_HIGH = 256 * 1024  # reading pauses while this much is received and not yet read
+WRITE_GATHER = 64 * 1024  # smaller writes wait for the next read and go out together
 
 
 class _Protocol(asyncio.Protocol):
@@ -99,8 +100,12 @@ class LoopStream(httpcore.AsyncNetworkStream):
     def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
+        self._unsent: list[bytes] = []  # a request's head and body, sent together (one system call)
+        self._unsent_bytes = 0
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if self._unsent:
+            self._send_gathered()
         protocol = self._protocol
         if not protocol.received and not (protocol.eof or protocol.lost):
             protocol.read_waiter = asyncio.get_running_loop().create_future()
@@ -130,7 +135,11 @@ class LoopStream(httpcore.AsyncNetworkStream):
         protocol = self._protocol
         if protocol.lost or self._transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
-        self._transport.write(buffer)
+        self._unsent.append(buffer)
+        self._unsent_bytes += len(buffer)
+        if self._unsent_bytes < WRITE_GATHER:
+            return  # httpcore reads the answer next: the read sends it
+        self._send_gathered()
         if not protocol.writing_paused:
             return
         protocol.drain_waiter = asyncio.get_running_loop().create_future()
@@ -142,6 +151,14 @@ class LoopStream(httpcore.AsyncNetworkStream):
             protocol.drain_waiter = None
         if protocol.lost:
             raise httpcore.WriteError("the connection was lost while sending")
+
+    def _send_gathered(self) -> None:
+        """Send what `write` kept; dropped if the connection closed meanwhile (as httpcore does
+        after a failed write, the read then gives what the server answered before it closed)."""
+        data = self._unsent[0] if len(self._unsent) == 1 else b"".join(self._unsent)
+        self._unsent, self._unsent_bytes = [], 0
+        if not (self._protocol.lost or self._transport.is_closing()):
+            self._transport.write(data)
 
     async def aclose(self) -> None:
         self._transport.abort()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from playground.providers.http import checked_transport
-from playground.providers.sockets import READ_BUFFER_HIGH, loop_connect_tcp
+from playground.providers.sockets import READ_BUFFER_HIGH, WRITE_GATHER, loop_connect_tcp
 from tests.fakes.certificates import self_signed_certificate
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -149,3 +149,21 @@ async def test_tls_connections_verify_the_certificate_and_carry_the_answer(tmp_p
         stream = await loop_connect_tcp("127.0.0.1", port, timeout=2.0)
         with pytest.raises(httpcore.ConnectError):  # the name does not match the certificate
             await stream.start_tls(trusting, server_hostname="other.test", timeout=2.0)
+
+
+@pytest.mark.parametrize("size", [10, WRITE_GATHER - 200, 3 * WRITE_GATHER])
+async def test_a_request_head_and_body_reach_the_server_whole_gathered_or_not(size: int) -> None:
+    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+
+    async def echo_length(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        received = await reader.readexactly(length)
+        answer = b"%d %d" % (len(received), received == body)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(answer) + answer)
+        await writer.drain()
+
+    async with serving(echo_length) as (port, _), client() as http:
+        response = await http.post(f"http://127.0.0.1:{port}/", content=body)
+
+    assert response.text == f"{size} 1"
