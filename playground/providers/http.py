@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import ssl
 import time
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 REQUEST_ID_HEADERS = ("cf-ray", "cf-aig-log-id", "x-request-id")
 ERROR_BODY_LIMIT = 16_384
+POOLS = 4  # connection pools per client (`PoolShards`)
 
 _clients: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None]]] = {}
 
@@ -204,7 +206,9 @@ async def pooled_client() -> httpx.AsyncClient:
         client = httpx.AsyncClient(
             follow_redirects=False,
             trust_env=False,
-            transport=checked_transport(httpx.Limits(max_connections=512, max_keepalive_connections=64)),
+            transport=checked_transport(
+                httpx.Limits(max_connections=512, max_keepalive_connections=64), pools=POOLS
+            ),
         )
         client._cookies = _CookiesRefused()  # the setter would copy it into a plain jar
         keeper = _close_with_loop(loop, client)
@@ -286,10 +290,24 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
-def checked_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
-    """httpx's own transport over a connection pool that opens connections through
-    `CheckedAddressBackend`. httpx has no public option for the network backend, so the pool
-    it builds is replaced with one built with the same settings plus the backend."""
+def checked_transport(limits: httpx.Limits, *, pools: int = 1) -> httpx.AsyncBaseTransport:
+    """httpx's own transport over `pools` connection pools that open connections through
+    `CheckedAddressBackend`, `limits` shared evenly among them (`PoolShards`)."""
+    shared = httpx.Limits(
+        max_connections=_share(limits.max_connections, pools),
+        max_keepalive_connections=_share(limits.max_keepalive_connections, pools),
+        keepalive_expiry=limits.keepalive_expiry,
+    )
+    return PoolShards([_checked_pool_transport(shared) for _ in range(pools)])
+
+
+def _share(limit: int | None, pools: int) -> int | None:
+    return None if limit is None else max(1, limit // pools)
+
+
+def _checked_pool_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """httpx has no public option for the network backend, so the pool its transport builds is
+    replaced with one built with the same settings plus the backend."""
     transport = httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False, limits=limits)
     transport._pool = httpcore.AsyncConnectionPool(
         ssl_context=_tls_context(),
@@ -299,6 +317,28 @@ def checked_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
         network_backend=CheckedAddressBackend(),
     )
     return transport
+
+
+class PoolShards(httpx.AsyncBaseTransport):
+    """Requests handed to a few connection pools in turn, instead of to one.
+
+    httpcore's pool scans all its connections whenever a request starts or ends, and for
+    each idle one counts all of them again: with the 16 to 64 connections a busy gateway
+    keeps, that scan took a fifth of an upstream call's event-loop time. Pools a quarter the
+    size scan a quarter (and count a sixteenth) as much; taking them in turn keeps them
+    evenly used, so each keeps about its share of the connections.
+    """
+
+    def __init__(self, transports: list[httpx.AsyncHTTPTransport]) -> None:
+        self._transports = transports
+        self._next = itertools.cycle(transports)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await next(self._next).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for transport in self._transports:
+            await transport.aclose()
 
 
 def request_id_from(response: httpx.Response) -> str:

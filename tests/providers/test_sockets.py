@@ -167,3 +167,15 @@ async def test_a_request_head_and_body_reach_the_server_whole_gathered_or_not(si
         response = await http.post(f"http://127.0.0.1:{port}/", content=body)
 
     assert response.text == f"{size} 1"
+
+
+async def test_requests_take_the_pools_in_turn_and_each_pool_reuses_its_connection() -> None:
+    limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
+    async with (
+        serving(answer_each) as (port, accepted),
+        httpx.AsyncClient(transport=checked_transport(limits, pools=2)) as http,
+    ):
+        for _ in range(6):
+            assert (await http.get(f"http://127.0.0.1:{port}/")).text == "hello"
+
+    assert accepted[0] == 2
