@@ -255,9 +255,9 @@ def test_a_step_sends_and_polls_on_one_event_loop_and_http_client(
     batch = running_batch(workers_connection, prompts(3))
     clients: list[httpx.Limits] = []
 
-    def counting(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    def counting(limits: httpx.Limits, *, pools: int = 1) -> httpx.AsyncBaseTransport:
         clients.append(limits)
-        return checked_transport(limits)
+        return checked_transport(limits, pools=pools)
 
     monkeypatch.setattr(http, "checked_transport", counting)
     fake_upstream.script(

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.providers.events import UpstreamError
 from playground.providers.http import UpstreamHTTPError, upstream_stream
 from playground.providers.urls_policy import base_url_validate
+from tests.fakes.certificates import self_signed_certificate
 from tests.fakes.dns import FakeDNS
 from tests.fakes.upstream import FakeUpstream, collect
 
@@ -64,7 +60,7 @@ async def test_tls_still_names_the_host_for_sni_when_the_address_is_pinned(
     fake_dns.answer("tls.test", ["127.0.0.1"])
     server_names: list[str | None] = []
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(*_self_signed_certificate(tmp_path, "tls.test"))
+    context.load_cert_chain(*self_signed_certificate(tmp_path, "tls.test"))
     context.sni_callback = lambda _sock, name, _ctx: server_names.append(name)
     server = await asyncio.start_server(_close, "127.0.0.1", 0, ssl=context)
     port = server.sockets[0].getsockname()[1]
@@ -79,28 +75,3 @@ async def test_tls_still_names_the_host_for_sni_when_the_address_is_pinned(
 
 async def _close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.close()
-
-
-def _self_signed_certificate(folder: Path, name: str) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path

@@ -11,7 +11,17 @@ from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.workers_ai import WorkersAIAdapter
 from playground.providers.events import TextDelta, UpstreamError
 from playground.providers.http import UpstreamHTTPError, pooled_client, upstream_stream
-from tests.fakes.upstream import FakeUpstream, collect, error, native_frame, paced, redirect, sse, v4_error
+from tests.fakes.upstream import (
+    FakeUpstream,
+    collect,
+    error,
+    json_reply,
+    native_frame,
+    paced,
+    redirect,
+    sse,
+    v4_error,
+)
 
 TOKEN = "cf-secret-token-a1b2c3d4e5f6"
 REQUEST = ChatRequest(
@@ -34,6 +44,20 @@ async def test_it_does_not_follow_redirects(fake_upstream: FakeUpstream) -> None
     assert len(events) == 1 and isinstance(events[0], UpstreamError)
     assert events[0].http_status == 302
     assert "redirect" in events[0].message
+
+
+async def test_a_cookie_an_upstream_set_does_not_go_with_the_next_request(
+    fake_upstream: FakeUpstream,
+) -> None:
+    fake_upstream.script(
+        json_reply({"ok": 1}, headers={"set-cookie": "session=team-a; Path=/"}), json_reply({"ok": 2})
+    )
+
+    for _ in range(2):  # the pooled client serves every team's calls to that host
+        async with upstream_stream("POST", fake_upstream.url + "/v1/x", headers={}, json={}) as response:
+            await response.read()
+
+    assert [request.headers.get("cookie") for request in fake_upstream.requests] == [None, None]
 
 
 async def test_it_never_logs_the_token(
