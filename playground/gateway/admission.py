@@ -19,7 +19,7 @@ from playground.gateway.attribution import RequestAttribution
 from playground.gateway.bodies import ClientRequest
 from playground.gateway.errors import GatewayError
 from playground.gateway.idempotency import Claim, Replay, idempotency_claim
-from playground.gateway.ratelimits import RateState, rate_admit
+from playground.gateway.ratelimits import RateState, rate_admit_many
 from playground.providers.adapters import (
     PassthroughAdapter,
     PassthroughRoute,
@@ -91,21 +91,40 @@ class AdmissionRequest:
 def gateway_admit_many(requests: Sequence[AdmissionRequest]) -> list[Admitted | Replay | Exception]:
     """Admit the requests that arrived together (one blocking step, issue 24): each one's
     admission, the stored answer of an idempotent repeat, or its `GatewayError`. Their keys are
-    read in one statement and their budgets held together (`calls_reserve_together`), each
-    admitted or refused exactly as if it had come alone, in order."""
+    read in one statement, each key's rate windows once (`rate_admit_many`), and their budgets
+    held together (`calls_reserve_together`): each is admitted or refused exactly as if it had
+    come alone, in order."""
     keys = api_keys_for_secrets({request.secret for request in requests if request.secret})
-    results: list[Admitted | Replay | Exception] = []
+    staged: list[_Prepared | Replay | Exception] = []
     for request in requests:
         try:
-            results.append(_admit(request, keys))
+            staged.append(_prepared(request, keys))
         except GatewayError as error:
-            results.append(error)
+            staged.append(error)
+    rates = iter(rate_admit_many([item.key for item in staged if isinstance(item, _Prepared)]))
+    results: list[Admitted | Replay | Exception] = []
+    for item in staged:
+        if isinstance(item, _Prepared):
+            rate = next(rates)
+            results.append(rate if isinstance(rate, GatewayError) else _admitted(item, rate))
+        else:
+            results.append(item)
     calls_reserve_together([result.call for result in results if isinstance(result, Admitted)])
     return results
 
 
-def _admit(request: AdmissionRequest, keys: dict[str, ApiKey]) -> Admitted | Replay:
-    """Everything before the budget, or the stored answer of an idempotent repeat."""
+@dataclass(frozen=True)
+class _Prepared:
+    """A request whose key, model, connection and idempotency claim passed; its rates come next."""
+
+    request: AdmissionRequest
+    key: ApiKey
+    adapter: PassthroughAdapter
+    claim: Claim | None
+
+
+def _prepared(request: AdmissionRequest, keys: dict[str, ApiKey]) -> _Prepared | Replay:
+    """Everything before the rate limits, or the stored answer of an idempotent repeat."""
     client = request.client
     key = api_key_authenticate(request.secret, found=keys)
     if key.allowed_models and client.model not in key.allowed_models:
@@ -136,23 +155,28 @@ def _admit(request: AdmissionRequest, keys: dict[str, ApiKey]) -> Admitted | Rep
         if isinstance(outcome, Replay):
             return outcome
         claim = outcome
-    rate = rate_admit(key)
+    return _Prepared(request=request, key=key, adapter=adapter, claim=claim)
+
+
+def _admitted(prepared: _Prepared, rate: RateState) -> Admitted:
+    """The request's metered call, its budget not held yet (`calls_reserve_together`)."""
+    request, key = prepared.request, prepared.key
     api_key_touch(key)
     context = RequestContext(
         team_id=key.team_id,
         user_id=key.created_by_id,
         connection_id=key.connection_id,
-        model_id=client.model,
+        model_id=request.client.model,
         affinity_key=request.headers.affinity_key,
-        streamed=client.stream,
+        streamed=request.client.stream,
         path=RequestPath.GATEWAY,
         attribution=replace(request.headers.attribution, api_key_id=key.pk),
         request_id=uuid.uuid4(),
     )
     call = MeteredCall(
-        adapter=adapter,
-        request=client.chat,
+        adapter=prepared.adapter,
+        request=request.client.chat,
         context=context,
         key_budget=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
     )
-    return Admitted(key=key, adapter=adapter, call=call, rate=rate, claim=claim)
+    return Admitted(key=key, adapter=prepared.adapter, call=call, rate=rate, claim=prepared.claim)

@@ -19,11 +19,14 @@ import functools
 import math
 import threading
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
 from limits import RateLimitItemPerMinute, storage, strategies
 from limits.storage import MemoryStorage
+from limits.util import WindowStats
 
 from playground.gateway.errors import GatewayError
 from playground.usage.models import ApiKey
@@ -72,24 +75,42 @@ class RateState:
     headers: dict[str, str]
 
 
-def rate_admit(key: ApiKey) -> RateState:
-    """Count the request against its key's limits, or a `GatewayError` (429 with `Retry-After`)."""
-    headers: dict[str, str] = {}
+def rate_admit_many(keys: Sequence[ApiKey]) -> list[RateState | GatewayError]:
+    """Count requests admitted together against their keys' limits, in order (one per key given):
+    each one's state or `GatewayError` (429 with `Retry-After`). Each request is counted, and
+    refused, by its own hit, but each key's windows are read once for the
+    group (in Redis, two round trips per read: the production profile's admission spent half its
+    time waiting on them, issue 24). `remaining` counts down from that read."""
     limiter = _limiter()
-    if key.tokens_per_minute:
-        item = _per_minute(key.tokens_per_minute)
-        stats = limiter.get_window_stats(item, "tokens", _who(key))
-        if stats.remaining <= 0:
-            raise _limited(key, "tokens", key.tokens_per_minute, stats.reset_time)
-        headers |= _headers("tokens", key.tokens_per_minute, stats.remaining, stats.reset_time)
-    if key.requests_per_minute:
-        item = _per_minute(key.requests_per_minute)
-        admitted = limiter.hit(item, "requests", _who(key))
-        stats = limiter.get_window_stats(item, "requests", _who(key))
-        if not admitted:
-            raise _limited(key, "requests", key.requests_per_minute, stats.reset_time)
-        headers |= _headers("requests", key.requests_per_minute, stats.remaining, stats.reset_time)
-    return RateState(headers)
+    windows: dict[tuple[int, str], WindowStats] = {}
+    counted: Counter[int] = Counter()  # requests of each key this group has counted so far
+
+    def window(key: ApiKey, kind: str, item: RateLimitItemPerMinute) -> WindowStats:
+        if (key.pk, kind) not in windows:
+            windows[key.pk, kind] = limiter.get_window_stats(item, kind, _who(key))
+        return windows[key.pk, kind]
+
+    states: list[RateState | GatewayError] = []
+    for key in keys:
+        headers: dict[str, str] = {}
+        if key.tokens_per_minute:
+            stats = window(key, "tokens", _per_minute(key.tokens_per_minute))
+            if stats.remaining <= 0:
+                states.append(_limited(key, "tokens", key.tokens_per_minute, stats.reset_time))
+                continue
+            headers |= _headers("tokens", key.tokens_per_minute, stats.remaining, stats.reset_time)
+        if key.requests_per_minute:
+            item = _per_minute(key.requests_per_minute)
+            stats = window(key, "requests", item)
+            admitted = limiter.hit(item, "requests", _who(key))
+            counted[key.pk] += 1
+            if not admitted:
+                states.append(_limited(key, "requests", key.requests_per_minute, stats.reset_time))
+                continue
+            remaining = stats.remaining - counted[key.pk]
+            headers |= _headers("requests", key.requests_per_minute, remaining, stats.reset_time)
+        states.append(RateState(headers))
+    return states
 
 
 def rate_count_tokens(key: ApiKey, tokens: int) -> None:
