@@ -34,7 +34,7 @@ from playground.gateway.bodies import BATCHES_HINT, client_request_read
 from playground.gateway.errors import ErrorShape, GatewayError
 from playground.gateway.idempotency import Replay, body_digest, idempotency_release, idempotency_store
 from playground.gateway.models_list import models_for_key
-from playground.gateway.ratelimits import rate_count_tokens
+from playground.gateway.ratelimits import rate_count_tokens, rate_tokens_counted
 from playground.gateway.routes import Action, Endpoint, endpoint_for, shape_for
 from playground.gateway.upstream_errors import error_for_failed_call
 from playground.lib.db import connections_heal, db_run
@@ -248,18 +248,16 @@ class _Relay:
         """The key's tokens this minute, and the answer kept for an idempotent repeat (one blocking step)."""
         key, claim, record = self.admitted.key, self.admitted.claim, self.admitted.call.record
         tokens = record.prompt_tokens + record.completion_tokens if record is not None else 0
-        if claim is None and not (key.tokens_per_minute and tokens):
+        if claim is None:
+            if key.tokens_per_minute and tokens:
+                await rate_tokens_counted(key, tokens)
             return
 
         def after() -> None:
-            rate_count_tokens(key, tokens)
-            if claim is not None:
-                kept = {
-                    name: value
-                    for name, value in self.headers_sent.items()
-                    if not name.startswith("x-ratelimit-")
-                }
-                idempotency_store(claim, status=self.status, headers=kept, body=bytes(self.body))
+            rate_count_tokens([(key, tokens)])
+            sent = self.headers_sent.items()
+            kept = {name: value for name, value in sent if not name.startswith("x-ratelimit-")}
+            idempotency_store(claim, status=self.status, headers=kept, body=bytes(self.body))
 
         await db_run(after)
 

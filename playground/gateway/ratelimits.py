@@ -15,13 +15,16 @@ size cannot be known before it runs).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 from limits import RateLimitItemPerMinute, storage, strategies
@@ -29,6 +32,8 @@ from limits.storage import MemoryStorage
 from limits.util import WindowStats
 
 from playground.gateway.errors import GatewayError
+from playground.lib.asyncutil import GroupQueue, loop_local
+from playground.lib.db import db_run
 from playground.usage.models import ApiKey
 
 _limiter_lock = threading.Lock()
@@ -113,10 +118,33 @@ def rate_admit_many(keys: Sequence[ApiKey]) -> list[RateState | GatewayError]:
     return states
 
 
-def rate_count_tokens(key: ApiKey, tokens: int) -> None:
-    """Add a finished request's tokens (in and out) to its key's minute."""
-    if key.tokens_per_minute and tokens > 0:
+def rate_count_tokens(counts: Sequence[tuple[ApiKey, int]]) -> None:
+    """Add finished requests' tokens (in and out) to their keys' minutes: one hit per key."""
+    totals: dict[int, tuple[ApiKey, int]] = {}
+    for key, tokens in counts:
+        if key.tokens_per_minute and tokens > 0:
+            totals[key.pk] = (key, totals.get(key.pk, (key, 0))[1] + tokens)
+    for key, tokens in totals.values():
+        assert key.tokens_per_minute is not None
         _limiter().hit(_per_minute(key.tokens_per_minute), "tokens", _who(key), cost=tokens)
+
+
+async def rate_tokens_counted(key: ApiKey, tokens: int) -> None:
+    """Count a finished request's tokens with those of the requests finishing meanwhile (one
+    step of the database thread for the group, not one each; the counters may be in Redis)."""
+    await loop_local(_token_queues, _token_queue).submit((key, tokens))
+
+
+type _TokenQueue = GroupQueue[tuple[ApiKey, int], None]
+_token_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _TokenQueue] = weakref.WeakKeyDictionary()
+
+
+def _token_queue() -> _TokenQueue:
+    async def count(group: list[tuple[ApiKey, int]]) -> list[Exception | None]:
+        await db_run(partial(rate_count_tokens, group))
+        return [None] * len(group)
+
+    return GroupQueue(count)
 
 
 def _headers(kind: str, limit: int, remaining: int, reset_time: float) -> dict[str, str]:
