@@ -73,7 +73,7 @@ def test_the_key_read_by_hand_equals_the_key_read_by_the_orm(actors: Actors) -> 
     )
     ours = api_key_for_secret(secret)
     orm = ApiKey.objects.select_related("team", "connection").get(pk=key.pk)
-    assert ours is not None
+    assert ours is not None and ours.connection is not None and orm.connection is not None
     assert _values(ours) == _values(orm)
     assert _values(ours.team) == _values(orm.team)
     assert _values(ours.connection) == _values(orm.connection)
