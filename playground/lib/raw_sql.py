@@ -40,6 +40,12 @@ def columns(model: type[Model], *names: str, alias: str = "") -> str:
     return ", ".join(column(model, name, alias=alias) for name in names)
 
 
+def decimal_parameter(vendor: str) -> str:
+    """A decimal parameter inside arithmetic, cast as the ORM casts it: SQLite computes its
+    NUMERIC columns as REAL."""
+    return "CAST(%s AS REAL)" if vendor == "sqlite" else "%s"
+
+
 def db_value(model: type[Model], name: str, value: Any) -> Any:
     """`value` as the ORM would send it for the field `name` of `model`."""
     field: Field[Any, Any] = model._meta.get_field(name)  # type: ignore[assignment]

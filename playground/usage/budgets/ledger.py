@@ -115,7 +115,7 @@ def _hold_sql(vendor: str, *, limited: bool) -> str:
     """`reserved += amount WHERE id = … [AND spent <= (limit - amount) - reserved]`, with the
     casts the ORM puts on SQLite's decimal arithmetic (its columns are NUMERIC, computed as REAL)."""
     reserved, spent = raw_sql.column(BudgetLedger, "reserved_usd"), raw_sql.column(BudgetLedger, "spent_usd")
-    number = "CAST(%s AS REAL)" if vendor == "sqlite" else "%s"
+    number = raw_sql.decimal_parameter(vendor)
     sql = (
         f"UPDATE {raw_sql.table(BudgetLedger)} SET {reserved} = {reserved} + {number} "  # noqa: S608
         f"WHERE {raw_sql.column(BudgetLedger, 'id')} = %s"

@@ -85,7 +85,7 @@ def _actual_sql(vendor: str) -> str:
 def _move_sql(vendor: str) -> str:
     """The hold released and the spend added, with the casts the ORM puts on SQLite's decimals."""
     reserved, spent = raw_sql.column(BudgetLedger, "reserved_usd"), raw_sql.column(BudgetLedger, "spent_usd")
-    number = "CAST(%s AS REAL)" if vendor == "sqlite" else "%s"
+    number = raw_sql.decimal_parameter(vendor)
     return (
         f"UPDATE {raw_sql.table(BudgetLedger)} SET {reserved} = {reserved} - {number}, "  # noqa: S608
         f"{spent} = {spent} + {number} WHERE {raw_sql.column(BudgetLedger, 'id')} = %s"
