@@ -17,7 +17,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12; do $$p -c '' 2>/dev/null && co
 # tuned for another CPU could be reused from it silently. Instead we build with
 # --no-cache-dir into var/wheels/llama-cpp-python-<version>-<hash of Python, flags>/ and
 # install from there only; other flags mean another folder and a fresh build.
-# LLAMA_NATIVE=1 opts into -march=native (fastest, may pick AMX kernels: see README); the
+# LLAMA_NATIVE=1 opts into -march=native (fastest, may pick AMX kernels: see docs/install.md); the
 # CPU's own feature list then joins the hash, so that wheel is never used on another CPU.
 LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python==\([^ ]*\).*/\1/p' requirements.txt)
 ifeq ($(LLAMA_NATIVE),1)

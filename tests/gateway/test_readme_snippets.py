@@ -1,4 +1,7 @@
-"""The README's gateway snippets (curl, openai, cloudflare, fetch) run as written against the gateway."""
+"""The gateway guide's snippets (curl, openai, cloudflare, fetch) run as written against the gateway.
+
+They were the README's until the README became a front door; the guide is docs/gateway.md.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +18,12 @@ from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import IssuedKey, records_written
 from tests.support.browser import LiveApp
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
 SECTION = "## Send your application's traffic through the playground"
 
 
 def _snippets() -> list[tuple[str, str]]:
-    text = README.read_text()
+    text = GUIDE.read_text()
     start = text.index(SECTION)
     section = text[start : text.index("\n## ", start + len(SECTION))]
     blocks = re.findall(r"```(sh|python|js)\n(.*?)```", section, flags=re.DOTALL)
@@ -32,7 +35,7 @@ def test_the_section_has_the_four_snippets() -> None:
 
 
 @pytest.mark.parametrize("index", range(4))
-def test_a_readme_snippet_runs_against_the_gateway(
+def test_a_guide_snippet_runs_against_the_gateway(
     index: int, gateway: LiveApp, gateway_key: IssuedKey, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     language, code = _snippets()[index]
