@@ -22,7 +22,7 @@ DEFAULT_MODEL_ID = "@local/smollm2-135m-instruct"
 GEMMA_MODEL_ID = "@local/gemma-3-270m"
 DEFAULT_REPLICAS = 5  # odd: round-robin does not fall into step with 2 or 4 conversations in flight
 # Gemma is the second model: one replica (~460 MB) keeps the default `make run` under 4 GB
-# even with every replica's prefix cache full (README, "Replicas and affinity").
+# even with every replica's prefix cache full (docs/engine.md, "Replicas and affinity").
 DEFAULT_GEMMA_REPLICAS = 1
 
 

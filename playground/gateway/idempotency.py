@@ -6,7 +6,7 @@ before anything is sent; its answer is stored when it ends. A repeat within
 record; the same key with another body gets 422; a repeat while the first is still running
 gets 409. An answer that says to try again (429, 5xx) or that never came (the client went
 away) is not kept, so the retry it invites is sent. Streamed requests are not replayable
-(the stream is gone once relayed): the header is ignored on them, as the README says.
+(the stream is gone once relayed): the header is ignored on them, as docs/gateway.md says.
 """
 
 from __future__ import annotations
