@@ -31,7 +31,7 @@ class Conversation(models.Model):
     # Sent as x-session-affinity when `use_affinity` is on, so the prompt prefix stays cached.
     affinity_key = models.CharField(max_length=120, blank=True)
     use_affinity = models.BooleanField(default=True)
-    # The composer's settings, sent with every turn (see playground.chat.composer).
+    # The composer's settings, sent with every turn (see playground.chat.domain.composer).
     # Sampling and reasoning parameters the user set; absent keys take the model's defaults.
     parameters = models.JSONField(default=dict, blank=True)
     # OpenAI function tools; each may carry "mocks" (saved results), which are never sent.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.chat.compare_consumer import CompareConsumer
-from playground.chat.consumers import ChatConsumer
+from playground.chat.compare.socket import CompareConsumer
+from playground.chat.sockets.chat import ChatConsumer
 
 SOCKET_PREFIX = "ws/chat/"
 COMPARE_PREFIX = f"{SOCKET_PREFIX}compare/"

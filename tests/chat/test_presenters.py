@@ -10,7 +10,7 @@ import pytest
 from playground.accounts.models import Team
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
-from playground.chat.presenters import (
+from playground.chat.presenters.messages import (
     ago_text,
     cached_text,
     composer_note,

@@ -12,10 +12,16 @@ from dataclasses import dataclass
 
 from django.utils.safestring import SafeString
 
+from playground.chat.compare.models import ComparisonColumn
 from playground.chat.forms import connection_label
-from playground.chat.models import ComparisonColumn
-from playground.chat.presenters import SEPARATOR, StructuredView, UsageLine, structured_view, usage_line
-from playground.chat.rendering import render_markdown
+from playground.chat.presenters.messages import (
+    SEPARATOR,
+    StructuredView,
+    UsageLine,
+    structured_view,
+    usage_line,
+)
+from playground.chat.presenters.rendering import render_markdown
 
 PARAMETER_LABELS = {
     "temperature": "temperature",

@@ -23,19 +23,19 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from playground.chat.compare_presenters import column_key, column_view
-from playground.chat.consumers import (
+from playground.chat.compare.presenters import column_key, column_view
+from playground.chat.compare.selectors import acomparison_get
+from playground.chat.compare.services import ColumnRun, ComparisonNotFound, comparison_run_start
+from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
+from playground.chat.sockets.chat import (
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
     SIGNED_OUT,
     TemplateSocket,
     still_signed_in,
 )
-from playground.chat.forms import BadCommand, compare_command_parse
-from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
-from playground.chat.relay import DeltaFrames, FrameRelay
-from playground.chat.selectors import acomparison_get
-from playground.chat.services.comparisons import ColumnRun, ComparisonNotFound, comparison_run_start
+from playground.chat.sockets.commands import BadCommand, compare_command_parse
+from playground.chat.sockets.relay import DeltaFrames, FrameRelay
 
 logger = logging.getLogger(__name__)
 

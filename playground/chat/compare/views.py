@@ -1,6 +1,6 @@
 """Compare pages: start a comparison (from a conversation or a blank page), see it, continue a column.
 
-The answers stream over the comparison's socket (`compare_consumer`); these views only store
+The answers stream over the comparison's socket (`compare.socket`); these views only store
 and show. Every lookup is scoped to the user's teams: another team's comparison, column or
 source conversation is a 404.
 """
@@ -23,25 +23,21 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from playground.accounts.permissions import user_can_run
 from playground.catalog.selectors import catalog_models_for_kind
-from playground.chat.compare_presenters import column_views
-from playground.chat.forms import (
-    TARGET_SLOTS,
-    CompareForm,
-    CompareTargetForm,
-    connection_label,
-    target_value,
-)
-from playground.chat.models import Conversation
-from playground.chat.presenters import model_choices
-from playground.chat.routing import compare_socket_path
-from playground.chat.selectors import comparison_columns, comparison_get, comparison_recent, conversation_get
-from playground.chat.services.comparisons import (
+from playground.chat.compare.forms import TARGET_SLOTS, CompareForm, CompareTargetForm, target_value
+from playground.chat.compare.presenters import column_views
+from playground.chat.compare.selectors import comparison_columns, comparison_get, comparison_recent
+from playground.chat.compare.services import (
     MAX_TARGETS,
     ComparisonNotFound,
     Target,
     comparison_continue,
     comparison_create,
 )
+from playground.chat.forms import connection_label
+from playground.chat.models import Conversation
+from playground.chat.presenters.messages import model_choices
+from playground.chat.routing import compare_socket_path
+from playground.chat.selectors import conversation_get
 from playground.lib.web import HtmxHttpRequest
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup

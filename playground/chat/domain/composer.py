@@ -21,8 +21,8 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 
 from playground.catalog.selectors import catalog_model_serving
+from playground.chat.domain.tools import tools_request_fields
 from playground.chat.models import Conversation
-from playground.chat.tools import tools_request_fields
 from playground.providers.adapters import ChatRequest
 from playground.providers.json_problems import Issue
 from playground.providers.kinds import WireFormat

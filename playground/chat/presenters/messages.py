@@ -20,8 +20,8 @@ from django.utils.timesince import timesince
 
 from playground.catalog.models import CatalogModel
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
-from playground.chat.rendering import render_markdown
-from playground.chat.tool_presenters import ToolCallView, tool_call_views
+from playground.chat.presenters.rendering import render_markdown
+from playground.chat.presenters.tools import ToolCallView, tool_call_views
 from playground.usage.cache_break_selectors import BreakShown
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus

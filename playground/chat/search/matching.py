@@ -26,7 +26,7 @@ from django.db.models import BooleanField, Exists, OuterRef, Q
 from django.db.models.expressions import RawSQL
 
 from playground.chat.models import Conversation, Message
-from playground.chat.search_index import MESSAGE_VECTOR, TITLE_VECTOR
+from playground.chat.search.index import MESSAGE_VECTOR, TITLE_VECTOR
 
 MAX_TERMS = 8
 MAX_QUERY_CHARS = 200

@@ -18,9 +18,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from playground.chat.attachments import attachment_copy, attachment_discard
-from playground.chat.branches import MessageTree, branch_leaf_id
-from playground.chat.composer import chat_request_build
+from playground.chat.domain.attachments import attachment_copy, attachment_discard
+from playground.chat.domain.branches import MessageTree, branch_leaf_id
+from playground.chat.domain.composer import chat_request_build
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.services.conversations import MessageNotFound, conversation_for_run
 from playground.chat.services.history import branch_messages, upstream_messages, without_failed_turns

@@ -33,18 +33,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.template.loader import render_to_string
 
 from playground.accounts.selectors import asession_user_id
-from playground.chat.forms import (
-    BadCommand,
-    ContinueCommand,
-    EditCommand,
-    RegenerateCommand,
-    SendCommand,
-    StopCommand,
-    chat_command_parse,
-)
 from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
-from playground.chat.presenters import message_view
-from playground.chat.relay import DeltaFrames, FrameRelay
+from playground.chat.presenters.messages import message_view
 from playground.chat.selectors import aconversation_get
 from playground.chat.services.branching import chat_edit_start, chat_regenerate_start
 from playground.chat.services.conversations import ConversationNotFound, MessageNotFound
@@ -55,6 +45,16 @@ from playground.chat.services.tool_continuations import (
     chat_continue_start,
 )
 from playground.chat.services.turns import ChatTurn, chat_turn_start
+from playground.chat.sockets.commands import (
+    BadCommand,
+    ContinueCommand,
+    EditCommand,
+    RegenerateCommand,
+    SendCommand,
+    StopCommand,
+    chat_command_parse,
+)
+from playground.chat.sockets.relay import DeltaFrames, FrameRelay
 from playground.usage.cache_break_selectors import BreakShown, break_shown, record_break
 from playground.usage.runway import Runway
 from playground.usage.runway_selectors import conversation_runway

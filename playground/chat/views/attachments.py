@@ -17,9 +17,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
-from playground.chat.attachments import attachment_bytes, attachments_pending, image_refusal
+from playground.chat.domain.attachments import attachment_bytes, attachments_pending, image_refusal
 from playground.chat.models import Conversation
-from playground.chat.presenters import image_view
+from playground.chat.presenters.messages import image_view
 from playground.chat.selectors import attachment_get
 from playground.chat.services.conversations import ConversationNotFound
 from playground.chat.services.uploads import attachment_remove, attachment_upload

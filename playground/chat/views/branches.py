@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from playground.chat.models import Conversation
-from playground.chat.presenters import message_views
+from playground.chat.presenters.messages import message_views
 from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run

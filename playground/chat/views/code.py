@@ -13,10 +13,10 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from playground.chat.preflight import PreflightUnavailable, preflight_for
-from playground.chat.request_code import next_request_code, past_request_code, target_parse
+from playground.chat.presenters.request_code import next_request_code, past_request_code, target_parse
 from playground.chat.selectors import conversation_get, message_request_get
 from playground.chat.services.history import CURRENT_LEAF
+from playground.chat.services.preflight import PreflightUnavailable, preflight_for
 from playground.lib.web import HtmxHttpRequest
 
 

@@ -17,9 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from playground.accounts.permissions import team_ids_can_run, user_can_run
-from playground.chat.attachment_views import attachments_context
-from playground.chat.branch_views import branch_context
-from playground.chat.conversation_views import team_connections
+from playground.chat.domain.tools import ToolsInvalid
 from playground.chat.forms import (
     AFFINITY_HELP,
     AffinityForm,
@@ -28,14 +26,14 @@ from playground.chat.forms import (
     ToolsForm,
     connection_label,
 )
-from playground.chat.model_picker import model_drawer_context, model_field_context
 from playground.chat.models import Conversation
-from playground.chat.presenters import (
+from playground.chat.presenters.messages import (
     composer_note,
     composer_summary,
     conversation_rows,
     request_view,
 )
+from playground.chat.presenters.tools import ToolsPanel, tools_panel
 from playground.chat.routing import chat_socket_path
 from playground.chat.selectors import (
     CONVERSATION_PAGE_SIZE,
@@ -56,8 +54,10 @@ from playground.chat.services.conversations import (
     conversation_settings_update,
     conversation_tools_update,
 )
-from playground.chat.tool_presenters import ToolsPanel, tools_panel
-from playground.chat.tools import ToolsInvalid
+from playground.chat.views.attachments import attachments_context
+from playground.chat.views.branches import branch_context
+from playground.chat.views.conversations import team_connections
+from playground.chat.views.model_picker import model_drawer_context, model_field_context
 from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.presets.selectors import preset_list
 from playground.providers.json_problems import Issue

@@ -18,9 +18,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from playground.chat.forms import ModelChoiceForm, RenameForm
-from playground.chat.model_picker import model_drawer_context
 from playground.chat.models import Conversation
-from playground.chat.presenters import conversation_rows
+from playground.chat.presenters.messages import conversation_rows
 from playground.chat.selectors import conversation_get, conversation_page, conversation_search
 from playground.chat.services.conversations import (
     ConversationNotFound,
@@ -29,6 +28,7 @@ from playground.chat.services.conversations import (
     conversation_model_change,
     conversation_rename,
 )
+from playground.chat.views.model_picker import model_drawer_context
 from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_list_runnable

@@ -13,13 +13,13 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
 from playground.catalog.seed import KIMI_K26
-from playground.chat.models import Comparison, ComparisonColumn, Conversation, Message, MessageRole
-from playground.chat.services.comparisons import (
+from playground.chat.compare.services import (
     Target,
     comparison_continue,
     comparison_create,
     comparison_run_start,
 )
+from playground.chat.models import Comparison, ComparisonColumn, Conversation, Message, MessageRole
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BUDGET_EXCEEDED
 from playground.usage.metering import STOPPED_BY_USER
