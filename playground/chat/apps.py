@@ -25,7 +25,7 @@ class ChatConfig(AppConfig):
 
 def _search_index_ensure(*, using: str, plan: Any = None, **kwargs: Any) -> None:
     """After every `migrate`: the search index exists and its triggers survived the migrations
-    (see `chat.search_index`)."""
+    (see `chat.search.index`)."""
     from playground.chat.search.index import search_index_ensure
 
     search_index_ensure(connections[using])

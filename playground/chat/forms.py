@@ -206,7 +206,7 @@ def _grouped_by_team(connections: Sequence[ProviderConnection]) -> list[Any]:
 
 
 class ToolsForm(forms.Form):
-    """The tools editor. The definitions' JSON is checked by `chat.tools` (every problem with
+    """The tools editor. The definitions' JSON is checked by `chat.domain.tools` (every problem with
     its path); this form only reads the fields."""
 
     tools = forms.CharField(required=False, strip=False, widget=forms.Textarea)

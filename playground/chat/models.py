@@ -42,7 +42,7 @@ class Conversation(models.Model):
     auto_mock_steps = models.PositiveSmallIntegerField(default=0)  # 0: the user answers every call
     response_format = models.JSONField(null=True, blank=True)  # None: text
     # The last message of the branch shown and continued: the path from it up through
-    # `Message.parent` is the history the next request sends (see chat.branches).
+    # `Message.parent` is the history the next request sends (see chat.domain.branches).
     current_leaf = models.ForeignKey(
         "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -71,7 +71,7 @@ def conversation_search(
     *, user: AnyUser, text: str, cursor: str = "", size: int = CONVERSATION_PAGE_SIZE
 ) -> ConversationPage:
     """The user's teams' conversations whose title or one message holds every word of `text`
-    (`chat.search`), most recently updated first, in keyset pages like `conversation_page`.
+    (`chat.search.matching`), most recently updated first, in keyset pages like `conversation_page`.
 
     First the `RECENT_CHECKED` newest conversations (after the cursor) are checked directly:
     if more than a page of them match, or they were all there is, they are the answer, exact

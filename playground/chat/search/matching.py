@@ -1,5 +1,5 @@
 """Conversation search: which conversations' title or one message holds every word typed,
-through the database's own full-text index (`chat.search_index`).
+through the database's own full-text index (`chat.search.index`).
 
 Every word is matched as a prefix ("helsin" finds "Helsinki"), so the quick switcher finds a
 conversation while its name is still being typed. All the words must appear together, in the

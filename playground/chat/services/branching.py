@@ -3,7 +3,7 @@ turn deleted, a conversation forked from a message.
 
 Every message keeps the one before it on its branch (`Message.parent`); an edited question is
 a sibling of the original, a regenerated answer a sibling of the one it replaces, and the
-conversation keeps both (`chat.branches`). The branch on screen ends at
+conversation keeps both (`chat.domain.branches`). The branch on screen ends at
 `Conversation.current_leaf`: it is what the page shows and what the next request sends.
 Usage records are never deleted here: a deleted answer's record stays in the log, pointing at
 the conversation it cost.

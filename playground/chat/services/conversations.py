@@ -153,7 +153,7 @@ def conversation_tools_update(
     auto_mock_steps: int,
 ) -> Conversation:
     """Save the tools editor, all or nothing: raises `ToolsInvalid` listing every problem
-    with its JSON path (see `chat.tools`), and refuses tools for a model that takes none."""
+    with its JSON path (see `chat.domain.tools`), and refuses tools for a model that takes none."""
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
     problems: list[Issue] = []
     tools: list[dict[str, Any]] = []

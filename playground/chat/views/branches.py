@@ -3,7 +3,7 @@
 Thin views over `chat.services.branching`, which looks the conversation up in the user's
 teams and the message in that conversation: another team's conversation or message, or a
 message of another conversation, is a 404 on every path. Editing and regenerating stream an
-answer, so they are commands of the chat socket (`consumers`), not views.
+answer, so they are commands of the chat socket (`chat.sockets.chat`), not views.
 """
 
 from __future__ import annotations
