@@ -37,7 +37,7 @@ from playground.chat.forms import connection_label
 from playground.chat.models import Conversation
 from playground.chat.presenters.messages import model_choices
 from playground.chat.routing import compare_socket_path
-from playground.chat.selectors import conversation_get
+from playground.chat.views.lookups import conversation_or_404
 from playground.lib.web import HtmxHttpRequest
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
@@ -143,12 +143,7 @@ def comparison_continue_view(request: HtmxHttpRequest, comparison_id: int, colum
 
 def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
     """The conversation a comparison starts from (none on a blank page); another team's is a 404."""
-    if not raw:
-        return None
-    conversation = conversation_get(user=request.user, conversation_id=int(raw)) if raw.isdigit() else None
-    if conversation is None:
-        raise Http404("No such conversation.")
-    return conversation
+    return conversation_or_404(request, raw) if raw else None
 
 
 def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:

@@ -7,7 +7,8 @@
 - `code`: "View code" and the pre-flight cost of the next request.
 - `attachments`: image upload, removal, and serving.
 - `presets`: save a conversation's setup as a preset version, start one from it.
-- `model_picker`: not a page: the model field shared by the new-conversation form and the Model drawer.
+- `lookups`, `model_picker`: not pages: the conversation every page starts from (or a 404), and
+  the model field shared by the new-conversation form and the Model drawer.
 
 The rule: views are thin. They parse with `chat.forms`, read with `chat.selectors`, write
 through `chat.services` and show with `chat.presenters`; they decide nothing a socket would
