@@ -28,7 +28,7 @@ from playground.chat.compare.presenters import column_key, column_view
 from playground.chat.compare.selectors import acomparison_get
 from playground.chat.compare.services import ColumnRun, ComparisonNotFound, comparison_run_start
 from playground.chat.sockets.base import CLOSE_NOT_FOUND, StreamingSocket
-from playground.chat.sockets.commands import BadCommand, compare_command_parse
+from playground.chat.sockets.commands import compare_command_parse
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ BUSY = "The comparison is still running: wait for it to finish, or press Stop."
 GONE = "This comparison is no longer available to you."
 
 
-class CompareConsumer(StreamingSocket):
+class CompareConsumer(StreamingSocket[str]):
     url_kwarg = "comparison_id"
     busy = BUSY
     runs: Sequence[ColumnRun] = ()  # the run streaming, or the last one
@@ -51,12 +51,10 @@ class CompareConsumer(StreamingSocket):
             if run.call is not None:
                 run.call.stopped_by_user = by_user
 
-    async def command(self, text_data: str | None) -> None:
-        try:
-            action = compare_command_parse(text_data)
-        except BadCommand as exc:
-            await self._notice(str(exc))
-            return
+    def parse(self, text_data: str | None) -> str:
+        return compare_command_parse(text_data)
+
+    async def command(self, action: str) -> None:
         if action == "stop":
             if await self.stop(by_user=True):
                 await self._show_ends()

@@ -37,7 +37,7 @@ from playground.chat.forms import connection_label
 from playground.chat.models import Conversation
 from playground.chat.presenters.messages import model_choices
 from playground.chat.routing import compare_socket_path
-from playground.chat.views.lookups import conversation_or_404
+from playground.chat.views.lookups import conversation_or_404, found_or_404
 from playground.lib.web import HtmxHttpRequest
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
@@ -105,9 +105,7 @@ def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def comparison_detail_view(request: HtmxHttpRequest, comparison_id: int) -> HttpResponse:
-    comparison = comparison_get(user=request.user, comparison_id=comparison_id)
-    if comparison is None:
-        raise Http404("No such comparison.")
+    comparison = found_or_404(comparison_get(user=request.user, comparison_id=comparison_id), "comparison")
     can_run = user_can_run(user=request.user, team_id=comparison.team_id)
     context = {
         "comparison": comparison,

@@ -3,7 +3,8 @@
 `connect()` lets in only a signed-in user who can see the socket's object (`find`, a lookup
 scoped to the user's teams: another team's object is refused like a 404). Every message first
 re-reads the session: a logout, a changed password or a deactivated account stops the task
-and closes the socket; otherwise `command()` handles it.
+and closes the socket; otherwise `parse()` reads it (a `BadCommand` is shown as a notice) and
+`command()` acts on it.
 
 A socket runs one task at a time (a chat turn, a comparison's run). `start()` refuses a second
 one while the first streams, takes one of the user's concurrent-turn slots (`chat.limits`;
@@ -30,6 +31,7 @@ from django.template.loader import render_to_string
 
 from playground.accounts.selectors import AnyUser, asession_user_id
 from playground.chat.limits import TurnRefused, turn_admit
+from playground.chat.sockets.commands import BadCommand
 from playground.chat.sockets.relay import DeltaFrames, FrameRelay
 from playground.providers.events import StreamEvent
 
@@ -40,8 +42,9 @@ CLOSE_NOT_FOUND = 4404
 SIGNED_OUT = "You are signed out (or your account was deactivated): sign in again to continue."
 
 
-class StreamingSocket(AsyncWebsocketConsumer):
-    """A socket over one object of the user's teams that streams one task at a time."""
+class StreamingSocket[Command](AsyncWebsocketConsumer):
+    """A socket over one object of the user's teams that streams one task at a time; `Command`
+    is what one of its messages asks for."""
 
     # Each task streams to its own socket and nothing is broadcast, so the sockets stay off the
     # channel layer: no Redis round trip per socket, and no dependency on its health.
@@ -57,8 +60,12 @@ class StreamingSocket(AsyncWebsocketConsumer):
         """The object's id if the user may open a socket on it; None: refused like a 404."""
         raise NotImplementedError
 
-    async def command(self, text_data: str | None) -> None:
-        """Handle one message from a user still signed in."""
+    def parse(self, text_data: str | None) -> Command:
+        """What one message asks for; `BadCommand` (shown as a notice) when it asks nothing we do."""
+        raise NotImplementedError
+
+    async def command(self, command: Command) -> None:
+        """Act on one parsed message from a user still signed in."""
         raise NotImplementedError
 
     def mark_stopped(self, *, by_user: bool) -> None:
@@ -87,7 +94,12 @@ class StreamingSocket(AsyncWebsocketConsumer):
             await self.stop()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        await self.command(text_data)
+        try:
+            command = self.parse(text_data)
+        except BadCommand as exc:
+            await self._notice(str(exc))
+            return
+        await self.command(command)
 
     def running(self) -> bool:
         return self.task is not None and not self.task.done()

@@ -36,7 +36,7 @@ from playground.chat.services.tool_continuations import (
 from playground.chat.services.turns import ChatTurn, chat_turn_start
 from playground.chat.sockets.base import CLOSE_NOT_FOUND, StreamingSocket
 from playground.chat.sockets.commands import (
-    BadCommand,
+    ChatCommand,
     ContinueCommand,
     EditCommand,
     RegenerateCommand,
@@ -55,7 +55,7 @@ GONE = "This conversation is no longer available to you."
 NO_MESSAGE = "That message is not in this conversation (it may have been deleted): reload the page."
 
 
-class ChatConsumer(StreamingSocket):
+class ChatConsumer(StreamingSocket[ChatCommand]):
     url_kwarg = "conversation_id"
     busy = BUSY
     turn: ChatTurn | None = None
@@ -73,12 +73,10 @@ class ChatConsumer(StreamingSocket):
         if by_user and self.turn is not None:
             self.turn.call.stopped_by_user = True
 
-    async def command(self, text_data: str | None) -> None:
-        try:
-            command = chat_command_parse(text_data)
-        except BadCommand as exc:
-            await self._notice(str(exc))
-            return
+    def parse(self, text_data: str | None) -> ChatCommand:
+        return chat_command_parse(text_data)
+
+    async def command(self, command: ChatCommand) -> None:
         match command:
             case StopCommand():
                 if await self.stop(by_user=True) and self.turn is not None:

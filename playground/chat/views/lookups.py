@@ -1,4 +1,5 @@
-"""Not a page: the lookup every conversation page starts with, scoped to the user's teams."""
+"""Not a page: the lookups pages start with. A selector scoped to the user's teams answers None
+for another team's object as for a missing one, and the page answers 404 for both."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ def conversation_or_404(request: HttpRequest, conversation_id: int | str) -> Con
         if not (conversation_id.isascii() and conversation_id.isdigit()):
             raise Http404("No such conversation.")
         conversation_id = int(conversation_id)
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
-    return conversation
+    return found_or_404(conversation_get(user=request.user, conversation_id=conversation_id), "conversation")
+
+
+def found_or_404[Found](found: Found | None, what: str) -> Found:
+    """What a scoped selector found; None (another team's, or none) is a 404."""
+    if found is None:
+        raise Http404(f"No such {what}.")
+    return found
