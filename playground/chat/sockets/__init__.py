@@ -5,6 +5,7 @@
 - `chat`: the chat socket (`/ws/chat/<conversation id>/`): turns, edits, regenerations, tool continuations.
 - `commands`: what a socket message asks for, parsed before any service runs.
 - `relay`: streamed text batched into frames.
+- `paths`: where the sockets listen (the routes mount them there, the pages connect there).
 
 The compare socket is `chat.compare.socket`, a `StreamingSocket` too.
 """

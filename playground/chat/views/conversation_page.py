@@ -34,7 +34,6 @@ from playground.chat.presenters.messages import (
     request_view,
 )
 from playground.chat.presenters.tools import ToolsPanel, tools_panel
-from playground.chat.routing import chat_socket_path
 from playground.chat.selectors import (
     CONVERSATION_PAGE_SIZE,
     COUNT_CAP,
@@ -53,6 +52,7 @@ from playground.chat.services.conversations import (
     conversation_settings_update,
     conversation_tools_update,
 )
+from playground.chat.sockets.paths import chat_socket_path
 from playground.chat.views.attachments import attachments_context
 from playground.chat.views.branches import branch_context
 from playground.chat.views.conversations import team_connections
