@@ -35,7 +35,7 @@ from playground.chat.compare.services import (
 )
 from playground.chat.forms import connection_label
 from playground.chat.models import Conversation
-from playground.chat.presenters.messages import model_choices
+from playground.chat.presenters.conversations import model_choices
 from playground.chat.sockets.paths import compare_socket_path
 from playground.chat.views.lookups import conversation_or_404, found_or_404
 from playground.lib.web import HtmxHttpRequest

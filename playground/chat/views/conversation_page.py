@@ -27,13 +27,9 @@ from playground.chat.forms import (
     connection_label,
 )
 from playground.chat.models import Conversation
-from playground.chat.presenters.messages import (
-    composer_note,
-    composer_summary,
-    conversation_rows,
-    request_view,
-)
+from playground.chat.presenters.conversations import composer_note, composer_summary, conversation_rows
 from playground.chat.presenters.tools import ToolsPanel, tools_panel
+from playground.chat.presenters.usage import request_view
 from playground.chat.selectors import (
     CONVERSATION_PAGE_SIZE,
     COUNT_CAP,

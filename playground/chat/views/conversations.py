@@ -19,7 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 
 from playground.chat.forms import ModelChoiceForm, RenameForm
 from playground.chat.models import Conversation
-from playground.chat.presenters.messages import conversation_rows
+from playground.chat.presenters.conversations import conversation_rows
 from playground.chat.selectors import conversation_page, conversation_search
 from playground.chat.services.conversations import (
     ConversationNotFound,
