@@ -196,7 +196,7 @@ def fill(conversations: int) -> int:
     from django.db import connection
 
     from playground.accounts.models import Membership, Role, Team
-    from playground.chat.search_index import search_index_drop, search_index_ensure
+    from playground.chat.search.index import search_index_drop, search_index_ensure
 
     teams = [Team.objects.create(name=f"Search {i}", slug=f"search-{i}") for i in range(TEAMS)]
     user = User.objects.create_user("searcher")

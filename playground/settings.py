@@ -329,10 +329,10 @@ if HTTPS:
 CHAT_MAX_FRAME_BYTES = env_int("CHAT_MAX_FRAME_BYTES", 512 * 1024)
 CHAT_TURNS_PER_MINUTE = env_int("CHAT_TURNS_PER_MINUTE", 20)
 CHAT_MAX_CONCURRENT_TURNS = env_int("CHAT_MAX_CONCURRENT_TURNS", 3)
-# Streamed text arriving within this many ms of the last frame joins the next one (chat.relay).
+# Streamed text arriving within this many ms of the last frame joins the next one (chat.sockets.relay).
 CHAT_STREAM_FRAME_MS = env_float("CHAT_STREAM_FRAME_MS", 5.0)
 
-# --- image attachments (see playground.chat.attachments) ---
+# --- image attachments (see playground.chat.domain.attachments) ---
 # Uploaded images are stored under MEDIA_ROOT through Django's storage API and served only
 # by the attachment view to members of the conversation's team: there is no MEDIA_URL route.
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(DATA_DIR / "media")))

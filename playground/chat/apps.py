@@ -12,8 +12,8 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         # Below chat, usage and providers name conversations only through these registries.
-        from playground.chat.presets import ConversationPresets
-        from playground.chat.sources import ComparisonColumnSources, ConversationSources
+        from playground.chat.registries.presets import ConversationPresets
+        from playground.chat.registries.sources import ComparisonColumnSources, ConversationSources
         from playground.presets import request_presets
         from playground.usage import sources
 
@@ -25,7 +25,7 @@ class ChatConfig(AppConfig):
 
 def _search_index_ensure(*, using: str, plan: Any = None, **kwargs: Any) -> None:
     """After every `migrate`: the search index exists and its triggers survived the migrations
-    (see `chat.search_index`)."""
-    from playground.chat.search_index import search_index_ensure
+    (see `chat.search.index`)."""
+    from playground.chat.search.index import search_index_ensure
 
     search_index_ensure(connections[using])

@@ -31,7 +31,7 @@ class Conversation(models.Model):
     # Sent as x-session-affinity when `use_affinity` is on, so the prompt prefix stays cached.
     affinity_key = models.CharField(max_length=120, blank=True)
     use_affinity = models.BooleanField(default=True)
-    # The composer's settings, sent with every turn (see playground.chat.composer).
+    # The composer's settings, sent with every turn (see playground.chat.domain.composer).
     # Sampling and reasoning parameters the user set; absent keys take the model's defaults.
     parameters = models.JSONField(default=dict, blank=True)
     # OpenAI function tools; each may carry "mocks" (saved results), which are never sent.
@@ -42,7 +42,7 @@ class Conversation(models.Model):
     auto_mock_steps = models.PositiveSmallIntegerField(default=0)  # 0: the user answers every call
     response_format = models.JSONField(null=True, blank=True)  # None: text
     # The last message of the branch shown and continued: the path from it up through
-    # `Message.parent` is the history the next request sends (see chat.branches).
+    # `Message.parent` is the history the next request sends (see chat.domain.branches).
     current_leaf = models.ForeignKey(
         "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

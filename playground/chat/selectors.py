@@ -15,9 +15,9 @@ from django.db.models.functions import Coalesce
 
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
-from playground.chat.branches import MessageTree, branch_leaf_id
-from playground.chat.models import Attachment, Comparison, ComparisonColumn, Conversation, Message
-from playground.chat.search import matching_conversation_ids, recent_matches, search_terms
+from playground.chat.domain.branches import MessageTree, branch_leaf_id
+from playground.chat.models import Attachment, Conversation, Message
+from playground.chat.search.matching import matching_conversation_ids, recent_matches, search_terms
 from playground.usage.models import UsageRecord, UsageStatus
 
 
@@ -71,7 +71,7 @@ def conversation_search(
     *, user: AnyUser, text: str, cursor: str = "", size: int = CONVERSATION_PAGE_SIZE
 ) -> ConversationPage:
     """The user's teams' conversations whose title or one message holds every word of `text`
-    (`chat.search`), most recently updated first, in keyset pages like `conversation_page`.
+    (`chat.search.matching`), most recently updated first, in keyset pages like `conversation_page`.
 
     First the `RECENT_CHECKED` newest conversations (after the cursor) are checked directly:
     if more than a page of them match, or they were all there is, they are the answer, exact
@@ -274,45 +274,4 @@ def conversation_usage_so_far(*, conversation: Conversation) -> UsageSoFar:
         prompt_tokens=totals["prompt"],
         cached_tokens=totals["cached"],
         completion_tokens=totals["completion"],
-    )
-
-
-# --- comparisons -----------------------------------------------------------------------
-
-RECENT_COMPARISONS = 10
-
-
-def comparison_get(*, user: AnyUser, comparison_id: int) -> Comparison | None:
-    """The comparison if one of the user's teams owns it; None otherwise (callers answer 404)."""
-    if not user.is_authenticated:
-        return None
-    return (
-        Comparison.objects.filter(team__memberships__user_id=user.pk, pk=comparison_id)
-        .select_related("team", "conversation")
-        .first()
-    )
-
-
-async def acomparison_get(*, user: AnyUser, comparison_id: int) -> Comparison | None:
-    if not user.is_authenticated:
-        return None
-    return await Comparison.objects.filter(team__memberships__user_id=user.pk, pk=comparison_id).afirst()
-
-
-def comparison_columns(*, comparison: Comparison) -> QuerySet[ComparisonColumn]:
-    """A comparison's columns with their targets and latest records (the caller checked access)."""
-    return comparison.columns.select_related("connection", "usage_record", "usage_record__price_card").defer(
-        "usage_record__request_body"
-    )
-
-
-def comparison_recent(*, user: AnyUser, limit: int = RECENT_COMPARISONS) -> list[Comparison]:
-    """The newest comparisons of the user's teams."""
-    if not user.is_authenticated:
-        return []
-    return list(
-        Comparison.objects.filter(team__memberships__user_id=user.pk)
-        .select_related("team")
-        .prefetch_related("columns")
-        .order_by("-created_at", "-id")[:limit]
     )

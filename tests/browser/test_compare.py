@@ -42,6 +42,9 @@ def expect_figures(column: Locator) -> None:
 
 
 def wait_for_run(page: Page) -> None:
+    # A column never run is drawn "done" too (with "Not run yet."): on the page's first load,
+    # wait for the run it starts itself to have replaced them, or this returns before it began.
+    expect(page.locator(".compare-column", has_text="Not run yet.")).to_have_count(0, timeout=RUN_TIMEOUT_MS)
     expect(page.locator('.compare-column[data-state="done"]')).to_have_count(2, timeout=RUN_TIMEOUT_MS)
     expect(page.locator("#compare-rerun")).to_be_visible()
 

@@ -16,12 +16,12 @@ from django.test import Client
 from django.urls import reverse
 
 from playground.catalog.seed import ENGINE_MODEL_ID
-from playground.chat.attachments import CleanImage, attachment_store, image_clean
-from playground.chat.forms import BadCommand, SendCommand, chat_command_parse
+from playground.chat.domain.attachments import CleanImage, attachment_store, image_clean
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.services.conversations import conversation_create
 from playground.chat.services.history import upstream_messages
 from playground.chat.services.turns import chat_turn_start
+from playground.chat.sockets.commands import BadCommand, SendCommand, chat_command_parse
 from playground.providers.images import IMAGE_PROMPT_CHARS
 from playground.providers.models import ProviderConnection
 from tests.support.actors import Actors

@@ -14,7 +14,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from playground.chat.attachments import attachment_store, image_clean
+from playground.chat.domain.attachments import attachment_store, image_clean
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import (

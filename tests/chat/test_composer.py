@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
-from playground.chat.composer import (
+from playground.chat.domain.composer import (
     chat_request_build,
     composer_capabilities,
     response_format_check,

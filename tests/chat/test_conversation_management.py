@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from playground.catalog.seed import KIMI_K26
-from playground.chat.attachments import attachment_store, image_clean
+from playground.chat.domain.attachments import attachment_store, image_clean
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.services.conversations import conversation_model_change
 from playground.chat.services.turns import ChatTurn, chat_turn_start

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from PIL import Image
 
-from playground.chat.attachments import ImageRefused, image_clean, read_limited
+from playground.chat.domain.attachments import ImageRefused, image_clean, read_limited
 from tests.support.images import (
     GPS_IFD,
     PDF,

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from playground.accounts.models import Membership, Role, Team
 from playground.chat.models import Conversation
-from playground.chat.presets import ConversationPresets
+from playground.chat.registries.presets import ConversationPresets
 from playground.chat.selectors import conversation_count_capped, conversation_cursor, conversation_page
 from tests.support.actors import Actors
 from tests.support.clients import client_for

@@ -14,10 +14,10 @@ from django.utils.html import escape
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
-from playground.chat.attachments import attachments_link, image_refusal
+from playground.chat.domain.attachments import attachments_link, image_refusal
 from playground.chat.models import Conversation, MessageRole
-from playground.chat.preflight import preflight_for
 from playground.chat.services.conversations import conversation_create
+from playground.chat.services.preflight import preflight_for
 from playground.chat.services.turns import turn_request_build
 from playground.chat.services.uploads import attachment_upload
 from playground.providers.images import IMAGE_PROMPT_CHARS

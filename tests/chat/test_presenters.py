@@ -10,14 +10,8 @@ import pytest
 from playground.accounts.models import Team
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
-from playground.chat.presenters import (
-    ago_text,
-    cached_text,
-    composer_note,
-    duration_text,
-    model_choices,
-    usage_line,
-)
+from playground.chat.presenters.conversations import ago_text, composer_note, model_choices
+from playground.chat.presenters.usage import cached_text, duration_text, usage_line
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.services import RECORD_WRITE_FAILED

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from django.template.loader import render_to_string
 
-from playground.chat.relay import TEMPLATES, DeltaFrames, FrameRelay
+from playground.chat.sockets.relay import TEMPLATES, DeltaFrames, FrameRelay
 from playground.providers.events import Finish, ReasoningDelta, TextDelta
 
 HOSTILE = ['<img src=x onerror="alert(1)">', "a & b ' \" `", "{{ key }} {% if %}", "\u00e9\U0001f600", ""]

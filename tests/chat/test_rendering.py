@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from playground.chat.rendering import render_markdown, sanitize_html
+from playground.chat.presenters.rendering import render_markdown, sanitize_html
 
 SAFE_TAGS = {"a", "blockquote", "br", "code", "del", "em", "hr", "li", "ol", "p", "pre", "s", "strong", "ul"}
 SAFE_TAGS |= {"h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td"}

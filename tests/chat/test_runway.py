@@ -135,7 +135,7 @@ async def test_the_answer_is_stored_and_shown_even_if_its_notes_fail(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("selector down")
 
-    monkeypatch.setattr("playground.chat.consumers.record_break", broken)
+    monkeypatch.setattr("playground.chat.sockets.chat.record_break", broken)
     fake_upstream.script(sse([native_frame("Sure."), native_frame("", usage=usage(300, 5, cached=0))]))
 
     frames = await open_socket("owner", conversation.pk).exchange("And then?")

@@ -14,8 +14,8 @@ from django.utils import timezone
 from playground.accounts.models import Membership, Role, Team
 from playground.chat import selectors
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.search import search_terms
-from playground.chat.search_index import search_index_drop, search_index_ensure
+from playground.chat.search.index import search_index_drop, search_index_ensure
+from playground.chat.search.matching import search_terms
 from playground.chat.selectors import conversation_search
 from tests.support.actors import Actors
 from tests.support.clients import client_for

@@ -11,6 +11,13 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from playground.chat.domain.tools import (
+    ToolsInvalid,
+    tool_call_record,
+    tools_parse,
+    tools_token_estimate,
+    tools_upstream,
+)
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.conversations import conversation_create, conversation_tools_update
 from playground.chat.services.history import upstream_messages
@@ -21,13 +28,6 @@ from playground.chat.services.tool_continuations import (
     chat_continue_start,
 )
 from playground.chat.services.turns import chat_turn_start
-from playground.chat.tools import (
-    ToolsInvalid,
-    tool_call_record,
-    tools_parse,
-    tools_token_estimate,
-    tools_upstream,
-)
 from playground.providers.answer_collector import ToolCall
 from playground.providers.models import ProviderConnection
 from playground.usage.metering import estimate_tokens

@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from playground.catalog.seed import KIMI_K26
-from playground.chat.request_code import next_request_code
+from playground.chat.presenters.request_code import next_request_code
 from playground.chat.services.conversations import conversation_create
 from playground.chat.services.turns import chat_turn_start
 from playground.providers.code_samples import TargetKind

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from playground.chat.presets import ConversationPresets
-from playground.chat.sources import ConversationSources
+from playground.chat.registries.presets import ConversationPresets
+from playground.chat.registries.sources import ConversationSources
 from playground.lib.registry import Registry
 from playground.presets import request_presets as presets
 from playground.usage import sources

@@ -14,9 +14,9 @@ from playground.batches.models import Batch
 from playground.batches.services.actions import batch_confirm
 from playground.batches.services.step import batch_step_run
 from playground.catalog.seed import KIMI_K26
-from playground.chat.forms import target_value
+from playground.chat.compare.forms import target_value
+from playground.chat.compare.services import comparison_run_start
 from playground.chat.models import Comparison, Conversation
-from playground.chat.services.comparisons import comparison_run_start
 from playground.chat.services.conversations import conversation_composer_update, conversation_model_change
 from playground.chat.services.preset_setups import conversation_from_preset
 from playground.chat.services.turns import chat_turn_start

@@ -3,7 +3,7 @@ turn deleted, a conversation forked from a message.
 
 Every message keeps the one before it on its branch (`Message.parent`); an edited question is
 a sibling of the original, a regenerated answer a sibling of the one it replaces, and the
-conversation keeps both (`chat.branches`). The branch on screen ends at
+conversation keeps both (`chat.domain.branches`). The branch on screen ends at
 `Conversation.current_leaf`: it is what the page shows and what the next request sends.
 Usage records are never deleted here: a deleted answer's record stays in the log, pointing at
 the conversation it cost.
@@ -18,9 +18,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from playground.chat.attachments import attachment_copy, attachment_discard
-from playground.chat.branches import MessageTree, branch_leaf_id
-from playground.chat.composer import chat_request_build
+from playground.chat.domain.attachments import attachment_copy, attachment_discard
+from playground.chat.domain.branches import MessageTree, branch_leaf_id
+from playground.chat.domain.composer import chat_request_build
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.services.conversations import MessageNotFound, conversation_for_run
 from playground.chat.services.history import branch_messages, upstream_messages, without_failed_turns

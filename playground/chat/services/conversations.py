@@ -12,10 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
-from playground.chat.composer import composer_capabilities, parameters_check, response_format_check
+from playground.chat.domain.composer import composer_capabilities, parameters_check, response_format_check
+from playground.chat.domain.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
 from playground.chat.models import Attachment, Conversation
 from playground.chat.selectors import conversation_get
-from playground.chat.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
 from playground.lib.storable import is_storable
 from playground.providers.connection_check import connection_model_check
 from playground.providers.json_problems import Issue
@@ -153,7 +153,7 @@ def conversation_tools_update(
     auto_mock_steps: int,
 ) -> Conversation:
     """Save the tools editor, all or nothing: raises `ToolsInvalid` listing every problem
-    with its JSON path (see `chat.tools`), and refuses tools for a model that takes none."""
+    with its JSON path (see `chat.domain.tools`), and refuses tools for a model that takes none."""
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
     problems: list[Issue] = []
     tools: list[dict[str, Any]] = []

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from playground.chat.attachments import user_content
-from playground.chat.branches import MessageTree, branch_leaf_id
+from playground.chat.domain.attachments import user_content
+from playground.chat.domain.branches import MessageTree, branch_leaf_id
+from playground.chat.domain.tools import ToolCallRecord
 from playground.chat.models import Conversation, Message, MessageRole
-from playground.chat.tools import ToolCallRecord
 from playground.providers.answer_collector import FunctionCallPart, ToolCallPart
 
 # Earlier messages sent with each turn: bounds the query and the request of a long conversation.

@@ -16,13 +16,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from playground.chat.composer import chat_request_build
+from playground.chat.domain.composer import chat_request_build
+from playground.chat.domain.tools import tool_by_name, tool_result_content
 from playground.chat.models import Message, MessageRole
 from playground.chat.selectors import message_list
 from playground.chat.services.conversations import conversation_for_run
 from playground.chat.services.history import upstream_messages
 from playground.chat.services.turns import ChatTurn, require_fits_context, turn_metered_call
-from playground.chat.tools import tool_by_name, tool_result_content
 from playground.providers.adapters import adapter_for
 
 

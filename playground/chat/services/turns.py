@@ -22,19 +22,19 @@ from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from playground.catalog.selectors import catalog_model_serving
-from playground.chat.attachments import (
+from playground.chat.domain.attachments import (
     attachment_copy,
     attachments_for_turn,
     attachments_link,
     image_refusal,
     user_content,
 )
-from playground.chat.branches import MessageTree, branch_leaf_id
-from playground.chat.composer import chat_request_build
+from playground.chat.domain.branches import MessageTree, branch_leaf_id
+from playground.chat.domain.composer import chat_request_build
+from playground.chat.domain.tools import ToolCallRecord, tool_call_record
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.services.conversations import MessageNotFound, conversation_for_run
 from playground.chat.services.history import CURRENT_LEAF, upstream_messages
-from playground.chat.tools import ToolCallRecord, tool_call_record
 from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer_collector import AnswerCollector

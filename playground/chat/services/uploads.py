@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from playground.accounts.permissions import require_run_role
-from playground.chat.attachments import (
+from playground.chat.domain.attachments import (
     ImageRefused,
     attachment_discard,
     attachment_store,

@@ -17,9 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from playground.accounts.permissions import team_ids_can_run, user_can_run
-from playground.chat.attachment_views import attachments_context
-from playground.chat.branch_views import branch_context
-from playground.chat.conversation_views import team_connections
+from playground.chat.domain.tools import ToolsInvalid
 from playground.chat.forms import (
     AFFINITY_HELP,
     AffinityForm,
@@ -28,22 +26,16 @@ from playground.chat.forms import (
     ToolsForm,
     connection_label,
 )
-from playground.chat.model_picker import model_drawer_context, model_field_context
 from playground.chat.models import Conversation
-from playground.chat.presenters import (
-    composer_note,
-    composer_summary,
-    conversation_rows,
-    request_view,
-)
-from playground.chat.routing import chat_socket_path
+from playground.chat.presenters.conversations import composer_note, composer_summary, conversation_rows
+from playground.chat.presenters.tools import ToolsPanel, tools_panel
+from playground.chat.presenters.usage import request_view
 from playground.chat.selectors import (
     CONVERSATION_PAGE_SIZE,
     COUNT_CAP,
     BadCursor,
     ConversationPage,
     conversation_count_capped,
-    conversation_get,
     conversation_page,
     conversation_search,
     message_request_get,
@@ -56,8 +48,12 @@ from playground.chat.services.conversations import (
     conversation_settings_update,
     conversation_tools_update,
 )
-from playground.chat.tool_presenters import ToolsPanel, tools_panel
-from playground.chat.tools import ToolsInvalid
+from playground.chat.sockets.paths import chat_socket_path
+from playground.chat.views.attachments import attachments_context
+from playground.chat.views.branches import branch_context
+from playground.chat.views.conversations import team_connections
+from playground.chat.views.lookups import conversation_or_404
+from playground.chat.views.model_picker import model_drawer_context, model_field_context
 from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.presets.selectors import preset_list
 from playground.providers.json_problems import Issue
@@ -133,7 +129,7 @@ def model_options_view(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
-    conversation = _conversation_or_404(request, conversation_id)
+    conversation = conversation_or_404(request, conversation_id)
     can_run = user_can_run(user=request.user, team_id=conversation.team_id)
     connection = conversation.connection
     note = composer_note(conversation, can_run=can_run)
@@ -165,7 +161,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
 @require_POST
 def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """Save the tools editor; every problem comes back inline with its JSON path, nothing saved."""
-    conversation = _conversation_or_404(request, conversation_id)
+    conversation = conversation_or_404(request, conversation_id)
     form = ToolsForm(request.POST)
     form.is_valid()  # every field is optional; a bad step count is the service's problem to name
     text = request.POST.get("tools", "")
@@ -198,7 +194,7 @@ def conversation_tools_view(request: HtmxHttpRequest, conversation_id: int) -> H
 @require_POST
 def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """Save the composer settings; errors come back inline on the panel and nothing is saved."""
-    conversation = _conversation_or_404(request, conversation_id)
+    conversation = conversation_or_404(request, conversation_id)
     form = ComposerForm(request.POST, caps=conversation_capabilities(conversation=conversation))
     saved = False
     if form.is_valid():
@@ -306,14 +302,6 @@ def _tools_panel(conversation: Conversation, **kwargs: Any) -> ToolsPanel:
         support=tools_support(model_id=conversation.model_id),
         **kwargs,
     )
-
-
-def _conversation_or_404(request: HttpRequest, conversation_id: int) -> Conversation:
-    """The conversation if one of the user's teams owns it; another team's is a 404."""
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
-    return conversation
 
 
 def _runnable_connections(request: HttpRequest) -> list[ProviderConnection]:

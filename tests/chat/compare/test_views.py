@@ -9,14 +9,15 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from playground.catalog.seed import KIMI_K26
-from playground.chat.forms import target_value
-from playground.chat.models import Comparison, ComparisonColumn, Conversation
-from playground.chat.services.comparisons import (
+from playground.chat.compare.forms import target_value
+from playground.chat.compare.models import Comparison, ComparisonColumn
+from playground.chat.compare.services import (
     ComparisonNotFound,
     Target,
     comparison_create,
     comparison_run_start,
 )
+from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from tests.support.actors import Actors
 from tests.support.clients import client_for

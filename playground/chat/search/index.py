@@ -80,7 +80,7 @@ def search_index_ensure(connection: BaseDatabaseWrapper) -> list[str]:
         return _postgres_ensure(connection)
     if connection.vendor == "sqlite":
         return _sqlite_ensure(connection)
-    return []  # another database: search falls back to a scan (`chat.search`)
+    return []  # another database: search falls back to a scan (`chat.search.matching`)
 
 
 def search_index_drop(connection: BaseDatabaseWrapper) -> None:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from django.utils.safestring import SafeString
 
+from playground.chat.compare.models import ComparisonColumn
 from playground.chat.forms import connection_label
-from playground.chat.models import ComparisonColumn
-from playground.chat.presenters import SEPARATOR, StructuredView, UsageLine, structured_view, usage_line
-from playground.chat.rendering import render_markdown
+from playground.chat.presenters.messages import StructuredView, structured_view
+from playground.chat.presenters.rendering import render_markdown
+from playground.chat.presenters.usage import SEPARATOR, UsageLine, usage_line
 
 PARAMETER_LABELS = {
     "temperature": "temperature",

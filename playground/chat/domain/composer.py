@@ -21,8 +21,8 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 
 from playground.catalog.selectors import catalog_model_serving
+from playground.chat.domain.tools import tools_request_fields
 from playground.chat.models import Conversation
-from playground.chat.tools import tools_request_fields
 from playground.providers.adapters import ChatRequest
 from playground.providers.json_problems import Issue
 from playground.providers.kinds import WireFormat
@@ -88,7 +88,7 @@ def chat_request_build(
         temperature=wire.pop("temperature", None),
         response_format=_wire_response_format(response_format, conversation=conversation),
         parameters=wire,
-        **tools_request_fields(conversation),  # tools, tool_choice, parallel_tool_calls (chat.tools)
+        **tools_request_fields(conversation),  # tools, tool_choice, parallel_tool_calls (chat.domain.tools)
         affinity_key=conversation.affinity_key if conversation.use_affinity else "",
         stream=not (json_mode and not caps.streams_json),
     )

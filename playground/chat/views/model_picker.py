@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.forms import ModelChoiceForm
-from playground.chat.presenters import model_choices
+from playground.chat.presenters.conversations import model_choices
 from playground.providers.models import ProviderConnection
 
 

@@ -1,21 +1,15 @@
 """The chat WebSocket: a transport adapter over the chat services (`playground.chat.services`).
 
-`connect()` lets in only a signed-in member of the conversation's team. Every message
-first re-reads the session: a logout, a changed password or a deactivated account closes
-the socket. `receive()` then parses one command and hands it to the chat service, which
-re-checks membership and role (a role change applies to sockets that are already open);
-a turn starts only within the user's limits (`chat.limits`: turn rate, concurrent turns).
-A turn streams in a task of its own so that Stop and a disconnect can reach it: both
-cancel the task, and `ChatTurn.events()` then writes the usage record (status
-client_disconnected; after Stop, error code stopped_by_user) before the task ends. We wait
-for it, so the record exists once the socket is gone.
-
-Every frame sent is a rendered template from `templates/chat/ws/` whose top-level elements
-carry stable ids and `hx-swap-oob`; nothing here builds HTML from strings. The streamed
-text goes through `chat.relay`: each delta template is rendered once per turn, and text that
-arrives within one frame interval (`CHAT_STREAM_FRAME_MS`) is sent as one frame. When a turn
-ends, the service says whether auto-mock mode continues it (`chat_auto_continue`);
-the consumer streams the turns it is handed.
+The skeleton is `sockets.base.StreamingSocket`: a signed-in member of the conversation's team
+connects, every message re-reads the session, one turn streams at a time in a task holding
+one of the user's concurrent-turn slots, and Stop or a disconnect cancels it and waits for its
+record (`ChatTurn.events()` writes it: status client_disconnected; after Stop, error code
+stopped_by_user). What is the chat's own: `command()` parses one command
+(`sockets.commands`) and hands it to the chat service, which re-checks membership and role
+(a role change applies to sockets that are already open); the streamed text goes through
+`sockets.relay` (each delta template rendered once per turn, text arriving within one frame
+interval sent as one frame). When a turn ends, the service says whether auto-mock mode
+continues it (`chat_auto_continue`); the socket streams the turns it is handed.
 """
 
 from __future__ import annotations
@@ -23,28 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.template.loader import render_to_string
 
-from playground.accounts.selectors import asession_user_id
-from playground.chat.forms import (
-    BadCommand,
-    ContinueCommand,
-    EditCommand,
-    RegenerateCommand,
-    SendCommand,
-    StopCommand,
-    chat_command_parse,
-)
-from playground.chat.limits import TurnRefused, TurnSlot, turn_admit
-from playground.chat.presenters import message_view
-from playground.chat.relay import DeltaFrames, FrameRelay
+from playground.accounts.selectors import AnyUser
+from playground.chat.presenters.messages import message_view
 from playground.chat.selectors import aconversation_get
 from playground.chat.services.branching import chat_edit_start, chat_regenerate_start
 from playground.chat.services.conversations import ConversationNotFound, MessageNotFound
@@ -55,76 +34,52 @@ from playground.chat.services.tool_continuations import (
     chat_continue_start,
 )
 from playground.chat.services.turns import ChatTurn, chat_turn_start
+from playground.chat.sockets.base import CLOSE_NOT_FOUND, StreamingSocket
+from playground.chat.sockets.commands import (
+    ChatCommand,
+    ContinueCommand,
+    EditCommand,
+    RegenerateCommand,
+    SendCommand,
+    StopCommand,
+    chat_command_parse,
+)
 from playground.usage.cache_break_selectors import BreakShown, break_shown, record_break
 from playground.usage.runway import Runway
 from playground.usage.runway_selectors import conversation_runway
 
 logger = logging.getLogger(__name__)
 
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
 BUSY = "An answer is still streaming: wait for it to finish, or press Stop."
 GONE = "This conversation is no longer available to you."
 NO_MESSAGE = "That message is not in this conversation (it may have been deleted): reload the page."
-SIGNED_OUT = "You are signed out (or your account was deactivated): sign in again to continue."
 
 
-class TemplateSocket(AsyncWebsocketConsumer):
-    """A socket that answers with rendered templates (the chat's and the compare page's)."""
-
-    async def _notice(self, text: str) -> None:
-        await self._send_template("chat/ws/notice.html", {"text": text})
-
-    async def _send_template(self, template: str, context: dict[str, Any]) -> None:
-        await self.send(text_data=render_to_string(template, context))
-
-    async def _send_quietly(self, template: str, context: dict[str, Any]) -> None:
-        """For the end of an answer: the client may be gone, and the answer is stored anyway."""
-        try:
-            await self._send_template(template, context)
-        except Exception:
-            logger.info("could not send %s: the client went away", template)
-
-
-class ChatConsumer(TemplateSocket):
-    # A turn streams to its own socket and nothing is broadcast, so the consumer stays off
-    # the channel layer: no Redis round trip per socket, and no dependency on its health.
-    channel_layer_alias = None
-    conversation_id: int
+class ChatConsumer(StreamingSocket[ChatCommand]):
+    url_kwarg = "conversation_id"
+    busy = BUSY
     turn: ChatTurn | None = None
-    turn_task: asyncio.Task[None] | None = None
     finished_sent: bool = False
 
-    async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        conversation = await aconversation_get(user=user, conversation_id=conversation_id)
-        if conversation is None:  # another team's conversation: refused like a 404
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
-        self.conversation_id = conversation.pk
-        await self.accept()
+    @property
+    def conversation_id(self) -> int:
+        return self.object_id
 
-    async def disconnect(self, code: int) -> None:
-        await self._stop_turn()
+    async def find(self, *, user: AnyUser, object_id: int) -> int | None:
+        conversation = await aconversation_get(user=user, conversation_id=object_id)
+        return None if conversation is None else conversation.pk
 
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not await self._still_signed_in():
-            await self._notice(SIGNED_OUT)
-            await self._stop_turn()
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        try:
-            command = chat_command_parse(text_data)
-        except BadCommand as exc:
-            await self._notice(str(exc))
-            return
+    def mark_stopped(self, *, by_user: bool) -> None:
+        if by_user and self.turn is not None:
+            self.turn.call.stopped_by_user = True
+
+    def parse(self, text_data: str | None) -> ChatCommand:
+        return chat_command_parse(text_data)
+
+    async def command(self, command: ChatCommand) -> None:
         match command:
             case StopCommand():
-                if await self._stop_turn(by_user=True) and self.turn is not None:
+                if await self.stop(by_user=True) and self.turn is not None:
                     await self._send_finished(self.turn)
             case SendCommand(text=text, attachment_ids=attachment_ids, after=after):
                 await self._start_turn(lambda: self._open_turn(text, attachment_ids, after))
@@ -137,31 +92,8 @@ class ChatConsumer(TemplateSocket):
 
     # --- turns ---------------------------------------------------------------------------
 
-    async def _still_signed_in(self) -> bool:
-        return await still_signed_in(self.scope)
-
-    def _turn_running(self) -> bool:
-        return self.turn_task is not None and not self.turn_task.done()
-
     async def _start_turn(self, open_turn: Callable[[], Awaitable[ChatTurn | None]]) -> None:
-        if self._turn_running():
-            await self._notice(BUSY)
-            return
-        try:
-            slot = await turn_admit(user_id=self.scope["user"].pk)
-        except TurnRefused as exc:
-            await self._notice(str(exc))
-            return
-        turn: ChatTurn | None = None
-        try:
-            turn = await open_turn()
-        finally:
-            if turn is None:  # refused or failed: no task will hold the slot
-                await slot.release()
-        if turn is not None:
-            self.turn_task = asyncio.create_task(
-                self._run_turn(turn, slot), name=f"chat-turn-{turn.user_message.pk}"
-            )
+        await self.start(open_turn, self._run_turn, name=lambda turn: f"chat-turn-{turn.user_message.pk}")
 
     async def _open_turn(
         self, text: str, attachment_ids: tuple[int, ...] = (), after: int | None = None
@@ -266,7 +198,7 @@ class ChatConsumer(TemplateSocket):
             await self._notice(" ".join(exc.messages))
         return None
 
-    async def _run_turn(self, turn: ChatTurn, slot: TurnSlot) -> None:
+    async def _run_turn(self, turn: ChatTurn) -> None:
         try:
             current: ChatTurn | None = turn
             while current is not None:
@@ -282,37 +214,13 @@ class ChatConsumer(TemplateSocket):
                 await self._send_finished(turn)
             else:  # nothing was stored: do not leave the page waiting on "Streaming…"
                 await self._send_quietly("chat/ws/turn_failed.html", {"key": _key(turn)})
-        finally:
-            await slot.release()  # the turn's record is written by now (events() ended)
-
-    async def _stop_turn(self, *, by_user: bool = False) -> bool:
-        """Cancel the running turn and wait until its record is written; False if none ran.
-        `by_user`: the user pressed Stop (the record says so), not a socket that went away."""
-        task = self.turn_task
-        if task is None or task.done():
-            return False
-        if by_user and self.turn is not None:
-            self.turn.call.stopped_by_user = True
-        task.cancel()
-        await asyncio.wait({task})
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("chat turn ended with %r", task.exception())
-        return True
 
     # --- frames ----------------------------------------------------------------------------
 
     async def _stream(self, turn: ChatTurn) -> None:
         """Relay the answer's text as it streams; usage, finish and errors show from the stored
-        record at the end. The events are read here, in the turn's task, so that a Stop or a
-        disconnect cancels the read and the record is written (see the module docstring)."""
-        frames = DeltaFrames({"key": _key(turn)})
-        interval = settings.CHAT_STREAM_FRAME_MS / 1000
-        async with (
-            FrameRelay(frames, self.send, interval=interval) as relay,
-            aclosing(turn.events()) as events,
-        ):
-            async for event in events:
-                relay.add(event)
+        record at the end (`_send_finished`)."""
+        await self.relay(_key(turn), turn.events())
 
     async def _send_finished(self, turn: ChatTurn) -> None:
         """Replace the streamed text with the stored answer (once per turn)."""
@@ -347,13 +255,6 @@ def _answer_notes(turn: ChatTurn) -> tuple[BreakShown | None, Runway | None]:
     except Exception:
         logger.exception("could not work out the cache break and runway of a finished answer")
         return None, None
-
-
-async def still_signed_in(scope: dict[str, Any]) -> bool:
-    """The session that opened the socket still signs in its user, and the user is active."""
-    session = scope.get("session")
-    user_id = await asession_user_id(session_key=session.session_key if session else None)
-    return user_id is not None and user_id == scope["user"].pk
 
 
 def _key(turn: ChatTurn) -> int:

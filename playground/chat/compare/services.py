@@ -28,11 +28,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
-from playground.chat.composer import chat_request_build, parameters_check
-from playground.chat.models import Comparison, ComparisonColumn, Conversation, Message, MessageRole
-from playground.chat.selectors import comparison_get, conversation_get
+from playground.chat.compare.models import Comparison, ComparisonColumn
+from playground.chat.compare.selectors import comparison_get
+from playground.chat.domain.composer import chat_request_build, parameters_check
+from playground.chat.domain.tools import tool_call_record
+from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.selectors import conversation_get
 from playground.chat.services.turns import MAX_MESSAGE_CHARS, TITLE_CHARS, require_fits_context
-from playground.chat.tools import tool_call_record
 from playground.lib.storable import is_storable
 from playground.presets.selectors import preset_version_setup
 from playground.providers.adapters import ChatRequest, adapter_for

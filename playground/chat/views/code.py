@@ -13,19 +13,18 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from playground.chat.preflight import PreflightUnavailable, preflight_for
-from playground.chat.request_code import next_request_code, past_request_code, target_parse
-from playground.chat.selectors import conversation_get, message_request_get
+from playground.chat.presenters.request_code import next_request_code, past_request_code, target_parse
+from playground.chat.selectors import message_request_get
 from playground.chat.services.history import CURRENT_LEAF
+from playground.chat.services.preflight import PreflightUnavailable, preflight_for
+from playground.chat.views.lookups import conversation_or_404
 from playground.lib.web import HtmxHttpRequest
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def next_request_code_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = conversation_or_404(request, conversation_id)
     data = request.POST if request.method == "POST" else request.GET
     code = next_request_code(
         conversation=conversation,
@@ -72,9 +71,7 @@ def message_code_view(request: HtmxHttpRequest, conversation_id: int, message_id
 @require_POST
 def preflight_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """The composer's pre-flight line for the draft in the form (htmx posts it as the user types)."""
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = conversation_or_404(request, conversation_id)
     try:
         preflight = preflight_for(
             conversation=conversation,

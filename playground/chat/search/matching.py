@@ -1,5 +1,5 @@
 """Conversation search: which conversations' title or one message holds every word typed,
-through the database's own full-text index (`chat.search_index`).
+through the database's own full-text index (`chat.search.index`).
 
 Every word is matched as a prefix ("helsin" finds "Helsinki"), so the quick switcher finds a
 conversation while its name is still being typed. All the words must appear together, in the
@@ -26,7 +26,7 @@ from django.db.models import BooleanField, Exists, OuterRef, Q
 from django.db.models.expressions import RawSQL
 
 from playground.chat.models import Conversation, Message
-from playground.chat.search_index import MESSAGE_VECTOR, TITLE_VECTOR
+from playground.chat.search.index import MESSAGE_VECTOR, TITLE_VECTOR
 
 MAX_TERMS = 8
 MAX_QUERY_CHARS = 200

@@ -17,12 +17,13 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
-from playground.chat.attachments import attachment_bytes, attachments_pending, image_refusal
+from playground.chat.domain.attachments import attachment_bytes, attachments_pending, image_refusal
 from playground.chat.models import Conversation
-from playground.chat.presenters import image_view
+from playground.chat.presenters.messages import image_view
 from playground.chat.selectors import attachment_get
 from playground.chat.services.conversations import ConversationNotFound
 from playground.chat.services.uploads import attachment_remove, attachment_upload
+from playground.chat.views.lookups import found_or_404
 from playground.lib.web import HtmxHttpRequest
 
 UPLOAD_FIELD = "images"
@@ -101,9 +102,7 @@ def attachment_remove_view(request: HtmxHttpRequest, attachment_id: int) -> Http
 @login_required
 @require_GET
 def attachment_view(request: HtmxHttpRequest, attachment_id: int) -> HttpResponse:
-    attachment = attachment_get(user=request.user, attachment_id=attachment_id)
-    if attachment is None:
-        raise Http404("No such image.")
+    attachment = found_or_404(attachment_get(user=request.user, attachment_id=attachment_id), "image")
     data = attachment_bytes(attachment)  # at most 2,048 px a side: read whole, served at once
     if data is None:
         raise Http404("This image is no longer stored.")

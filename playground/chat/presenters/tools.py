@@ -7,14 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from playground.chat.models import Message
-from playground.chat.tools import (
+from playground.chat.domain.tools import (
     MAX_AUTO_MOCK_STEPS,
     mock_text,
     tool_by_name,
     tool_choice_name,
     tools_token_estimate,
 )
+from playground.chat.models import Message
 from playground.providers.json_problems import Issue
 from playground.providers.request_rules import ToolSupport
 

@@ -4,27 +4,26 @@ against the loopback fake Workers AI upstream."""
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.testing import WebsocketCommunicator
-from django.conf import settings
 
 from playground.catalog.seed import KIMI_K26
-from playground.chat.models import Comparison, ComparisonColumn, Conversation, Message, MessageRole
-from playground.chat.services.comparisons import (
+from playground.chat.compare.models import Comparison, ComparisonColumn
+from playground.chat.compare.services import (
     Target,
     comparison_continue,
     comparison_create,
     comparison_run_start,
 )
+from playground.chat.models import Conversation, Message, MessageRole
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BUDGET_EXCEEDED
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import RequestPath, TeamBudget, UsageRecord, UsageStatus
 from playground.usage.sources import record_source_links
+from tests.chat.compare.conftest import RUN_END, OpenCompare
 from tests.fakes.upstream import FakeUpstream, sse
 from tests.support.actors import Actors
 from tests.support.clients import client_for
@@ -32,24 +31,7 @@ from tests.support.sockets import SLOW_WORDS, Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-OpenCompare = Callable[[str | None, int], Socket]
 COLUMN_END = 'data-state="done"'  # a column's stored answer (not the streaming one)
-RUN_END = 'id="compare-rerun"'  # the actions are idle again: every column has ended
-
-
-@pytest.fixture
-def open_compare(session_cookies: dict[str, str]) -> OpenCompare:
-    from playground.asgi import application
-
-    def make(actor: str | None, comparison_id: int) -> Socket:
-        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
-        if actor is not None:
-            cookie = f"{settings.SESSION_COOKIE_NAME}={session_cookies[actor]}"
-            headers.append((b"cookie", cookie.encode()))
-        path = f"/ws/chat/compare/{comparison_id}/"
-        return Socket(communicator=WebsocketCommunicator(application, path, headers=headers), frames=[])
-
-    return make
 
 
 def two_settings(

@@ -3,7 +3,7 @@
 Thin views over `chat.services.branching`, which looks the conversation up in the user's
 teams and the message in that conversation: another team's conversation or message, or a
 message of another conversation, is a 404 on every path. Editing and regenerating stream an
-answer, so they are commands of the chat socket (`consumers`), not views.
+answer, so they are commands of the chat socket (`chat.sockets.chat`), not views.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from playground.chat.models import Conversation
-from playground.chat.presenters import message_views
+from playground.chat.presenters.messages import message_views
 from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run

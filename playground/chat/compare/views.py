@@ -1,6 +1,6 @@
 """Compare pages: start a comparison (from a conversation or a blank page), see it, continue a column.
 
-The answers stream over the comparison's socket (`compare_consumer`); these views only store
+The answers stream over the comparison's socket (`compare.socket`); these views only store
 and show. Every lookup is scoped to the user's teams: another team's comparison, column or
 source conversation is a 404.
 """
@@ -23,25 +23,21 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from playground.accounts.permissions import user_can_run
 from playground.catalog.selectors import catalog_models_for_kind
-from playground.chat.compare_presenters import column_views
-from playground.chat.forms import (
-    TARGET_SLOTS,
-    CompareForm,
-    CompareTargetForm,
-    connection_label,
-    target_value,
-)
-from playground.chat.models import Conversation
-from playground.chat.presenters import model_choices
-from playground.chat.routing import compare_socket_path
-from playground.chat.selectors import comparison_columns, comparison_get, comparison_recent, conversation_get
-from playground.chat.services.comparisons import (
+from playground.chat.compare.forms import TARGET_SLOTS, CompareForm, CompareTargetForm, target_value
+from playground.chat.compare.presenters import column_views
+from playground.chat.compare.selectors import comparison_columns, comparison_get, comparison_recent
+from playground.chat.compare.services import (
     MAX_TARGETS,
     ComparisonNotFound,
     Target,
     comparison_continue,
     comparison_create,
 )
+from playground.chat.forms import connection_label
+from playground.chat.models import Conversation
+from playground.chat.presenters.conversations import model_choices
+from playground.chat.sockets.paths import compare_socket_path
+from playground.chat.views.lookups import conversation_or_404, found_or_404
 from playground.lib.web import HtmxHttpRequest
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
@@ -109,9 +105,7 @@ def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def comparison_detail_view(request: HtmxHttpRequest, comparison_id: int) -> HttpResponse:
-    comparison = comparison_get(user=request.user, comparison_id=comparison_id)
-    if comparison is None:
-        raise Http404("No such comparison.")
+    comparison = found_or_404(comparison_get(user=request.user, comparison_id=comparison_id), "comparison")
     can_run = user_can_run(user=request.user, team_id=comparison.team_id)
     context = {
         "comparison": comparison,
@@ -147,12 +141,7 @@ def comparison_continue_view(request: HtmxHttpRequest, comparison_id: int, colum
 
 def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
     """The conversation a comparison starts from (none on a blank page); another team's is a 404."""
-    if not raw:
-        return None
-    conversation = conversation_get(user=request.user, conversation_id=int(raw)) if raw.isdigit() else None
-    if conversation is None:
-        raise Http404("No such conversation.")
-    return conversation
+    return conversation_or_404(request, raw) if raw else None
 
 
 def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:

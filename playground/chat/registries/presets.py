@@ -8,8 +8,8 @@ sent (no mocks, no returns_json).
 from __future__ import annotations
 
 from playground.accounts.selectors import AnyUser
+from playground.chat.domain.tools import tools_upstream
 from playground.chat.selectors import conversation_get, conversation_page
-from playground.chat.tools import tools_upstream
 from playground.presets.request_presets import RequestPreset
 
 

@@ -18,10 +18,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from playground.chat.forms import ModelChoiceForm, RenameForm
-from playground.chat.model_picker import model_drawer_context
 from playground.chat.models import Conversation
-from playground.chat.presenters import conversation_rows
-from playground.chat.selectors import conversation_get, conversation_page, conversation_search
+from playground.chat.presenters.conversations import conversation_rows
+from playground.chat.selectors import conversation_page, conversation_search
 from playground.chat.services.conversations import (
     ConversationNotFound,
     conversation_delete,
@@ -29,6 +28,8 @@ from playground.chat.services.conversations import (
     conversation_model_change,
     conversation_rename,
 )
+from playground.chat.views.lookups import conversation_or_404
+from playground.chat.views.model_picker import model_drawer_context
 from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_list_runnable
@@ -54,7 +55,7 @@ def conversation_rename_view(request: HtmxHttpRequest, conversation_id: int) -> 
         return HttpResponse(str(exc), status=403, content_type="text/plain; charset=utf-8")
     except ValidationError as exc:
         error = " ".join(exc.messages)
-        conversation = _conversation_or_404(request, conversation_id)
+        conversation = conversation_or_404(request, conversation_id)
     if not request.htmx:
         if error:
             return HttpResponse(error, status=400, content_type="text/plain; charset=utf-8")
@@ -106,7 +107,7 @@ def conversation_delete_view(request: HtmxHttpRequest, conversation_id: int) -> 
 def conversation_model_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """Change the connection or model of the next turn; the page is redrawn for it (its
     settings, tools and images follow the model). Errors come back on the drawer."""
-    conversation = _conversation_or_404(request, conversation_id)
+    conversation = conversation_or_404(request, conversation_id)
     connections = team_connections(request, conversation)
     form = ModelChoiceForm(request.POST, connections=connections)
     if form.is_valid():
@@ -152,10 +153,3 @@ def conversation_switch_view(request: HtmxHttpRequest) -> HttpResponse:
 def team_connections(request: HtmxHttpRequest, conversation: Conversation) -> list[ProviderConnection]:
     """The connections the conversation may move to: its own team's, where the user may run."""
     return [c for c in connection_list_runnable(user=request.user) if c.team_id == conversation.team_id]
-
-
-def _conversation_or_404(request: HtmxHttpRequest, conversation_id: int) -> Conversation:
-    conversation = conversation_get(user=request.user, conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
-    return conversation
