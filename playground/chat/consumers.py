@@ -55,9 +55,9 @@ from playground.chat.services.tool_continuations import (
     chat_continue_start,
 )
 from playground.chat.services.turns import ChatTurn, chat_turn_start
-from playground.usage.cache_break_selectors import BreakShown, break_shown, record_break
-from playground.usage.runway import Runway
-from playground.usage.runway_selectors import conversation_runway
+from playground.usage.insights.cache_break_selectors import BreakShown, break_shown, record_break
+from playground.usage.insights.runway import Runway
+from playground.usage.insights.runway_selectors import conversation_runway
 
 logger = logging.getLogger(__name__)
 

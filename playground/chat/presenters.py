@@ -22,11 +22,11 @@ from playground.catalog.models import CatalogModel
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
 from playground.chat.rendering import render_markdown
 from playground.chat.tool_presenters import ToolCallView, tool_call_views
-from playground.usage.cache_break_selectors import BreakShown
+from playground.usage.insights.cache_break_selectors import BreakShown
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.money import money
-from playground.usage.services import RECORD_WRITE_FAILED
+from playground.usage.records import RECORD_WRITE_FAILED
 
 NOT_REPORTED = "—"
 NOT_KEPT = "Not kept (sent before request bodies were recorded)."

@@ -20,7 +20,7 @@ from playground.chat.presenters import (
 )
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import RECORD_WRITE_FAILED
+from playground.usage.records import RECORD_WRITE_FAILED
 
 CARD = PriceCard(
     input_per_m=Decimal("0.60"),

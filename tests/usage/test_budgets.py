@@ -34,8 +34,10 @@ from playground.usage.budgets import (
     budget_status,
     request_worst_case_cost,
 )
+from playground.usage.calls.budget import BudgetHold, HoldAtAdmission, HoldOnSend, calls_hold_together
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.context import RequestContext
 from playground.usage.estimates import worst_case_estimate
-from playground.usage.metered_call import MeteredCall
 from playground.usage.models import (
     BudgetAlert,
     BudgetLedger,
@@ -44,7 +46,8 @@ from playground.usage.models import (
     UsageRecord,
     UsageStatus,
 )
-from playground.usage.services import KnownCard, RequestContext, price_card_known
+from playground.usage.pricing import KnownCard
+from playground.usage.records import price_card_known
 from playground.usage.tasks import budget_alert_email
 from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk
 from tests.support.actors import Actors
@@ -74,7 +77,14 @@ def set_budget(actors: Actors, usd: str, *, thresholds: list[int] | None = None)
     )
 
 
-def call(actors: Actors, upstream: FakeUpstream, *, max_tokens: int = 1000, source: str = "") -> MeteredCall:
+def call(
+    actors: Actors,
+    upstream: FakeUpstream,
+    *,
+    max_tokens: int = 1000,
+    source: str = "",
+    budget: BudgetHold | None = None,
+) -> MeteredCall:
     return MeteredCall(
         adapter=OpenAICompatAdapter(base_url=upstream.url + "/v1", token="t"),
         request=ChatRequest(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=max_tokens),
@@ -85,6 +95,7 @@ def call(actors: Actors, upstream: FakeUpstream, *, max_tokens: int = 1000, sour
             model_id=MODEL,
             source=source,
         ),
+        budget=budget or HoldOnSend(),
     )
 
 
@@ -153,8 +164,8 @@ def test_a_call_reserved_ahead_then_abandoned_is_recorded_and_gives_its_hold_bac
     actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
 ) -> None:
     set_budget(actors, "5")
-    metered = call(actors, fake_upstream)
-    metered.reserve()  # as the gateway does, in its own worker thread
+    metered = call(actors, fake_upstream, budget=HoldAtAdmission())
+    calls_hold_together([metered])  # as the gateway's admission does, in its own worker thread
     assert team_ledger(actors).reserved_usd > 0
 
     async_to_sync(metered.abandon)()  # its client left before events() began

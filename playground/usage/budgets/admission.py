@@ -28,8 +28,7 @@ from playground.usage.budgets.settlement import budget_reservations_sweep
 from playground.usage.budgets.worst_case import request_worst_case_cost
 from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
 from playground.usage.money import money
-from playground.usage.pricing import ZERO
-from playground.usage.services import KnownCard
+from playground.usage.pricing import ZERO, KnownCard
 
 BUDGET_EXCEEDED = "budget_exceeded"
 UNPRICED_REFUSED = "unpriced_refused"

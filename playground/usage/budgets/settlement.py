@@ -41,7 +41,7 @@ def budget_settle_many(settlements: Sequence[tuple[Reservation, Decimal]]) -> se
     Claims the reservations first, with one `UPDATE ... WHERE settled_at IS NULL RETURNING ...`
     (a reservation the sweep or another call settled meanwhile is skipped, never counted
     twice), then moves each ledger once by the sum of its reservations: a group of requests
-    settled together (`usage.settle_queue`) costs the same few statements as one.
+    settled together (`usage.calls.settlement`) costs the same few statements as one.
     """
     actual_of = {reservation.id: actual for reservation, actual in settlements}
     claimed = _claim(list(actual_of), now=timezone.now())
