@@ -15,7 +15,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from playground.catalog.selectors import price_card_for, price_card_label
-from playground.lib import raw_sql
 from playground.providers.structured_answers import answer_check
 from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
@@ -23,6 +22,7 @@ from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import KnownCard, cost_for
 from playground.usage.rollups import rollup_add, rollups_add
+from playground.usage.statements import raw_sql
 from playground.usage.telemetry import spans_after_commit
 
 logger = logging.getLogger(__name__)
