@@ -34,7 +34,13 @@ from playground.usage.budgets import (
     budget_status,
     request_worst_case_cost,
 )
-from playground.usage.calls.budget import BudgetHold, HoldAtAdmission, HoldOnSend, calls_hold_together
+from playground.usage.calls.budget import (
+    BudgetHold,
+    HeldByCaller,
+    HoldAtAdmission,
+    HoldOnSend,
+    calls_hold_together,
+)
 from playground.usage.calls.call import MeteredCall
 from playground.usage.calls.context import RequestContext
 from playground.usage.estimates import worst_case_estimate
@@ -158,6 +164,34 @@ def test_an_admitted_request_is_reconciled_to_its_actual_cost(
     assert (ledger.spent_usd, ledger.reserved_usd) == (Decimal("0.01"), Decimal(0))
     reservation = BudgetReservation.objects.get()
     assert reservation.settled_at is not None and reservation.actual_usd == Decimal("0.01")
+
+
+def test_a_call_meant_to_be_held_at_admission_is_never_sent_unheld(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "5")
+    metered = call(actors, fake_upstream, budget=HoldAtAdmission())
+
+    with pytest.raises(RuntimeError, match="held at admission"):
+        metered.run()  # its admission never ran calls_hold_together
+
+    assert fake_upstream.requests == []
+    assert metered.outcome is None and not BudgetReservation.objects.exists()
+
+
+def test_a_call_whose_caller_holds_the_budget_neither_holds_nor_settles_it(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "0.001")  # far below the worst case: a hold here would be refused
+    fake_upstream.script(cheap_answer())
+    metered = call(actors, fake_upstream, budget=HeldByCaller())
+
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.OK
+    assert metered.reservation is None and not BudgetReservation.objects.exists()
+    ledger = BudgetLedger.objects.filter(team=actors.team, user__isnull=True).first()
+    assert ledger is None or (ledger.spent_usd, ledger.reserved_usd) == (Decimal(0), Decimal(0))
 
 
 def test_a_call_reserved_ahead_then_abandoned_is_recorded_and_gives_its_hold_back(

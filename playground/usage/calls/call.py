@@ -91,6 +91,10 @@ class MeteredCall:
         return self.hold.code if isinstance(self.hold, Refused) else ""
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
+        if self.hold is None and isinstance(self.budget, HoldAtAdmission):
+            # A bug in the caller, raised before anything is metered: sent unheld, the request
+            # would escape its budget.
+            raise RuntimeError("a call held at admission was started before calls_hold_together held it")
         meter = UsageMeter(
             prompt_chars=self.request.prompt_chars,
             context_window=self.context_window,
@@ -99,7 +103,6 @@ class MeteredCall:
         cancelled = True  # until the stream ends by itself
         try:
             if self.hold is None:
-                assert not isinstance(self.budget, HoldAtAdmission), "held at admission: calls_hold_together"
                 # Shielded: a reservation made in the worker thread is never lost to a cancellation.
                 await finish_even_if_cancelled(sync_to_async(calls_hold_together)([self]))
             if self.refusal:  # nothing is sent; the record says why, at cost 0
