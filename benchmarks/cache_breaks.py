@@ -52,7 +52,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from playground.usage.cache_breaks import Cause, SessionRequest, session_breaks  # noqa: E402
+from playground.usage.insights.cache_breaks import Cause, SessionRequest, session_breaks  # noqa: E402
 from playground.usage.prefix_digest import prefix_digest  # noqa: E402
 from tests.support.engine import GEMMA, MODEL_ID, start_engine  # noqa: E402
 

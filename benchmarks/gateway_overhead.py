@@ -604,7 +604,7 @@ def check_records(answered: list[Sample], sent: int) -> None:
 
     records = UsageRecord.objects.filter(path=RequestPath.GATEWAY)
     ids = {uuid.UUID(s.headers["x-playground-request-id"]) for s in answered}
-    # A whole answer goes out before its record (`gateway.app`, `usage.settle_queue`): wait
+    # A whole answer goes out before its record (`gateway.app`, `usage.calls.settlement`): wait
     # while records still arrive, so a loaded machine's lag is not counted as records lost.
     stored: set[uuid.UUID] = set()
     deadline = time.monotonic() + 60

@@ -272,7 +272,7 @@ BUDGET_SWEEP_EVERY = env_int("BUDGET_SWEEP_EVERY", 30)
 # change saved in that process applies at once, one saved in another process after this.
 PRICE_CARD_CACHE_SECONDS = env_int("PRICE_CARD_CACHE_SECONDS", 5)
 # Under load, the usage records of calls ending together are written in one group at most this
-# often (milliseconds, `usage.settle_queue`); a call ending alone is written at once.
+# often (milliseconds, `usage.calls.settlement`); a call ending alone is written at once.
 USAGE_SETTLE_EVERY_MS = env_int("USAGE_SETTLE_EVERY_MS", 20)
 
 # --- exports ---

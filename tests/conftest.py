@@ -16,7 +16,7 @@ from playground.catalog.seed import catalog_seed
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
 from playground.usage.budgets.ledger import ledgers_forget
-from playground.usage.services import price_cards_forget
+from playground.usage.records import price_cards_forget
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors, actors_create
 from tests.support.connections import WORKERS_TOKEN, workers_connection_for

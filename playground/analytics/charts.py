@@ -13,9 +13,9 @@ from decimal import Decimal
 from typing import Any
 
 from playground.analytics.histograms import bucket_labels
-from playground.usage.cache_breaks import CAUSE_LABELS, Cause
+from playground.usage.insights.cache_breaks import CAUSE_LABELS, Cause
+from playground.usage.insights.runway import prompt_growth_per_turn
 from playground.usage.money import money
-from playground.usage.runway import prompt_growth_per_turn
 
 PALETTE = ["#3b5bdb", "#f08c00", "#2b8a3e", "#c92a2a", "#7048e8", "#0c8599", "#e64980", "#5c940d", "#868e96"]
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'

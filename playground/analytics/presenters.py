@@ -24,7 +24,7 @@ class AttributionView:
 
 
 def tags_of(stored: str) -> list[str]:
-    """A record's tags from their stored form, ",a,b," (`usage.services.Attribution`)."""
+    """A record's tags from their stored form, ",a,b," (`usage.records.Attribution`)."""
     return [tag for tag in stored.split(",") if tag]
 
 

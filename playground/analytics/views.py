@@ -66,7 +66,7 @@ from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest
-from playground.usage.cache_break_selectors import break_shown, record_break
+from playground.usage.insights.cache_break_selectors import break_shown, record_break
 from playground.usage.models import UsageRecord
 from playground.usage.sources import record_source_links
 

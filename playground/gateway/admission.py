@@ -8,9 +8,8 @@ creator's and the key's own) is held before sending, exactly as a chat turn's is
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -28,9 +27,10 @@ from playground.providers.adapters import (
 )
 from playground.usage.api_keys import api_key_for_secret, api_key_touch, api_keys_for_secrets
 from playground.usage.budgets import KeyBudget
-from playground.usage.metered_call import MeteredCall, calls_reserve_together
-from playground.usage.models import ApiKey, RequestPath
-from playground.usage.services import RequestContext
+from playground.usage.calls.budget import calls_hold_together
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.kinds import gateway_call
+from playground.usage.models import ApiKey
 
 
 @dataclass
@@ -92,7 +92,7 @@ def gateway_admit_many(requests: Sequence[AdmissionRequest]) -> list[Admitted | 
     """Admit the requests that arrived together (one blocking step, issue 24): each one's
     admission, the stored answer of an idempotent repeat, or its `GatewayError`. Their keys are
     read in one statement, each key's rate windows once (`rate_admit_many`), and their budgets
-    held together (`calls_reserve_together`): each is admitted or refused exactly as if it had
+    held together (`calls_hold_together`): each is admitted or refused exactly as if it had
     come alone, in order."""
     keys = api_keys_for_secrets({request.secret for request in requests if request.secret})
     staged: list[_Prepared | Replay | Exception] = []
@@ -109,7 +109,7 @@ def gateway_admit_many(requests: Sequence[AdmissionRequest]) -> list[Admitted | 
             results.append(rate if isinstance(rate, GatewayError) else _admitted(item, rate))
         else:
             results.append(item)
-    calls_reserve_together([result.call for result in results if isinstance(result, Admitted)])
+    calls_hold_together([result.call for result in results if isinstance(result, Admitted)])
     return results
 
 
@@ -159,24 +159,17 @@ def _prepared(request: AdmissionRequest, keys: dict[str, ApiKey]) -> _Prepared |
 
 
 def _admitted(prepared: _Prepared, rate: RateState) -> Admitted:
-    """The request's metered call, its budget not held yet (`calls_reserve_together`)."""
+    """The request's metered call, its budget not held yet (`calls_hold_together`)."""
     request, key = prepared.request, prepared.key
     api_key_touch(key)
-    context = RequestContext(
+    call = gateway_call(
+        adapter=prepared.adapter,
+        request=request.client.chat,
         team_id=key.team_id,
         user_id=key.created_by_id,
         connection_id=key.connection_id,
         model_id=request.client.model,
-        affinity_key=request.headers.affinity_key,
-        streamed=request.client.stream,
-        path=RequestPath.GATEWAY,
-        attribution=replace(request.headers.attribution, api_key_id=key.pk),
-        request_id=uuid.uuid4(),
-    )
-    call = MeteredCall(
-        adapter=prepared.adapter,
-        request=request.client.chat,
-        context=context,
-        key_budget=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
+        attribution=request.headers.attribution,
+        key=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
     )
     return Admitted(key=key, adapter=prepared.adapter, call=call, rate=rate, claim=prepared.claim)

@@ -150,7 +150,7 @@ class _Relay:
         if not self.stream and self.admitted.claim is None:
             # A whole answer goes out as soon as it is complete, priced by the card and cost
             # function its record will use; the record follows (with the calls ending meanwhile,
-            # `usage.settle_queue`). An idempotent one is kept before it is sent, so it waits.
+            # `usage.calls.settlement`). An idempotent one is kept before it is sent, so it waits.
             call.on_answered = self._answer_early
         async with aclosing(call.events()) as events:
             async for event in events:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from playground.gateway.errors import GatewayError
 from playground.lib.storable import storable_json
-from playground.usage.services import Attribution
+from playground.usage.calls.context import Attribution
 
 VALUE_MAX_BYTES = 1024
 METADATA_MAX_BYTES = 4096  # a JSON object says more than a name

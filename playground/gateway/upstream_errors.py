@@ -5,7 +5,7 @@ from __future__ import annotations
 from playground.gateway.errors import GatewayError
 from playground.providers.events import UpstreamError
 from playground.usage.budgets import BUDGET_EXCEEDED, UNPRICED_REFUSED
-from playground.usage.metered_call import MeteredCall
+from playground.usage.calls.call import MeteredCall
 
 REFUSAL_STATUS = {BUDGET_EXCEEDED: 402, UNPRICED_REFUSED: 402}
 

@@ -1,7 +1,7 @@
 """Whether an answer holds to the JSON response format its request asked for.
 
 One check for every feature: the chat's badge on an answer (`structured_check`, stored on the
-message) and the usage record's `schema_valid` (`usage.services`, for every path through the
+message) and the usage record's `schema_valid` (`usage.records`, for every path through the
 metered call) read the same `answer_check`, so a conversation and the dashboard's conformance
 table never disagree about an answer. Schemas are applied as JSON Schema 2020-12; remote `$ref`s
 are never fetched.

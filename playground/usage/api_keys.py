@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
-from playground.accounts.models import Team
-from playground.lib import raw_sql
-from playground.providers.models import ProviderConnection
 from playground.usage.models import KEY_PREFIX, ApiKey
+from playground.usage.statements.api_keys import api_keys_with_digests
 
 PREFIX_SHOWN = 10  # "pgk_" and six characters of the secret: enough to tell a team's keys apart
 # `last_used_at` is written at most this often per key: a write on every request would cost
@@ -74,41 +70,11 @@ def api_keys_for_secrets(secrets: Collection[str]) -> dict[str, ApiKey]:
     """`api_key_for_secret` for several secrets in one statement (the gateway admits the
     requests that arrive together at once): each secret some key has, with its key.
 
-    Every gateway request runs it: one hand-written statement (`lib.raw_sql`, issue 24)."""
+    Every gateway request runs it: one hand-written statement (`statements.api_keys`, issue 24)."""
     if not secrets:
         return {}
     by_digest = {secret_digest(secret): secret for secret in secrets}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _keys_select(connection.vendor) + f" IN ({', '.join(['%s'] * len(by_digest))})", list(by_digest)
-        )
-        rows = cursor.fetchall()
-    keys, teams = raw_sql.column_count(ApiKey), raw_sql.column_count(Team)
-    found = {}
-    for row in rows:
-        key = raw_sql.from_row(ApiKey, row[:keys])
-        key.team = raw_sql.from_row(Team, row[keys : keys + teams])
-        key.connection = (
-            raw_sql.from_row(ProviderConnection, row[keys + teams :])
-            if key.connection_id is not None
-            else None
-        )
-        found[by_digest[key.secret_sha256]] = key
-    return found
-
-
-@functools.cache
-def _keys_select(vendor: str) -> str:
-    """The statement but for its `IN (...)`, made once per database vendor (a test run may use two)."""
-    return (
-        f"SELECT {raw_sql.select_list(ApiKey, 'k')}, {raw_sql.select_list(Team, 't')}, "  # noqa: S608
-        f"{raw_sql.select_list(ProviderConnection, 'c')} "
-        f"FROM {raw_sql.table(ApiKey)} k JOIN {raw_sql.table(Team)} t "
-        f"ON t.{raw_sql.column(Team, 'id')} = k.{raw_sql.column(ApiKey, 'team')} "
-        f"LEFT JOIN {raw_sql.table(ProviderConnection)} c "
-        f"ON c.{raw_sql.column(ProviderConnection, 'id')} = k.{raw_sql.column(ApiKey, 'connection')} "
-        f"WHERE k.{raw_sql.column(ApiKey, 'secret_sha256')}"
-    )
+    return {by_digest[key.secret_sha256]: key for key in api_keys_with_digests(list(by_digest))}
 
 
 def api_key_touch(key: ApiKey, *, now: dt.datetime | None = None) -> None:

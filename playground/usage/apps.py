@@ -11,7 +11,7 @@ class UsageConfig(AppConfig):
         from playground.catalog.models import CatalogModel, PriceCard
         from playground.usage.budgets.ledger import ledgers_forget
         from playground.usage.models import BudgetLedger
-        from playground.usage.services import price_cards_forget
+        from playground.usage.records import price_cards_forget
 
         for model in (PriceCard, CatalogModel):
             post_save.connect(price_cards_forget, sender=model, dispatch_uid=f"price-cards-{model.__name__}")

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from playground.providers.usage_normalize import NormalizedUsage
-from playground.usage.pricing import ZERO, cost_for
-from playground.usage.services import KnownCard
+from playground.usage.pricing import ZERO, KnownCard, cost_for
 
 
 @dataclass(frozen=True)

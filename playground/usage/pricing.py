@@ -9,6 +9,7 @@ provider that does not separate writes (Workers AI) bills them at.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -63,3 +64,13 @@ def cache_miss_cost(*, tokens: int, card: PriceCard | None) -> Decimal:
     if card is None or tokens <= 0:
         return ZERO
     return Decimal(tokens) * (card.input_per_m - card.effective_cached_input_per_m) / PER_MILLION
+
+
+@dataclass(frozen=True)
+class KnownCard:
+    """The price card of a request, already looked up, and what records it prices call it."""
+
+    card: PriceCard | None  # None: the model has none that day
+    model_id: str
+    day: dt.date
+    label: str = ""  # "" when unpriced

@@ -14,12 +14,11 @@ increments is lost (no read-modify-write in Python).
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -29,7 +28,6 @@ from django.db.models import (
     F,
     Max,
     Min,
-    Model,
     Q,
     QuerySet,
     Sum,
@@ -59,6 +57,11 @@ from playground.usage.models import (
     UsageRecord,
     UsageTeamDaily,
     UsageTeamHourly,
+)
+from playground.usage.statements.rollups import (
+    records_lock_against_writes,
+    rollup_insert_select,
+    rollup_upsert,
 )
 
 UTC = dt.UTC
@@ -177,7 +180,7 @@ def rollups_add(records: Iterable[UsageRecord]) -> None:
         if table is UsageConversationTotal:
             first, last = spans[(table, items)]
             extremes = {"first_bucket": (first, "<"), "last_bucket": (last, ">")}
-        _upsert(table, dict(items), totals, extremes=extremes)
+        rollup_upsert(table, dict(items), totals, extremes=extremes)
 
 
 def _buckets(record: UsageRecord) -> Iterator[tuple[type[Any], dict[str, Any], dict[str, int]]]:
@@ -237,70 +240,6 @@ def _measures(record: UsageRecord) -> dict[str, int]:
     return measures
 
 
-def _upsert(
-    model: type[Model],
-    dimensions: dict[str, Any],
-    measures: dict[str, int],
-    *,
-    extremes: dict[str, tuple[Any, str]] | None = None,
-) -> None:
-    """Add `measures` to the row of `dimensions`; `extremes` columns keep the lower ("<") or higher (">")."""
-    extremes = extremes or {}
-    params = (
-        [_adapt(model, name, value) for name, value in dimensions.items()]
-        + list(measures.values())
-        + [_adapt(model, name, value) for name, (value, _) in extremes.items()]
-    )
-    sql = _upsert_sql(
-        model,
-        tuple(dimensions),
-        tuple((name, bool(value)) for name, value in measures.items()),
-        tuple((name, keep) for name, (_, keep) in extremes.items()),
-        connection.vendor,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
-@functools.cache
-def _upsert_sql(
-    model: type[Model],
-    dimensions: tuple[str, ...],
-    measures: tuple[tuple[str, bool], ...],
-    extremes: tuple[tuple[str, str], ...],
-    vendor: str,
-) -> str:
-    """The upsert's statement, made once per shape (issue 24: quoting its 40 names each time
-    was a fifth of a settlement's time). `measures`: each name and whether its value is not 0."""
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    columns = [*dimensions, *(name for name, _ in measures), *(name for name, _ in extremes)]
-    sets = [
-        f"{quote(name)} = {table}.{quote(name)} + excluded.{quote(name)}"
-        for name, nonzero in measures
-        if nonzero
-    ] + [
-        f"{quote(name)} = CASE WHEN excluded.{quote(name)} {keep} {table}.{quote(name)} "
-        f"THEN excluded.{quote(name)} ELSE {table}.{quote(name)} END"
-        for name, keep in extremes
-    ]
-    increments = ", ".join(sets)
-    # Only quoted identifiers from our own models are formatted in; every value is a parameter.
-    column_list = ", ".join(quote(c) for c in columns)
-    placeholders = ", ".join(["%s"] * len(columns))
-    key = ", ".join(quote(c) for c in dimensions)
-    return f"INSERT INTO {table} ({column_list}) VALUES ({placeholders}) ON CONFLICT ({key}) DO UPDATE SET {increments}"  # noqa: S608, E501
-
-
-def _adapt(model: type[Model], name: str, value: Any) -> Any:
-    return _field(model, name).get_db_prep_save(value, connection)
-
-
-@functools.cache
-def _field(model: type[Model], name: str) -> Any:
-    return model._meta.get_field(name.removesuffix("_id") if name == "team_id" else name)
-
-
 # --- rebuild from raw rows ----------------------------------------------------------------
 
 
@@ -312,11 +251,7 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
     rebuild is neither missed nor counted twice; SQLite has one writer anyway.
     """
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"LOCK TABLE {connection.ops.quote_name(UsageRecord._meta.db_table)} IN SHARE MODE"
-                )
+        records_lock_against_writes()
         records = UsageRecord.objects.all()
         if team_id is not None:
             records = records.filter(team_id=team_id)
@@ -327,21 +262,21 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
         ]
         for model, trunc, rows in built:
             _scoped(model, team_id).delete()
-            _insert_select(model, _rollup_select(rows, model, trunc))
+            rollup_insert_select(model, _rollup_select(rows, model, trunc))
         # The coarser tables and the conversation totals are sums of the rows just rebuilt:
         # exact (integer sums), and far fewer rows to read than the raw records.
         for summed, source in (*SUMMED, *BY_KEY):
             _scoped(summed, team_id).delete()
             measures = MEASURES_OF[summed]
-            _insert_select(summed, _summed(_scoped(source, team_id), summed.DIMENSIONS, measures))
+            rollup_insert_select(summed, _summed(_scoped(source, team_id), summed.DIMENSIONS, measures))
         _scoped(UsageConversationDaily, team_id).delete()
-        _insert_select(UsageConversationDaily, _conversation_select(records))
+        rollup_insert_select(UsageConversationDaily, _conversation_select(records))
         _scoped(UsageConversationTotal, team_id).delete()
         days = _scoped(UsageConversationDaily, team_id)
         totals = _summed(days, UsageConversationTotal.DIMENSIONS, CONVERSATION_MEASURES).annotate(
             r_first_bucket=Min("bucket"), r_last_bucket=Max("bucket")
         )
-        _insert_select(UsageConversationTotal, totals)
+        rollup_insert_select(UsageConversationTotal, totals)
 
 
 def _summed(rows: QuerySet[Any], dimensions: Iterable[str], measures: Iterable[str]) -> QuerySet[Any]:
@@ -437,19 +372,3 @@ def _conversation_select(records: QuerySet[UsageRecord]) -> QuerySet[Any]:
             r_total_cost_e10=Coalesce(Sum(as_e10("total_cost")), 0),
         )
     )
-
-
-def _insert_select(model: type[Any], select: QuerySet[Any]) -> None:
-    """INSERT INTO rollup (columns) SELECT the `r_<column>` aliases of `select`."""
-    quote = connection.ops.quote_name
-    names = [
-        name.removeprefix("r_") for name in (*select.query.values_select, *select.query.annotation_select)
-    ]
-    names = list(dict.fromkeys(names))
-    sql, params = select.query.sql_with_params()
-    columns = ", ".join(quote(name) for name in names)
-    aliases = ", ".join(quote(f"r_{name}") for name in names)
-    table = quote(model._meta.db_table)
-    with connection.cursor() as cursor:
-        insert = f"INSERT INTO {table} ({columns}) SELECT {aliases} FROM ({sql}) AS rollup_source"  # noqa: S608
-        cursor.execute(insert, params)

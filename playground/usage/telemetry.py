@@ -9,7 +9,7 @@ the request that wrote the record only appends to an in-memory queue. A collecto
 down or slow costs spans (the exporter retries until its timeout, then drops the batch; a full
 queue drops new spans) and never a record: the record committed before its span existed. A
 rolled-back record sends nothing, and a group written again one by one after its group failed
-(`settle_queue`) sends each record once, since the group's callbacks went with its rollback.
+(`usage.calls.settlement`) sends each record once, since the group's callbacks went with its rollback.
 """
 
 from __future__ import annotations

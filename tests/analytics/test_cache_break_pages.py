@@ -14,8 +14,8 @@ from playground.analytics.filters import Filters, Period
 from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation, MessageRole
+from playground.usage.calls.context import RequestContext
 from playground.usage.models import UsageRecord
-from playground.usage.services import RequestContext
 from tests.support.actors import Actors
 from tests.support.analytics import record_write
 from tests.support.clients import client_for

@@ -14,9 +14,10 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.presets.models import Preset, PresetVersion
 from playground.providers.structured_answers import answer_format
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
 from tests.support.analytics import NOW, filters_for
 from tests.support.clients import client_for

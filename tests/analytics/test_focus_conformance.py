@@ -20,7 +20,7 @@ import pytest
 
 from playground.analytics.focus import COLUMNS
 from playground.catalog.seed import ENGINE_MODEL_ID
-from playground.usage.services import RequestContext
+from playground.usage.calls.context import RequestContext
 from tests.analytics.test_focus_export import DAY, focus_file
 from tests.support.analytics import NOW, Known, record_write
 

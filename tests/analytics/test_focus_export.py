@@ -15,7 +15,7 @@ from playground.analytics.focus import COLUMNS
 from playground.analytics.selectors.totals import headline
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
-from playground.usage.services import RequestContext
+from playground.usage.calls.context import RequestContext
 from tests.support.analytics import NOW, Known, filters_for, record_write
 from tests.support.clients import client_for
 from tests.support.clock import clock

@@ -31,9 +31,10 @@ from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import UsageConversationDaily, UsageConversationTotal, UsageSource, UsageStatus
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.analytics import NOW, Known, filters_for, record_write
 from tests.support.clock import clock
 

@@ -19,11 +19,12 @@ from playground.catalog.models import PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource, UsageStatus
 from playground.usage.money import money
 from playground.usage.pricing import cost_for
-from playground.usage.services import Attribution, RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
 from tests.support.analytics import NOW, filters_for
 from tests.support.clients import client_for

@@ -20,9 +20,9 @@ from playground.analytics.selectors.totals import log_totals
 from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
+from playground.usage.calls.context import RequestContext
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.rollups import rollups_rebuild
-from playground.usage.services import RequestContext
 from tests.support.analytics import NOW, GatewayKnown, Known, body, filters_for, record_write
 from tests.support.clients import client_for
 from tests.support.clock import clock

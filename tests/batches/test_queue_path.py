@@ -26,7 +26,7 @@ from playground.providers import http
 from playground.providers.http import checked_transport
 from playground.providers.models import ProviderConnection
 from playground.providers.queue import QueueResponse
-from playground.usage import services as usage_services
+from playground.usage import records as usage_records
 from playground.usage.models import TeamBudget, UsageRecord
 from tests.fakes.upstream import (
     FakeUpstream,
@@ -230,8 +230,8 @@ def test_a_poll_prices_its_results_by_one_look_up_of_the_card(
         looked_up.append(query)
         return price_card_for(**query)
 
-    monkeypatch.setattr(usage_services, "price_card_for", looking_up)
-    usage_services.price_cards_forget()  # the first step's look-up is not kept to this one
+    monkeypatch.setattr(usage_records, "price_card_for", looking_up)
+    usage_records.price_cards_forget()  # the first step's look-up is not kept to this one
     fake_upstream.script(_results(batch, [0, 1, 2, 3]))
     BatchSubmission.objects.update(next_poll_at=timezone.now())
 

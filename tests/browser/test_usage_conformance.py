@@ -15,9 +15,10 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26, catalog_seed
 from playground.presets.models import Preset, PresetVersion
 from playground.providers.structured_answers import answer_format
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import UsageSource, UsageStatus
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, log_in
 from tests.support.clock import clock

@@ -24,9 +24,10 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26, catalog_seed
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageSource, UsageStatus
-from playground.usage.services import RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
 from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, browser_page, log_in
 from tests.support.clock import clock

@@ -21,9 +21,10 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26, catalog_seed
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.api_keys import api_key_issue
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import ApiKey, RequestPath, UsageSource, UsageStatus
-from playground.usage.services import Attribution, RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, log_in
 from tests.support.clock import clock

@@ -15,9 +15,10 @@ from playwright.sync_api import expect
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageSource, UsageStatus
-from playground.usage.services import Attribution, RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat

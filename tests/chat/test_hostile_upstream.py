@@ -18,10 +18,10 @@ from channels.db import database_sync_to_async
 
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.turns import chat_turn_start
-from playground.usage.metered_call import STREAM_FAILED
+from playground.usage.calls.call import STREAM_FAILED
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.pricing import Cost, cost_for
-from playground.usage.services import RECORD_WRITE_FAILED
+from playground.usage.records import RECORD_WRITE_FAILED
 from tests.fakes.upstream import FakeUpstream, native_frame, openai_chunk, sse, usage
 from tests.support.actors import Actors
 from tests.support.sockets import Socket
@@ -120,7 +120,7 @@ def exchange_with_broken(
 async def test_a_record_that_cannot_be_written_in_full_leaves_a_minimal_one_and_the_answer(
     conversation: Conversation, exchange_with_broken: BrokenExchange
 ) -> None:
-    frames = await exchange_with_broken("playground.usage.services.cost_for", ArithmeticError("too big"))
+    frames = await exchange_with_broken("playground.usage.records.cost_for", ArithmeticError("too big"))
 
     answer, record = await stored(conversation)
     assert answer.content == "Hello world."
@@ -133,7 +133,8 @@ async def test_the_answer_is_saved_even_when_no_record_at_all_can_be_written(
     conversation: Conversation, exchange_with_broken: BrokenExchange
 ) -> None:
     frames = await exchange_with_broken(
-        "playground.usage.metered_call.usage_record_create", ConnectionError("the usage table is unavailable")
+        "playground.usage.calls.settlement.usage_record_create",
+        ConnectionError("the usage table is unavailable"),
     )
 
     answer = await Message.objects.aget(conversation=conversation, role=MessageRole.ASSISTANT)
@@ -152,7 +153,7 @@ async def test_a_second_cancellation_while_the_record_is_written_loses_neither_r
         time.sleep(0.3)
         return cost_for(**kwargs)
 
-    monkeypatch.setattr("playground.usage.services.cost_for", slow_cost_for)
+    monkeypatch.setattr("playground.usage.records.cost_for", slow_cost_for)
     fake_upstream.script(sse([native_frame(f"word{i} ") for i in range(30)], delay=0.2))
     turn = await database_sync_to_async(chat_turn_start)(
         user=actors.owner, conversation_id=conversation.pk, text="Count slowly"

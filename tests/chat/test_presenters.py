@@ -14,7 +14,7 @@ from playground.chat.presenters.conversations import ago_text, composer_note, mo
 from playground.chat.presenters.usage import cached_text, duration_text, usage_line
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import RECORD_WRITE_FAILED
+from playground.usage.records import RECORD_WRITE_FAILED
 
 CARD = PriceCard(
     input_per_m=Decimal("0.60"),

@@ -11,9 +11,9 @@ from django.urls import reverse
 from playground.catalog.models import PriceCard
 from playground.catalog.seed import KIMI_K26
 from playground.chat.models import Conversation
+from playground.usage.insights.runway_selectors import conversation_runway
 from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.money import money
-from playground.usage.runway_selectors import conversation_runway
 from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
 from tests.support.actors import Actors
 from tests.support.clients import client_for

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from django.core.management import call_command
 
-from playground.usage.cache_break_diff import section_diff
-from playground.usage.cache_break_selectors import record_break, team_breaks
-from playground.usage.cache_breaks import Cause
+from playground.usage.insights.cache_break_diff import section_diff
+from playground.usage.insights.cache_break_selectors import record_break, team_breaks
+from playground.usage.insights.cache_breaks import Cause
 from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream, json_reply
 from tests.gateway.conftest import KIMI, IssuedKey, records_written

@@ -15,9 +15,9 @@ from django.conf import LazySettings
 from openai import OpenAI
 
 from playground.providers.models import ProviderConnection
-from playground.usage import settle_queue
+from playground.usage.calls import settlement as settle_queue
 from playground.usage.models import UsageRecord, UsageStatus
-from playground.usage.services import usage_records_create_many
+from playground.usage.records import usage_records_create_many
 from tests.fakes.upstream import FakeUpstream, Frame, error, hang, openai_chunk, sse, usage, usage_chunk
 from tests.gateway.conftest import KIMI, IssuedKey, issue, records_written
 from tests.support.actors import Actors

@@ -34,9 +34,10 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.api_keys import api_key_issue
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import ApiKey, RequestPath, UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import Attribution, RequestContext, usage_record_create
+from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
 from tests.support.clock import clock
 

@@ -11,7 +11,7 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26
 from playground.usage.budgets import budget_month, budget_reconcile, budget_reserve
 from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, TeamBudget
-from playground.usage.services import price_card_known
+from playground.usage.records import price_card_known
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 

@@ -22,7 +22,7 @@ from playground.usage.budgets import (
     budget_reserve_for_requests,
 )
 from playground.usage.models import BudgetLedger, BudgetReservation
-from playground.usage.services import price_card_known
+from playground.usage.records import price_card_known
 from tests.support.actors import Actors
 from tests.usage.test_budgets import MODEL, priced, priced_model, set_budget
 

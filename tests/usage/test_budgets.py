@@ -34,8 +34,16 @@ from playground.usage.budgets import (
     budget_status,
     request_worst_case_cost,
 )
+from playground.usage.calls.budget import (
+    BudgetHold,
+    HeldByCaller,
+    HoldAtAdmission,
+    HoldOnSend,
+    calls_hold_together,
+)
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.context import RequestContext
 from playground.usage.estimates import worst_case_estimate
-from playground.usage.metered_call import MeteredCall
 from playground.usage.models import (
     BudgetAlert,
     BudgetLedger,
@@ -44,7 +52,8 @@ from playground.usage.models import (
     UsageRecord,
     UsageStatus,
 )
-from playground.usage.services import KnownCard, RequestContext, price_card_known
+from playground.usage.pricing import KnownCard
+from playground.usage.records import price_card_known
 from playground.usage.tasks import budget_alert_email
 from tests.fakes.upstream import FakeUpstream, error, openai_chunk, paced, sse, usage, usage_chunk
 from tests.support.actors import Actors
@@ -74,7 +83,14 @@ def set_budget(actors: Actors, usd: str, *, thresholds: list[int] | None = None)
     )
 
 
-def call(actors: Actors, upstream: FakeUpstream, *, max_tokens: int = 1000, source: str = "") -> MeteredCall:
+def call(
+    actors: Actors,
+    upstream: FakeUpstream,
+    *,
+    max_tokens: int = 1000,
+    source: str = "",
+    budget: BudgetHold | None = None,
+) -> MeteredCall:
     return MeteredCall(
         adapter=OpenAICompatAdapter(base_url=upstream.url + "/v1", token="t"),
         request=ChatRequest(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=max_tokens),
@@ -85,6 +101,7 @@ def call(actors: Actors, upstream: FakeUpstream, *, max_tokens: int = 1000, sour
             model_id=MODEL,
             source=source,
         ),
+        budget=budget or HoldOnSend(),
     )
 
 
@@ -149,12 +166,40 @@ def test_an_admitted_request_is_reconciled_to_its_actual_cost(
     assert reservation.settled_at is not None and reservation.actual_usd == Decimal("0.01")
 
 
+def test_a_call_meant_to_be_held_at_admission_is_never_sent_unheld(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "5")
+    metered = call(actors, fake_upstream, budget=HoldAtAdmission())
+
+    with pytest.raises(RuntimeError, match="held at admission"):
+        metered.run()  # its admission never ran calls_hold_together
+
+    assert fake_upstream.requests == []
+    assert metered.outcome is None and not BudgetReservation.objects.exists()
+
+
+def test_a_call_whose_caller_holds_the_budget_neither_holds_nor_settles_it(
+    actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
+) -> None:
+    set_budget(actors, "0.001")  # far below the worst case: a hold here would be refused
+    fake_upstream.script(cheap_answer())
+    metered = call(actors, fake_upstream, budget=HeldByCaller())
+
+    metered.run()
+
+    assert metered.record is not None and metered.record.status == UsageStatus.OK
+    assert metered.reservation is None and not BudgetReservation.objects.exists()
+    ledger = BudgetLedger.objects.filter(team=actors.team, user__isnull=True).first()
+    assert ledger is None or (ledger.spent_usd, ledger.reserved_usd) == (Decimal(0), Decimal(0))
+
+
 def test_a_call_reserved_ahead_then_abandoned_is_recorded_and_gives_its_hold_back(
     actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
 ) -> None:
     set_budget(actors, "5")
-    metered = call(actors, fake_upstream)
-    metered.reserve()  # as the gateway does, in its own worker thread
+    metered = call(actors, fake_upstream, budget=HoldAtAdmission())
+    calls_hold_together([metered])  # as the gateway's admission does, in its own worker thread
     assert team_ledger(actors).reserved_usd > 0
 
     async_to_sync(metered.abandon)()  # its client left before events() began

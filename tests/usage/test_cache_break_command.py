@@ -13,8 +13,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.usage.calls.context import RequestContext
 from playground.usage.models import UsageRecord
-from playground.usage.services import RequestContext
 from tests.support.actors import Actors
 from tests.support.analytics import record_write
 from tests.support.clock import clock

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.usage.budgets import budget_reserve
+from playground.usage.calls.budget import HoldAtAdmission, calls_hold_together
 from playground.usage.models import BudgetLedger
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
@@ -46,8 +47,8 @@ def test_a_deleted_ledger_is_made_again_not_held_by_its_remembered_id(
     actors: Actors, priced_model: CatalogModel, fake_upstream: FakeUpstream
 ) -> None:
     set_budget(actors, "5")
-    first = call(actors, fake_upstream)
-    first.reserve()
+    first = call(actors, fake_upstream, budget=HoldAtAdmission())
+    calls_hold_together([first])
     assert first.reservation is not None
     BudgetLedger.objects.filter(team=actors.team).delete()  # e.g. with a test's or a team's cleanup
 

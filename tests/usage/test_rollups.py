@@ -15,6 +15,7 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
 from playground.chat.models import Conversation
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.api_keys import api_key_issue
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import (
     HISTOGRAM_EDGES_MS,
@@ -32,13 +33,8 @@ from playground.usage.models import (
     UsageSource,
     UsageStatus,
 )
+from playground.usage.records import usage_record_create, usage_records_create_many
 from playground.usage.rollups import ROLLUP_MODELS, histogram_bucket, rollups_rebuild
-from playground.usage.services import (
-    Attribution,
-    RequestContext,
-    usage_record_create,
-    usage_records_create_many,
-)
 from tests.support.clock import clock
 
 START = dt.datetime(2026, 5, 28, 22, 30, tzinfo=dt.UTC)  # spans K2.5's retirement on 2026-05-30

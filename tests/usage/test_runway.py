@@ -8,8 +8,14 @@ from decimal import Decimal
 
 from playground.catalog.models import PriceCard
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.insights.runway import (
+    Turn,
+    prompt_growth_per_turn,
+    session_runway,
+    tokens_short,
+    turns_left,
+)
 from playground.usage.pricing import cost_for
-from playground.usage.runway import Turn, prompt_growth_per_turn, session_runway, tokens_short, turns_left
 
 CARD = PriceCard(
     input_per_m=Decimal("1.00"), cached_input_per_m=Decimal("0.10"), output_per_m=Decimal("2.00")

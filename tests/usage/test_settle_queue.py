@@ -1,4 +1,4 @@
-"""Group commit (`usage.settle_queue`): calls that end together get their records and budget
+"""Group commit (`usage.calls.settlement`): calls that end together get their records and budget
 settlements in one transaction, and a group that cannot be written together is written one
 call at a time."""
 
@@ -13,13 +13,14 @@ from asgiref.sync import async_to_sync
 
 from playground.catalog.models import CatalogModel
 from playground.providers.usage_normalize import NormalizedUsage
-from playground.usage import settle_queue as settle_queue_module
 from playground.usage.budgets import budget_reconcile, budget_settle_many
-from playground.usage.metered_call import MeteredCall
+from playground.usage.calls import settlement as settle_queue_module
+from playground.usage.calls.budget import HoldAtAdmission, calls_hold_together
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.settlement import SettleQueue
 from playground.usage.metering import Outcome
 from playground.usage.models import BudgetLedger, BudgetReservation, UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import usage_records_create_many
-from playground.usage.settle_queue import SettleQueue
+from playground.usage.records import usage_records_create_many
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.usage.test_budgets import call, priced_model, set_budget
@@ -29,8 +30,8 @@ __all__ = ["priced_model"]  # the fixture, used by name
 
 def ended(actors: Actors, upstream: FakeUpstream, completion_tokens: int) -> MeteredCall:
     """A call admitted (its worst case held) that has ended with `completion_tokens` of answer."""
-    metered = call(actors, upstream)
-    metered.reserve()
+    metered = call(actors, upstream, budget=HoldAtAdmission())
+    calls_hold_together([metered])
     assert metered.reservation is not None, metered.refusal
     metered.outcome = Outcome(
         status=UsageStatus.OK,

@@ -11,9 +11,10 @@ from django.db import transaction
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import RequestContext, usage_record_create, usage_records_create_many
+from playground.usage.records import usage_record_create, usage_records_create_many
 from playground.usage.telemetry import spans_flush
 from tests.fakes.otlp import SPAN_KIND_CLIENT, OtlpReceiver
 from tests.support.actors import Actors

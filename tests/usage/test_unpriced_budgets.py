@@ -14,9 +14,10 @@ from playground.accounts.models import Membership
 from playground.providers.adapters import ChatRequest
 from playground.providers.adapters.openai_compat import OpenAICompatAdapter
 from playground.usage.budgets import UNPRICED_REFUSED, UnpricedRefused, budget_reserve
-from playground.usage.metered_call import MeteredCall
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.context import RequestContext
 from playground.usage.models import TeamBudget, UsageStatus
-from playground.usage.services import RequestContext, price_card_known
+from playground.usage.records import price_card_known
 from tests.fakes.upstream import FakeUpstream, Sse, openai_chunk, sse, usage, usage_chunk
 from tests.support.actors import Actors
 

@@ -8,9 +8,10 @@ import pytest
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.providers.events import Finish, TextDelta, UpstreamError, UsageReport
 from playground.providers.usage_normalize import NormalizedUsage, normalize_usage
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import STOPPED_BY_USER, UsageMeter
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
-from playground.usage.services import RECORD_WRITE_FAILED, RequestContext, usage_record_create
+from playground.usage.records import RECORD_WRITE_FAILED, usage_record_create
 
 
 def context(actors: Any, **overrides: Any) -> RequestContext:
@@ -155,7 +156,7 @@ def test_a_record_that_cannot_be_written_in_full_is_written_minimal_with_its_sta
     def broken(**kwargs: Any) -> None:
         raise ArithmeticError("cost overflow")
 
-    monkeypatch.setattr("playground.usage.services.cost_for", broken)
+    monkeypatch.setattr("playground.usage.records.cost_for", broken)
     outcome = meter_after(TextDelta("Hello"), Finish("stop", upstream_request_id="ray-9")).outcome()
 
     record = usage_record_create(context=context(actors, conversation_id=None), outcome=outcome)

@@ -5,7 +5,7 @@
 - `totals`: the headline figures and the request log's totals row.
 - `chart_series`, `conversations`, `what_if`: the rows of the dashboard's charts.
 - `hit_ratio`, `runway`, `session_labels`: the session sections (raw records, bounded; the
-  runway itself is `usage.runway`).
+  runway itself is `usage.insights.runway`).
 - `attribution`: the gateway's rankings, cost by API key and by end user (rollups by key).
 - `request_log`: the raw records of the request log: filtered, sorted, keyset-paginated, exported.
 """

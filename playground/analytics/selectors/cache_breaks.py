@@ -9,8 +9,8 @@ from typing import Any
 from playground.analytics.filters import Filters
 from playground.analytics.selectors.request_log import log_records
 from playground.analytics.selectors.rollups import bucket_floor
-from playground.usage.cache_break_selectors import team_breaks
-from playground.usage.cache_breaks import CacheBreak
+from playground.usage.insights.cache_break_selectors import team_breaks
+from playground.usage.insights.cache_breaks import CacheBreak
 
 ID_CHUNK = 500  # record ids per `IN (...)`: well inside every database's parameter limit
 

@@ -1,6 +1,6 @@
 """Cache hit ratio per session and per affinity key, with what the misses lost.
 
-A session (`usage.sessions`) is a conversation, else a gateway session, else an affinity key.
+A session (`usage.insights.sessions`) is a conversation, else a gateway session, else an affinity key.
 Each answered request after a session's first should find the previous prompt cached
 (`expected_cached_tokens`); what it found short of that is lost (tokens, and money at the
 record's card through `pricing.cache_miss_cost`). A miss is a request that fell short of that
@@ -26,10 +26,10 @@ from django.db.models import Sum
 from playground.analytics.filters import Filters
 from playground.analytics.selectors.request_log import log_records
 from playground.catalog.models import PriceCard
-from playground.usage.cache_break_selectors import ANSWERED
-from playground.usage.cache_breaks import fell_short
+from playground.usage.insights.cache_break_selectors import ANSWERED
+from playground.usage.insights.cache_breaks import fell_short
+from playground.usage.insights.sessions import expected_cached_tokens, session_key_expression
 from playground.usage.pricing import ZERO, cache_miss_cost
-from playground.usage.sessions import expected_cached_tokens, session_key_expression
 
 SESSIONS_READ = 200
 ROWS_READ = 20_000

@@ -1,4 +1,4 @@
-"""The sessions of the period closest to their model's context window (`usage.runway`).
+"""The sessions of the period closest to their model's context window (`usage.insights.runway`).
 
 Bounded: the `CANDIDATES` sessions with the largest prompts among the filtered records of the
 period, then the latest records of each inside the period (`runway_selectors.LATEST`, through
@@ -13,10 +13,10 @@ from django.db.models import Count, Max
 
 from playground.analytics.filters import Filters
 from playground.analytics.selectors.request_log import log_records
-from playground.usage.cache_break_selectors import ANSWERED
-from playground.usage.runway import Runway
-from playground.usage.runway_selectors import session_runway_get
-from playground.usage.sessions import session_key_expression
+from playground.usage.insights.cache_break_selectors import ANSWERED
+from playground.usage.insights.runway import Runway
+from playground.usage.insights.runway_selectors import session_runway_get
+from playground.usage.insights.sessions import session_key_expression
 
 CANDIDATES = 50
 SHOWN = 10
@@ -24,7 +24,7 @@ SHOWN = 10
 
 @dataclass(frozen=True)
 class SessionRunway:
-    session: str  # a `usage.sessions` key
+    session: str  # a `usage.insights.sessions` key
     model_id: str
     turns_in_period: int
     runway: Runway

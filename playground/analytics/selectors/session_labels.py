@@ -1,4 +1,4 @@
-"""How the dashboard names a session (`usage.sessions` key): a conversation by its title and
+"""How the dashboard names a session (`usage.insights.sessions` key): a conversation by its title and
 page, a gateway session or an affinity key by its value."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from playground.usage import sessions
+from playground.usage.insights import sessions
 from playground.usage.sources import CONVERSATION, SourceKey, source_links
 
 

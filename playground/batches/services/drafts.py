@@ -24,9 +24,10 @@ from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
+from playground.usage.calls.context import RequestContext
 from playground.usage.estimates import cost_estimate
 from playground.usage.metering import estimate_tokens
-from playground.usage.services import RequestContext, request_price_card
+from playground.usage.records import request_price_card
 from playground.usage.sources import CONVERSATION
 
 MAX_REPORTED_ERRORS = 50

@@ -1,7 +1,7 @@
 """One item's answer, metered and stored: the item as a chat request; its record and result written together.
 
-Each item's upstream answer goes through the one metered call with `store_atomically`, so
-its usage record and its result commit together; its record's `source` is
+Each item's upstream answer goes through the one metered call (`usage.calls.kinds.batch_item_call`),
+which commits its usage record and its result together; its record's `source` is
 `batch-item:<id>:<attempt>` (unique), so a redelivered step can never write a second record
 for the same attempt, and an item already done is never sent again.
 """
@@ -21,10 +21,12 @@ from playground.catalog.selectors import catalog_model_serving
 from playground.providers.adapters import ChatAdapter, ChatRequest
 from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import request_at_fault
-from playground.usage.metered_call import MeteredCall
+from playground.usage.calls.context import RequestContext
+from playground.usage.calls.kinds import batch_context, batch_item_call
 from playground.usage.metering import Outcome
-from playground.usage.models import RequestPath, UsageRecord, UsageStatus
-from playground.usage.services import KnownCard, RequestContext, request_price_card
+from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.pricing import KnownCard
+from playground.usage.records import request_price_card
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +60,15 @@ def chat_request(batch: Batch, item: BatchItem) -> ChatRequest:
 
 
 def record_context(batch: Batch, item: BatchItem | None, card: KnownCard | None = None) -> RequestContext:
-    return RequestContext(
+    return batch_context(
         team_id=batch.team_id,
         user_id=batch.created_by_id,
         connection_id=batch.connection_id,
         model_id=batch.model_id,
         preset_version_id=batch.preset_version_id,
-        streamed=False,
-        path=RequestPath.BATCH,
-        source=item.source if item is not None else "",
         priced_on=batch.priced_on,
-        price_card=card,
+        source=item.source if item is not None else "",
+        card=card,
     )
 
 
@@ -120,7 +120,7 @@ async def item_send(
     adapter: ChatAdapter,
     terms: ItemTerms,
     *,
-    budget_held: bool = False,
+    held_by_caller: bool = False,
 ) -> None:
     """Send (or replay) one item through the metered call; its record and result commit together."""
     if await UsageRecord.objects.filter(source=item.source).aexists():
@@ -128,14 +128,13 @@ async def item_send(
         await sync_to_async(_item_from_existing_record)(item)
         return
     answer = AnswerCollector()
-    call = MeteredCall(
+    call = batch_item_call(
         adapter=adapter,
         request=chat_request(batch, item),
         context=record_context(batch, item, terms.card),
         context_window=terms.context_window,
-        after_record=lambda record, outcome: _item_result(item, answer, record, outcome),
-        store_atomically=True,
-        budget_held=budget_held,
+        keep=lambda record, outcome: _item_result(item, answer, record, outcome),
+        held_by_caller=held_by_caller,
     )
     try:
         await call.collect(answer)

@@ -29,7 +29,7 @@ from playground.providers.http import UpstreamHTTPError
 from playground.providers.queue import QueueClient, RefusedItem, refused_item
 from playground.usage.budgets import BudgetExceeded, budget_reserve, request_worst_case_cost
 from playground.usage.metering import UsageMeter
-from playground.usage.services import usage_record_create
+from playground.usage.records import usage_record_create
 
 READ_CHUNK = 1_000  # items read per query while forming submissions
 SUBMISSIONS_PER_BATCH = 10

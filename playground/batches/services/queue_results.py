@@ -251,7 +251,7 @@ async def _replay_results(
             token=secret,
             turnaround_ms=turnaround_ms,
         )
-        await item_send(batch, item, reply, terms, budget_held=True)
+        await item_send(batch, item, reply, terms, held_by_caller=True)
         if count >= RECORDS_PER_COMMIT or time.monotonic() - started > settings.BATCH_LEASE_SECONDS / 3:
             return True
     return False

@@ -44,11 +44,11 @@ from playground.providers.events import StreamEvent
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
 from playground.providers.structured_answers import structured_check
-from playground.usage.metered_call import MeteredCall
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.kinds import compare_column_call
+from playground.usage.calls.settlement import Alone
 from playground.usage.metering import Outcome
-from playground.usage.models import RequestPath, UsageRecord
-from playground.usage.services import RequestContext
-from playground.usage.sources import COMPARISON_COLUMN, source_string
+from playground.usage.models import UsageRecord
 
 MIN_TARGETS = 2
 MAX_TARGETS = 4
@@ -228,7 +228,7 @@ class ColumnRun:
 
     def __post_init__(self) -> None:
         if self.call is not None:
-            self.call.after_record = self._save_answer
+            self.call.settlement = Alone(self._save_answer)
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
         """The upstream's events; the metered call writes the record and then the column's answer."""
@@ -286,19 +286,17 @@ def _column_run(*, user: User, comparison: Comparison, column: ComparisonColumn)
         window = require_fits_context(request)
     except ValidationError as exc:
         return ColumnRun(comparison, column, None, refusal=" ".join(exc.messages))
-    context = RequestContext(
+    call = compare_column_call(
+        adapter=adapter_for(connection),
+        request=request,
+        context_window=window,
         team_id=comparison.team_id,
         user_id=user.pk,
         connection_id=connection.pk,
         model_id=column.model_id,
-        affinity_key=request.affinity_key,
-        streamed=request.stream,
-        path=RequestPath.COMPARE,
-        source=source_string(COMPARISON_COLUMN, column.pk, column.attempt),
         preset_version_id=comparison.preset_version_id,
-    )
-    call = MeteredCall(
-        adapter=adapter_for(connection), request=request, context=context, context_window=window
+        column_id=column.pk,
+        attempt=column.attempt,
     )
     return ColumnRun(comparison, column, call)
 

@@ -19,7 +19,7 @@ from playground.chat.models import Attachment, Message, MessageRole
 from playground.chat.presenters.rendering import render_markdown
 from playground.chat.presenters.tools import ToolCallView, tool_call_views
 from playground.chat.presenters.usage import UsageLine, usage_line
-from playground.usage.cache_break_selectors import BreakShown
+from playground.usage.insights.cache_break_selectors import BreakShown
 
 
 @dataclass(frozen=True)

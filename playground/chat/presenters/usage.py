@@ -14,7 +14,7 @@ from typing import Any
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.money import money
-from playground.usage.services import RECORD_WRITE_FAILED
+from playground.usage.records import RECORD_WRITE_FAILED
 
 NOT_REPORTED = "—"
 NOT_KEPT = "Not kept (sent before request bodies were recorded)."

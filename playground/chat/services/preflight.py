@@ -28,7 +28,7 @@ from playground.chat.services.turns import attachments_to_send, turn_request_bui
 from playground.usage.budgets.worst_case import request_max_tokens
 from playground.usage.estimates import CostEstimate, cost_estimate, worst_case_estimate
 from playground.usage.metering import estimate_tokens
-from playground.usage.services import price_card_known
+from playground.usage.records import price_card_known
 
 # From this share of the context window on, the composer warns that the prompt nears it.
 CONTEXT_WARNING_SHARE = 0.8

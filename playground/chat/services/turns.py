@@ -2,7 +2,7 @@
 
 A turn is `chat_turn_start` (sync: checks, saves the user's message, builds the request)
 then `ChatTurn.events()` (async: streams normalized events) through the one metered call
-(`playground.usage.metered_call`). However the stream ends (answer, upstream error,
+(`playground.usage.calls.call`). However the stream ends (answer, upstream error,
 timeout, Stop, a client that went away, or data nobody could read), the metered call
 writes the usage record and then the assistant message, as one step shielded from
 cancellation, and neither write can skip the other. A tool continuation is a turn too
@@ -40,10 +40,11 @@ from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer_collector import AnswerCollector
 from playground.providers.events import StreamEvent
 from playground.providers.structured_answers import structured_check
-from playground.usage.metered_call import MeteredCall
+from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.kinds import chat_turn_call
+from playground.usage.calls.settlement import Alone
 from playground.usage.metering import Outcome, estimate_tokens
 from playground.usage.models import UsageRecord
-from playground.usage.services import RequestContext
 
 MAX_MESSAGE_CHARS = 100_000
 TITLE_CHARS = 80
@@ -76,7 +77,7 @@ class ChatTurn:
     replaced: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.call.after_record = self._save_answer
+        self.call.settlement = Alone(self._save_answer)
 
     async def events(self) -> AsyncGenerator[StreamEvent]:
         """The upstream's events; the metered call writes the record and then the answer."""
@@ -282,17 +283,17 @@ def turn_metered_call(
     window: int | None,
 ) -> MeteredCall:
     """The metered call of a turn's request, its usage record caused by the conversation."""
-    context = RequestContext(
+    return chat_turn_call(
+        adapter=adapter,
+        request=request,
+        context_window=window,
         team_id=conversation.team_id,
         user_id=user.pk,
         connection_id=conversation.connection_id,
         model_id=conversation.model_id,
         conversation_id=conversation.pk,
         preset_version_id=conversation.preset_version_id,
-        affinity_key=request.affinity_key,
-        streamed=request.stream,
     )
-    return MeteredCall(adapter=adapter, request=request, context=context, context_window=window)
 
 
 def require_fits_context(request: ChatRequest) -> int | None:

@@ -44,9 +44,9 @@ from playground.chat.sockets.commands import (
     StopCommand,
     chat_command_parse,
 )
-from playground.usage.cache_break_selectors import BreakShown, break_shown, record_break
-from playground.usage.runway import Runway
-from playground.usage.runway_selectors import conversation_runway
+from playground.usage.insights.cache_break_selectors import BreakShown, break_shown, record_break
+from playground.usage.insights.runway import Runway
+from playground.usage.insights.runway_selectors import conversation_runway
 
 logger = logging.getLogger(__name__)
 

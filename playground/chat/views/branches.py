@@ -24,7 +24,7 @@ from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
 from playground.lib.web import HtmxHttpRequest
-from playground.usage.cache_break_selectors import conversation_breaks_shown
+from playground.usage.insights.cache_break_selectors import conversation_breaks_shown
 
 
 def branch_context(conversation: Conversation) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from playground.providers.json_problems import Issue
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import tools_support
 from playground.providers.selectors import connection_get, connection_list_runnable
-from playground.usage.runway_selectors import conversation_runway
+from playground.usage.insights.runway_selectors import conversation_runway
 
 SIDEBAR_CONVERSATIONS = CONVERSATION_PAGE_SIZE  # the sidebar shows the list's first page
 BAD_CURSOR = "That page link is not valid: start again from the newest conversations at /chat/."

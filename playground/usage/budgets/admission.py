@@ -8,7 +8,6 @@ the card, so none can skip that rule.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -17,19 +16,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
-from playground.accounts.models import Membership, Team
-from playground.lib import raw_sql
+from playground.accounts.models import Team
 from playground.providers.adapters import ChatRequest
-from playground.usage.budgets.ledger import Reservation, ledger_hold, ledger_id_for_month
+from playground.usage.budgets.ledger import Reservation, ledger_id_for_month
 from playground.usage.budgets.months import budget_month
 from playground.usage.budgets.settlement import budget_reservations_sweep
 from playground.usage.budgets.worst_case import request_worst_case_cost
-from playground.usage.models import BudgetLedger, BudgetReservation, TeamBudget
+from playground.usage.models import BudgetLedger, BudgetReservation
 from playground.usage.money import money
-from playground.usage.pricing import ZERO
-from playground.usage.services import KnownCard
+from playground.usage.pricing import ZERO, KnownCard
+from playground.usage.statements import raw_sql
+from playground.usage.statements.admission import team_with_limits
+from playground.usage.statements.ledger import ledger_hold
 
 BUDGET_EXCEEDED = "budget_exceeded"
 UNPRICED_REFUSED = "unpriced_refused"
@@ -201,7 +201,7 @@ def _hold_plan(
     """What to hold for one request (limits read now, or from `limits` when a group read them),
     or `UnpricedRefused`."""
     if (team_id, user_id) not in limits:
-        limits[team_id, user_id] = _team_with_limits(team_id=team_id, user_id=user_id)
+        limits[team_id, user_id] = team_with_limits(team_id=team_id, user_id=user_id)
     team, team_limit, allow_unpriced, member_limit = limits[team_id, user_id]
     month = budget_month(team)
     _sweep_now_and_then(team_id)
@@ -238,43 +238,6 @@ def _hold_plan(
         if ledger is not None
     ]
     return _HoldPlan(team_id=team_id, ledgers=(team_ledger, member_ledger, key_ledger), holds=holds)
-
-
-def _team_with_limits(
-    *, team_id: int, user_id: int | None
-) -> tuple[Team, Decimal | None, bool, Decimal | None]:
-    """The team, its budget's limit and rule for unpriced requests, and the member's limit, read
-    in one statement at every admission: a limit changed a moment ago applies to the next request.
-    Hand-written (`lib.raw_sql`): every gateway request runs it (issue 24)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_team_with_limits_sql(connection.vendor), [user_id, team_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise Team.DoesNotExist(f"No team {team_id}")
-    teams = raw_sql.column_count(Team)
-    team_limit, allow_unpriced, member_limit = row[teams:]
-    return (
-        raw_sql.from_row(Team, row[:teams]),
-        raw_sql.field_value(TeamBudget, "monthly_limit_usd", team_limit),
-        bool(raw_sql.field_value(TeamBudget, "allow_unpriced", allow_unpriced)),
-        raw_sql.field_value(Membership, "monthly_budget_usd", member_limit),
-    )
-
-
-@functools.cache
-def _team_with_limits_sql(vendor: str) -> str:
-    """The statement, made once per database vendor. No member (user None) joins no membership."""
-    team_id = raw_sql.column(Team, "id", alias="t")
-    return (
-        f"SELECT {raw_sql.select_list(Team, 't')}, "  # noqa: S608
-        f"{raw_sql.columns(TeamBudget, 'monthly_limit_usd', 'allow_unpriced', alias='b')}, "
-        f"{raw_sql.column(Membership, 'monthly_budget_usd', alias='m')} "
-        f"FROM {raw_sql.table(Team)} t "
-        f"LEFT JOIN {raw_sql.table(TeamBudget)} b ON b.{raw_sql.column(TeamBudget, 'team')} = {team_id} "
-        f"LEFT JOIN {raw_sql.table(Membership)} m ON m.{raw_sql.column(Membership, 'team')} = {team_id} "
-        f"AND m.{raw_sql.column(Membership, 'user')} = %s "
-        f"WHERE {team_id} = %s"
-    )
 
 
 _last_sweeps: dict[int, float] = {}

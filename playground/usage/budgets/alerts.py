@@ -8,20 +8,17 @@ or fails the request whose cost crossed the threshold.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
 import logging
-from decimal import Decimal
 from functools import partial
 
 from django.core.mail import EmailMessage
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Membership
-from playground.lib import raw_sql
 from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget
 from playground.usage.money import money
+from playground.usage.statements.ledger import ledger_with_budget
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +26,7 @@ logger = logging.getLogger(__name__)
 def budget_alerts_check(*, ledger_id: int) -> list[int]:
     """Record every alert threshold the team's spend crossed this month; e-mail each new one once
     the transaction commits."""
-    team_id, month, spent, limit, thresholds = _ledger_and_budget(ledger_id)
+    team_id, month, spent, limit, thresholds = ledger_with_budget(ledger_id)
     if not limit:
         return []
     percent = spent * 100 / limit
@@ -50,33 +47,6 @@ def budget_alerts_check(*, ledger_id: int) -> list[int]:
         # robust: a broker that cannot take the task is logged, never raised into the request
         transaction.on_commit(partial(_alert_email_enqueue, alert.pk), robust=True)
     return crossed
-
-
-def _ledger_and_budget(ledger_id: int) -> tuple[int, dt.date, Decimal, Decimal | None, list[int] | None]:
-    """The ledger's team, month and spend, with its team's limit and thresholds: one hand-written
-    statement (`lib.raw_sql`), as every settlement of a gateway request group checks them (issue 24)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_ledger_and_budget_sql(connection.vendor), [ledger_id])
-        team_id, month, spent, limit, thresholds = cursor.fetchone()
-    return (
-        team_id,
-        raw_sql.field_value(BudgetLedger, "month", month),
-        raw_sql.field_value(BudgetLedger, "spent_usd", spent),
-        raw_sql.field_value(TeamBudget, "monthly_limit_usd", limit),
-        raw_sql.field_value(TeamBudget, "alert_thresholds", thresholds),
-    )
-
-
-@functools.cache
-def _ledger_and_budget_sql(vendor: str) -> str:
-    ledger = raw_sql.columns(BudgetLedger, "team", "month", "spent_usd", alias="l")
-    budget = raw_sql.columns(TeamBudget, "monthly_limit_usd", "alert_thresholds", alias="b")
-    return (
-        f"SELECT {ledger}, {budget} FROM {raw_sql.table(BudgetLedger)} l "  # noqa: S608
-        f"LEFT JOIN {raw_sql.table(TeamBudget)} b "
-        f"ON b.{raw_sql.column(TeamBudget, 'team')} = l.{raw_sql.column(BudgetLedger, 'team')} "
-        f"WHERE l.{raw_sql.column(BudgetLedger, 'id')} = %s"
-    )
 
 
 def _alert_email_enqueue(alert_id: int) -> None:

@@ -1,31 +1,21 @@
-"""The month's ledger rows (a team's, a member's) and the one conditional UPDATE that holds money on them.
+"""The month's ledger rows (a team's, a member's, an API key's), found once and remembered by id.
 
-Admission is one conditional UPDATE per ledger row (the team's, then the member's) in one
-transaction:
-
-    UPDATE ledger SET reserved = reserved + cost
-    WHERE id = … AND spent <= limit - cost - reserved
-
-The database re-checks the condition against the row as the previous writer left it
-(PostgreSQL waits for that writer's lock, SQLite serializes writers), so concurrent
-requests cannot all pass a check made before any of them was counted (LiteLLM #34732).
+Money is held on them by one conditional UPDATE per row (`statements.ledger.ledger_hold`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from cachetools import LRUCache
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
 from playground.accounts.models import Team
-from playground.lib import raw_sql
 from playground.usage.budgets.months import month_bounds
 from playground.usage.models import BudgetLedger, UsageRecord
 from playground.usage.pricing import ZERO
@@ -94,30 +84,3 @@ def _ledger_for_month(
             return BudgetLedger.objects.create(team=team, month=month, spent_usd=spent, **owner)
     except IntegrityError:  # another request created it first
         return BudgetLedger.objects.get(team=team, month=month, **scope)
-
-
-def ledger_hold(ledger_id: int, amount: Decimal, limit: Decimal | None) -> bool:
-    """The one conditional UPDATE: raise `reserved` only if the limit still covers it.
-
-    Hand-written (`lib.raw_sql`): every gateway request runs it three times (issue 24)."""
-    held = raw_sql.db_value(BudgetLedger, "reserved_usd", amount)
-    with connection.cursor() as cursor:
-        if limit is None:
-            cursor.execute(_hold_sql(connection.vendor, limited=False), [held, ledger_id])
-        else:
-            room = raw_sql.db_value(BudgetLedger, "spent_usd", Decimal(limit) - amount)
-            cursor.execute(_hold_sql(connection.vendor, limited=True), [held, ledger_id, room])
-        return bool(cursor.rowcount == 1)
-
-
-@functools.cache
-def _hold_sql(vendor: str, *, limited: bool) -> str:
-    """`reserved += amount WHERE id = … [AND spent <= (limit - amount) - reserved]`, with the
-    casts the ORM puts on SQLite's decimal arithmetic (its columns are NUMERIC, computed as REAL)."""
-    reserved, spent = raw_sql.column(BudgetLedger, "reserved_usd"), raw_sql.column(BudgetLedger, "spent_usd")
-    number = raw_sql.decimal_parameter(vendor)
-    sql = (
-        f"UPDATE {raw_sql.table(BudgetLedger)} SET {reserved} = {reserved} + {number} "  # noqa: S608
-        f"WHERE {raw_sql.column(BudgetLedger, 'id')} = %s"
-    )
-    return sql + f" AND {spent} <= {number} - {reserved}" if limited else sql

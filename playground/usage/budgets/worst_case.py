@@ -18,8 +18,8 @@ from django.utils import timezone
 from playground.providers.adapters import ChatRequest
 from playground.usage.estimates import worst_case_estimate
 from playground.usage.metering import estimate_tokens
-from playground.usage.pricing import ZERO
-from playground.usage.services import KnownCard, price_card_known
+from playground.usage.pricing import ZERO, KnownCard
+from playground.usage.records import price_card_known
 
 
 def request_max_tokens(request: ChatRequest) -> int:

@@ -1,6 +1,6 @@
 """One row per upstream request: the heart of the observability side.
 
-Written only by `playground.usage.services.usage_record_create`; costs are computed only by
+Written only by `playground.usage.records.usage_record_create`; costs are computed only by
 `playground.usage.pricing`.
 """
 
@@ -117,7 +117,7 @@ class UsageRecord(models.Model):
     # Its prompt prefix in hashed sections (`usage.prefix_digest`): the cache-break detector
     # compares these instead of reading two bodies.
     prefix_digest = models.JSONField(null=True, blank=True)
-    # Whether the answer held to the JSON response format the request asked for (`usage.services`,
+    # Whether the answer held to the JSON response format the request asked for (`usage.records`,
     # `providers.structured_answers`): the json_schema's name or "json_object"; None when no JSON
     # format was asked or no whole answer came back; the first few errors as [{"path", "message"}].
     schema_name = models.CharField(max_length=64, blank=True, db_default="")

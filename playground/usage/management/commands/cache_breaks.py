@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from playground.accounts.models import Team
-from playground.usage.cache_break_selectors import team_breaks, with_turn
+from playground.usage.insights.cache_break_selectors import team_breaks, with_turn
 
 DEFAULT_DAYS = 7
 USD_PLACES = Decimal("1e-8")

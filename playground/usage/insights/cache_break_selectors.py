@@ -11,11 +11,11 @@ from typing import Any
 from django.db.models import Case, F, JSONField, QuerySet, Value, When
 
 from playground.catalog.models import PriceCard
-from playground.usage.cache_break_diff import DiffLine, section_diff
-from playground.usage.cache_breaks import CacheBreak, SessionRequest, session_breaks
+from playground.usage.insights.cache_break_diff import DiffLine, section_diff
+from playground.usage.insights.cache_breaks import CacheBreak, SessionRequest, session_breaks
+from playground.usage.insights.sessions import session_filter, session_key, session_key_expression
 from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.prefix_digest import PrefixDigest, prefix_digest
-from playground.usage.sessions import session_filter, session_key, session_key_expression
 
 FIELDS = (
     "id",

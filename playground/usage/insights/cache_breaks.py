@@ -8,7 +8,7 @@ prefix cache reads them, names the cause. A request that only appends (the new t
 intact prefix, so a growing conversation never breaks unless its cache was lost: that is
 what keeps a "cached share dropped" rule's false breaks out.
 
-Pure: callers hand in the session's requests in order (`usage.cache_break_selectors` reads
+Pure: callers hand in the session's requests in order (`usage.insights.cache_break_selectors` reads
 them from the records).
 """
 
@@ -22,9 +22,9 @@ from decimal import Decimal
 from enum import StrEnum
 
 from playground.catalog.models import PriceCard
+from playground.usage.insights.sessions import expected_cached_tokens
 from playground.usage.prefix_digest import PrefixDigest
 from playground.usage.pricing import cache_miss_cost
-from playground.usage.sessions import expected_cached_tokens
 
 # A cache hands back whole blocks, and a template may re-render a token or two of the last
 # answer differently, so an intact prefix may come back a little short: a break loses more

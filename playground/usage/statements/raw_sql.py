@@ -1,12 +1,10 @@
-"""Hand-written SQL for the few statements every gateway request runs, with the ORM's values.
+"""The one helper set of the hand-written statements: the models' names and the ORM's values.
 
-Why: on this project's hot path (issue 24) the ORM's work around a statement, not the
-database's, was the cost: building and compiling a queryset took 0.3-1.2 ms of CPU where the
-same statement through a cursor took 0.05 ms, and a gateway admission ran six of them. The
-statements stay portable (names quoted by the connection, `%s` parameters) and see the same
-values the ORM would: parameters go through each field's `get_db_prep_save`, and rows come
-back through the same converters the ORM's compiler applies, into `Model.from_db` instances.
-Everything else keeps the ORM.
+The statements stay portable (names quoted by the connection, `%s` parameters) and see the
+same values the ORM would: parameters go through each field's `get_db_prep_save`, and rows
+come back through the same converters the ORM's compiler applies, into `Model.from_db`
+instances. `insert_many` is the records' group INSERT (`bulk_create` without its query
+building). Why hand-written at all: `playground.usage.statements`.
 """
 
 from __future__ import annotations
@@ -28,6 +26,11 @@ def table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+def quoted(name: str) -> str:
+    """A column name, quoted for the connection (`column` when the model is at hand)."""
+    return connection.ops.quote_name(name)
+
+
 def column(model: type[Model], name: str, *, alias: str = "") -> str:
     """A field's column, quoted, qualified by `alias` when given."""
     field: Field[Any, Any] = model._meta.get_field(name)  # type: ignore[assignment]
@@ -47,7 +50,7 @@ def decimal_parameter(vendor: str) -> str:
 
 
 def db_value(model: type[Model], name: str, value: Any) -> Any:
-    """`value` as the ORM would send it for the field `name` of `model`."""
+    """`value` as the ORM would send it for the field `name` (or its attname) of `model`."""
     field: Field[Any, Any] = model._meta.get_field(name)  # type: ignore[assignment]
     return field.get_db_prep_save(value, connection)
 

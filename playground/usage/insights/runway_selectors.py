@@ -1,4 +1,4 @@
-"""A session's runway (`usage.runway`) from its stored records: one read of the latest few.
+"""A session's runway (`usage.insights.runway`) from its stored records: one read of the latest few.
 
 The chat shows its conversation's under the composer; the dashboard ranks the period's
 sessions by it. Only the session's latest answered requests on its latest model count: a
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from playground.catalog.selectors import catalog_model_serving
-from playground.usage.cache_break_selectors import ANSWERED
+from playground.usage.insights.cache_break_selectors import ANSWERED
+from playground.usage.insights.runway import Runway, Turn, session_runway
+from playground.usage.insights.sessions import session_filter, session_key
 from playground.usage.models import UsageRecord
-from playground.usage.runway import Runway, Turn, session_runway
-from playground.usage.sessions import session_filter, session_key
 
 LATEST = 30  # records read back from the session's newest
 

@@ -1,13 +1,12 @@
-"""The one writer of usage records."""
+"""The one writer of usage records (`usage_record_create`, and `usage_records_create_many` for a
+settled group), and the price card that prices a call's record and its budget hold."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import threading
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
@@ -15,15 +14,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from playground.catalog.models import PriceCard
 from playground.catalog.selectors import price_card_for, price_card_label
-from playground.lib import raw_sql
-from playground.providers.structured_answers import AnswerFormat, answer_check
+from playground.providers.structured_answers import answer_check
+from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
-from playground.usage.models import RequestPath, UsageRecord, UsageSource, UsageStatus
+from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.prefix_digest import prefix_digest
-from playground.usage.pricing import cost_for
+from playground.usage.pricing import KnownCard, cost_for
 from playground.usage.rollups import rollup_add, rollups_add
+from playground.usage.statements import raw_sql
 from playground.usage.telemetry import spans_after_commit
 
 logger = logging.getLogger(__name__)
@@ -33,69 +32,6 @@ RECORD_WRITE_FAILED = "record_write_failed"
 # can quote the whole offending value).
 SCHEMA_ERRORS_KEPT = 5
 SCHEMA_ERROR_CHARS = 300
-
-
-@dataclass(frozen=True)
-class KnownCard:
-    """The price card of a request, already looked up, and what records it prices call it."""
-
-    card: PriceCard | None  # None: the model has none that day
-    model_id: str
-    day: dt.date
-    label: str = ""  # "" when unpriced
-
-
-@dataclass(frozen=True)
-class Attribution:
-    """What a gateway request said about itself (its key and headers); empty for the app's own paths."""
-
-    api_key_id: int | None = None
-    end_user: str = ""
-    session: str = ""
-    tags: tuple[str, ...] = ()
-    metadata: dict[str, Any] | None = None
-    trace_id: str = ""
-
-    def record_fields(self) -> dict[str, Any]:
-        return {
-            "api_key_id": self.api_key_id,
-            "end_user": self.end_user,
-            "session": self.session,
-            "tags": f",{','.join(self.tags)}," if self.tags else "",
-            "metadata": self.metadata,
-            "trace_id": self.trace_id,
-        }
-
-
-@dataclass(frozen=True)
-class RequestContext:
-    """Who sent what, where: the part of a record known before the request is sent."""
-
-    team_id: int
-    user_id: int | None
-    connection_id: int | None
-    model_id: str
-    conversation_id: int | None = None
-    preset_version_id: int | None = None  # the preset version whose setup sent it
-    affinity_key: str = ""
-    streamed: bool = True
-    path: str = RequestPath.CHAT
-    source: str = ""  # see UsageRecord.source
-    # The day whose price card prices the request; None: today. A batch item is priced by the
-    # card of the day its batch was submitted, however long the queue takes.
-    priced_on: dt.date | None = None
-    # That card, when the caller already looked it up with `request_price_card` (a batch step
-    # records hundreds of items priced by one card); None: the writer looks it up.
-    price_card: KnownCard | None = None
-    # The body as sent upstream, secrets and images redacted (the metered call fills it in).
-    request_body: dict[str, Any] | None = None
-    # The JSON response format the request asked for, whose answer the record checks (the
-    # metered call fills it in, from the request); None: text.
-    answer_format: AnswerFormat | None = None
-    attribution: Attribution = Attribution()
-    # The record's `request_id`, when the caller must name it before the record exists (the
-    # gateway sends it in the answer's headers); None: a new one.
-    request_id: uuid.UUID | None = None
 
 
 def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRecord:

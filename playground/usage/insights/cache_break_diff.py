@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from playground.usage.cache_breaks import Cause
+from playground.usage.insights.cache_breaks import Cause
 from playground.usage.prefix_digest import body_messages, split_system
 
 MAX_LINES = 80

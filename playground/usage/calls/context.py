@@ -1,0 +1,65 @@
+"""Who sent what, where: the part of a usage record known before the request is sent."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from playground.providers.structured_answers import AnswerFormat
+from playground.usage.models import RequestPath
+from playground.usage.pricing import KnownCard
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What a gateway request said about itself (its key and headers); empty for the app's own paths."""
+
+    api_key_id: int | None = None
+    end_user: str = ""
+    session: str = ""
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+    trace_id: str = ""
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "api_key_id": self.api_key_id,
+            "end_user": self.end_user,
+            "session": self.session,
+            "tags": f",{','.join(self.tags)}," if self.tags else "",
+            "metadata": self.metadata,
+            "trace_id": self.trace_id,
+        }
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who sent what, where: the part of a record known before the request is sent."""
+
+    team_id: int
+    user_id: int | None
+    connection_id: int | None
+    model_id: str
+    conversation_id: int | None = None
+    preset_version_id: int | None = None  # the preset version whose setup sent it
+    affinity_key: str = ""
+    streamed: bool = True
+    path: str = RequestPath.CHAT
+    source: str = ""  # see UsageRecord.source
+    # The day whose price card prices the request; None: today. A batch item is priced by the
+    # card of the day its batch was submitted, however long the queue takes.
+    priced_on: dt.date | None = None
+    # That card, when the caller already looked it up with `request_price_card` (a batch step
+    # records hundreds of items priced by one card); None: the writer looks it up.
+    price_card: KnownCard | None = None
+    # The body as sent upstream, secrets and images redacted (the metered call fills it in).
+    request_body: dict[str, Any] | None = None
+    # The JSON response format the request asked for, whose answer the record checks (the
+    # metered call fills it in, from the request); None: text.
+    answer_format: AnswerFormat | None = None
+    attribution: Attribution = Attribution()
+    # The record's `request_id`, when the caller must name it before the record exists (the
+    # gateway sends it in the answer's headers); None: a new one.
+    request_id: uuid.UUID | None = None

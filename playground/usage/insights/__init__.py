@@ -1,0 +1,7 @@
+"""What the usage records tell beyond their sum: cache breaks, the context-window runway, sessions.
+
+They read records (`usage.records`, `usage.models`) and never write them; nothing on the
+metered call's path imports them.
+"""
+
+from __future__ import annotations
