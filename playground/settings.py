@@ -252,6 +252,9 @@ UPSTREAM_FIRST_TOKEN_TIMEOUT = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT", 120.0)
 UPSTREAM_TOTAL_TIMEOUT = env_float("UPSTREAM_TOTAL_TIMEOUT", 600.0)
 UPSTREAM_MAX_RETRIES = env_int("UPSTREAM_MAX_RETRIES", 2)
 UPSTREAM_MAX_RETRY_AFTER = env_float("UPSTREAM_MAX_RETRY_AFTER", 20.0)
+# Upstream connections on the loop's own transports (`providers.sockets.LoopStream`); off, on
+# httpcore's own (anyio) stream: the way back if an httpx/httpcore upgrade breaks the custom one.
+UPSTREAM_LOOP_STREAM = env_bool("UPSTREAM_LOOP_STREAM", True)
 
 # --- gateway (playground.gateway) ---
 # Threads, each with a PostgreSQL connection, that run the gateway's database work
