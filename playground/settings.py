@@ -194,8 +194,8 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     # Far above Django's 300 entries: past that many, every new key evicted a third of them,
-    # live chat limits included (a user's turn count, a streaming turn's slot), and a count
-    # evicted between its `add` and `incr` failed the turn (benchmarks/stream_relay.py, 200 users).
+    # live chat state included (a streaming turn's slot; the turn counts lived here too before
+    # `lib.ratelimit`), and a count evicted mid-turn failed it (benchmarks/stream_relay.py, 200 users).
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
