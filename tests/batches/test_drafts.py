@@ -122,7 +122,7 @@ def test_a_conversation_unchanged_reuses_its_version_and_a_changed_one_saves_the
 
     first = _draft(actors, workers_connection, conversation.pk)
     again = _draft(actors, workers_connection, conversation.pk)
-    Conversation.objects.filter(pk=conversation.pk).update(system_prompt="Answer in German.")
+    Conversation.objects.filter(pk=conversation.pk).update(parameters={"temperature": 0.7})
     changed = _draft(actors, workers_connection, conversation.pk)
 
     assert first.preset_version is not None and again.preset_version == first.preset_version
@@ -133,7 +133,7 @@ def test_a_conversation_unchanged_reuses_its_version_and_a_changed_one_saves_the
     }
     assert changed.preset_version is not None and changed.preset_version.preset == preset
     assert changed.preset_version.number == 2
-    assert changed.items.get().request["messages"][0] == {"role": "system", "content": "Answer in German."}
+    assert changed.items.get().request["temperature"] == 0.7
 
 
 def test_the_conversations_model_runs_the_batch_and_a_deleted_connection_is_replaced_by_the_one_given(
