@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from playground.accounts.selectors import AnyUser
-from playground.chat.selectors import conversation_get, conversation_page
-from playground.chat.services.preset_setups import conversation_setup
+from playground.chat.selectors import conversation_get, conversation_page, conversation_setup
 from playground.presets.models import NAME_MAX_CHARS
 from playground.presets.setup import PARAMETER_NAMES, PresetSetup
 
