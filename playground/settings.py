@@ -194,8 +194,8 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     # Far above Django's 300 entries: past that many, every new key evicted a third of them,
-    # live chat limits included (a user's turn count, a streaming turn's slot), and a count
-    # evicted between its `add` and `incr` failed the turn (benchmarks/stream_relay.py, 200 users).
+    # live chat state included (a streaming turn's slot; the turn counts lived here too before
+    # `lib.ratelimit`), and a count evicted mid-turn failed it (benchmarks/stream_relay.py, 200 users).
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
@@ -252,6 +252,9 @@ UPSTREAM_FIRST_TOKEN_TIMEOUT = env_float("UPSTREAM_FIRST_TOKEN_TIMEOUT", 120.0)
 UPSTREAM_TOTAL_TIMEOUT = env_float("UPSTREAM_TOTAL_TIMEOUT", 600.0)
 UPSTREAM_MAX_RETRIES = env_int("UPSTREAM_MAX_RETRIES", 2)
 UPSTREAM_MAX_RETRY_AFTER = env_float("UPSTREAM_MAX_RETRY_AFTER", 20.0)
+# Upstream connections on the loop's own transports (`providers.sockets.LoopStream`); off, on
+# httpcore's own (anyio) stream: the way back if an httpx/httpcore upgrade breaks the custom one.
+UPSTREAM_LOOP_STREAM = env_bool("UPSTREAM_LOOP_STREAM", True)
 
 # --- gateway (playground.gateway) ---
 # Threads, each with a PostgreSQL connection, that run the gateway's database work

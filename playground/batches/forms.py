@@ -60,7 +60,9 @@ class BatchCreateForm(forms.Form):
         required=False,
         empty_value=None,
         label="Start from a conversation's settings (optional)",
-        help_text="Its system prompt, tools, response format and parameters apply to every item.",
+        help_text="Its connection and model run the batch, and its system prompt, tools, response format "
+        "and parameters apply to every item: saved as a version of a preset named after it, or the "
+        "team's identical version reused.",
     )
     preset_version = forms.TypedChoiceField(
         coerce=int,

@@ -70,8 +70,11 @@ def batch_list_view(request: HtmxHttpRequest) -> HttpResponse:
     conversations = preset_choices(kind=CONVERSATION, user=request.user)
     versions = preset_version_choices(user=request.user)
     if request.method == "GET":
-        chosen = request.GET.get("preset_version", "")
-        initial = {"preset_version": int(chosen)} if chosen.isdigit() else {}
+        initial = {
+            field: int(chosen)
+            for field in ("preset_version", "conversation")
+            if (chosen := request.GET.get(field, "")).isdigit()
+        }
         form = BatchCreateForm(
             connections=connections, conversations=conversations, preset_versions=versions, initial=initial
         )

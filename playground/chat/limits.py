@@ -1,18 +1,18 @@
 """Per-user limits on chat turns, shared by every socket and process of a user.
 
-Counted in the Django cache (Redis in the production profile, so every web process sees
-the same counts; process memory in the embedded profile, which runs one web process):
+Both are counted where every web process sees them (Redis in the production profile; process
+memory in the embedded profile, which runs one web process):
 
-- a turn rate: at most `CHAT_TURNS_PER_MINUTE` turns started per user per clock minute;
+- a turn rate: at most `CHAT_TURNS_PER_MINUTE` turns started per user a minute, on the
+  limiter the gateway's keys use too (`lib.ratelimit`);
 - concurrent turns: at most `CHAT_MAX_CONCURRENT_TURNS` answers streaming per user, across
-  tabs. Each running turn holds one of that many slot keys, taken with an atomic `add`
-  and deleted when the turn ends; a slot left by a crashed process expires after the
-  longest a turn can last.
+  tabs, in the Django cache. Each running turn holds one of that many slot keys, taken with
+  an atomic `add` and deleted when the turn ends; a slot left by a crashed process expires
+  after the longest a turn can last.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -20,8 +20,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from playground.lib.asyncutil import finish_even_if_cancelled
+from playground.lib.ratelimit import MinuteLimit, seconds_left
 
-WINDOW_SECONDS = 60
 SLOT_GRACE_SECONDS = 60
 
 
@@ -74,16 +74,9 @@ async def _slot_take(*, user_id: int) -> TurnSlot:
 
 async def _rate_count(*, user_id: int) -> None:
     limit = settings.CHAT_TURNS_PER_MINUTE
-    now = time.time()
-    window = int(now // WINDOW_SECONDS)
-    key = f"chat:turn-rate:{user_id}:{window}"
-    await cache.aadd(key, 0, timeout=WINDOW_SECONDS * 2)
-    try:
-        count = await cache.aincr(key)
-    except ValueError:  # evicted between the two calls: this turn is the first counted again
-        await cache.aset(key, count := 1, timeout=WINDOW_SECONDS * 2)
-    if count > limit:
-        wait = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
+    refused = await MinuteLimit("chat", "turns", limit).ahit(str(user_id))
+    if refused is not None:
         raise TurnRefused(
-            f"You have sent {limit} messages this minute, the most allowed. Try again in {wait} s."
+            f"You have sent {limit} messages this minute, the most allowed. "
+            f"Try again in {seconds_left(refused.reset_time)} s."
         )

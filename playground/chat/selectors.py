@@ -18,6 +18,7 @@ from playground.accounts.selectors import AnyUser
 from playground.chat.domain.branches import MessageTree, branch_leaf_id
 from playground.chat.models import Attachment, Conversation, Message
 from playground.chat.search.matching import matching_conversation_ids, recent_matches, search_terms
+from playground.presets.setup import ConnectionRef, PresetSetup
 from playground.usage.models import UsageRecord, UsageStatus
 
 
@@ -193,6 +194,27 @@ def conversation_get(*, user: AnyUser, conversation_id: int) -> Conversation | N
 
 async def aconversation_get(*, user: AnyUser, conversation_id: int) -> Conversation | None:
     return await conversation_list(user=user).filter(pk=conversation_id).afirst()
+
+
+def conversation_setup(conversation: Conversation) -> PresetSetup:
+    """The conversation's settings as a preset setup (to save as a version, or start a batch from)."""
+    connection = conversation.connection
+    return PresetSetup(
+        connection=ConnectionRef(
+            id=connection.pk if connection else None,
+            name=connection.name if connection else "",
+            kind=connection.kind if connection else "",
+        ),
+        model_id=conversation.model_id,
+        system_prompt=conversation.system_prompt,
+        tools=list(conversation.tools or []),
+        tool_choice=conversation.tool_choice,
+        parallel_tool_calls=conversation.parallel_tool_calls,
+        auto_mock_steps=conversation.auto_mock_steps,
+        response_format=conversation.response_format or None,
+        parameters=dict(conversation.parameters or {}),
+        use_affinity=conversation.use_affinity,
+    )
 
 
 def message_list(*, conversation: Conversation) -> QuerySet[Message]:

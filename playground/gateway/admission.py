@@ -1,6 +1,6 @@
 """Admission: who is calling, whether they may, and the metered call that will carry the request.
 
-One blocking step (run in the worker thread) for the requests that arrive together
+One blocking step (run in a database thread, `lib.db.db_run`) for the requests that arrive together
 (`gateway.admission_queue`): the key and its connection, the model it may call, its rate
 limits, the idempotency claim, and the `MeteredCall`, whose budget (the team's, the key
 creator's and the key's own) is held before sending, exactly as a chat turn's is.

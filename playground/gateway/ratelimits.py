@@ -1,76 +1,26 @@
-"""Per-key rate limits (requests and tokens per minute) with the `limits` library.
+"""Per-key rate limits (requests and tokens per minute), on the shared limiter (`lib.ratelimit`).
 
-Counted in Redis in the production profile, so a key's limit holds across every web
-process; in memory in the embedded profile (one web process). Fixed one-minute windows:
-one counter per key and window, one INCR per check. In memory, `limits`' own storage starts a
-thread to sweep expired counters 10 ms after any count whose sweeper has ended: at the
-gateway's rate that was a new thread every 10 ms, 13 % of the admission thread's time
-(issue 24). `SweptMemoryStorage` is that storage with the same sweep run by the counting
-thread itself, at most once a second; an expired counter is already ignored when read.
-Requests are counted when admitted;
-tokens once the answer's usage is known, so a request is admitted while the minute's
-tokens are not used up, and its own tokens count against the rest of the minute (a request's
-size cannot be known before it runs).
+Requests are counted when admitted; tokens once the answer's usage is known, so a request is
+admitted while the minute's tokens are not used up, and its own tokens count against the rest
+of the minute (a request's size cannot be known before it runs).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import math
-import threading
-import time
 import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from django.conf import settings
-from limits import RateLimitItemPerMinute, storage, strategies
-from limits.storage import MemoryStorage
 from limits.util import WindowStats
 
 from playground.gateway.errors import GatewayError
 from playground.lib.asyncutil import GroupQueue, loop_local
 from playground.lib.db import db_run
+from playground.lib.ratelimit import MinuteLimit, seconds_left
 from playground.usage.models import ApiKey
-
-_limiter_lock = threading.Lock()
-
-
-@functools.cache
-def _limiter() -> strategies.FixedWindowRateLimiter:
-    # Made once, under a lock: on PostgreSQL admissions run in several threads (`lib.db.db_run`),
-    # and `limits` imports its Redis client lazily; threads that raced on that import saw
-    # "redis version 0.0.0" and failed their requests.
-    with _limiter_lock:
-        uri = settings.REDIS_URL or "swept-memory://"
-        return strategies.FixedWindowRateLimiter(storage.storage_from_string(uri))
-
-
-class SweptMemoryStorage(MemoryStorage):
-    """`limits`' memory storage, its expired counters swept by the counting thread at most once
-    a second instead of by a new thread every 10 ms (the module's docstring)."""
-
-    STORAGE_SCHEME = ["swept-memory"]  # registers it with `storage_from_string`
-    SWEEP_EVERY = 1.0  # seconds
-
-    def __init__(self, uri: str | None = None, wrap_exceptions: bool = False, **options: str) -> None:
-        super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
-        self._swept = time.monotonic()
-
-    # The name `MemoryStorage`'s own `self.__schedule_expiry()` calls resolves to.
-    def _MemoryStorage__schedule_expiry(self) -> None:
-        now = time.monotonic()
-        if now - self._swept >= self.SWEEP_EVERY:
-            self._swept = now
-            self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
-
-
-@functools.cache
-def _per_minute(amount: int) -> RateLimitItemPerMinute:
-    return RateLimitItemPerMinute(amount, namespace="gateway")
 
 
 @dataclass(frozen=True)
@@ -86,28 +36,27 @@ def rate_admit_many(keys: Sequence[ApiKey]) -> list[RateState | GatewayError]:
     refused, by its own hit, but each key's windows are read once for the
     group (in Redis, two round trips per read: the production profile's admission spent half its
     time waiting on them, issue 24). `remaining` counts down from that read."""
-    limiter = _limiter()
     windows: dict[tuple[int, str], WindowStats] = {}
     counted: Counter[int] = Counter()  # requests of each key this group has counted so far
 
-    def window(key: ApiKey, kind: str, item: RateLimitItemPerMinute) -> WindowStats:
-        if (key.pk, kind) not in windows:
-            windows[key.pk, kind] = limiter.get_window_stats(item, kind, _who(key))
-        return windows[key.pk, kind]
+    def window(key: ApiKey, limit: MinuteLimit) -> WindowStats:
+        if (key.pk, limit.kind) not in windows:
+            windows[key.pk, limit.kind] = limit.window(_who(key))
+        return windows[key.pk, limit.kind]
 
     states: list[RateState | GatewayError] = []
     for key in keys:
         headers: dict[str, str] = {}
         if key.tokens_per_minute:
-            stats = window(key, "tokens", _per_minute(key.tokens_per_minute))
+            stats = window(key, _limit("tokens", key.tokens_per_minute))
             if stats.remaining <= 0:
                 states.append(_limited(key, "tokens", key.tokens_per_minute, stats.reset_time))
                 continue
             headers |= _headers("tokens", key.tokens_per_minute, stats.remaining, stats.reset_time)
         if key.requests_per_minute:
-            item = _per_minute(key.requests_per_minute)
-            stats = window(key, "requests", item)
-            admitted = limiter.hit(item, "requests", _who(key))
+            limit = _limit("requests", key.requests_per_minute)
+            stats = window(key, limit)
+            admitted = limit.hit(_who(key))
             counted[key.pk] += 1
             if not admitted:
                 states.append(_limited(key, "requests", key.requests_per_minute, stats.reset_time))
@@ -126,7 +75,7 @@ def rate_count_tokens(counts: Sequence[tuple[ApiKey, int]]) -> None:
             totals[key.pk] = (key, totals.get(key.pk, (key, 0))[1] + tokens)
     for key, tokens in totals.values():
         assert key.tokens_per_minute is not None
-        _limiter().hit(_per_minute(key.tokens_per_minute), "tokens", _who(key), cost=tokens)
+        _limit("tokens", key.tokens_per_minute).hit(_who(key), cost=tokens)
 
 
 async def rate_tokens_counted(key: ApiKey, tokens: int) -> None:
@@ -147,16 +96,20 @@ def _token_queue() -> _TokenQueue:
     return GroupQueue(count)
 
 
+def _limit(kind: str, amount: int) -> MinuteLimit:
+    return MinuteLimit("gateway", kind, amount)
+
+
 def _headers(kind: str, limit: int, remaining: int, reset_time: float) -> dict[str, str]:
     return {
         f"x-ratelimit-limit-{kind}": str(limit),
         f"x-ratelimit-remaining-{kind}": str(max(0, remaining)),
-        f"x-ratelimit-reset-{kind}": f"{_seconds_left(reset_time)}s",
+        f"x-ratelimit-reset-{kind}": f"{seconds_left(reset_time)}s",
     }
 
 
 def _limited(key: ApiKey, kind: str, limit: int, reset_time: float) -> GatewayError:
-    wait = _seconds_left(reset_time)
+    wait = seconds_left(reset_time)
     return GatewayError(
         429,
         "rate_limit_exceeded",
@@ -164,10 +117,6 @@ def _limited(key: ApiKey, kind: str, limit: int, reset_time: float) -> GatewayEr
         f"try again in {wait} s. Nothing was sent.",
         headers={"retry-after": str(wait), **_headers(kind, limit, 0, reset_time)},
     )
-
-
-def _seconds_left(reset_time: float) -> int:
-    return max(1, math.ceil(reset_time - time.time()))
 
 
 def _who(key: ApiKey) -> str:

@@ -1,4 +1,5 @@
-"""Saving presets: a new version from a setup (a conversation's), or from an imported file.
+"""Saving presets: a new version from a setup (a conversation's), or from an imported file; or,
+to start a batch from a conversation, an identical version reused.
 
 Who may save: whoever may run requests in the team (owners, admins and members); viewers read
 and export. A version is never changed once written; saving again adds the next number.
@@ -69,6 +70,28 @@ def preset_version_save(
         )
         preset.save(update_fields=["updated_at"])
     return version
+
+
+def preset_version_reuse_or_save(*, user: User, setup: PresetSetup, note: str = "") -> PresetVersion:
+    """A version with `setup` (its connection, model and document): the team's newest identical
+    one, else `setup` saved as the next version of the team's preset `setup.preset_name` (version
+    1 of a new preset when the team has none by that name). What starts a batch from a
+    conversation: starting it twice from unchanged settings names one version, not two. Raises
+    what `preset_version_save` raises."""
+    assert setup.team_id is not None, "a setup to save names its team"
+    require_run_role(user=user, team_id=setup.team_id)
+    document = setup.document()
+    same_run = PresetVersion.objects.filter(
+        preset__team_id=setup.team_id, connection_id=setup.connection.id, model_id=setup.model_id
+    )
+    for version in same_run.order_by("-created_at", "-id").only("setup"):
+        if version.setup == document:
+            return version
+    named = Preset.objects.filter(team_id=setup.team_id, name=setup.preset_name)
+    preset_id = named.values_list("pk", flat=True).first()
+    return preset_version_save(
+        user=user, team_id=setup.team_id, setup=setup, preset_id=preset_id, name=setup.preset_name, note=note
+    )
 
 
 def _preset_for_save(*, user: User, team_id: int, preset_id: int | None, name: str) -> Preset:

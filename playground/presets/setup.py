@@ -3,7 +3,8 @@
 `PresetSetup` is what a feature starts from: chat copies it onto a new conversation, batches
 read its `request_preset()` (the `ChatRequest` fields every item carries), and a comparison can
 read the same. The document is the setup as JSON, the one shape stored on a version, exported
-and imported; `setup_document_check` refuses a document with every problem at its JSON path.
+and imported; `setup_document_problems` names every problem of one at its JSON path (a
+`PresetInvalid` refuses it).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class PresetSetup:
 def setup_from_document(
     document: Mapping[str, Any], *, connection_id: int | None, **identity: Any
 ) -> PresetSetup:
-    """A setup from a document `setup_document_check` accepted (or one stored on a version)."""
+    """A setup from a document with no `setup_document_problems` (or one stored on a version)."""
     connection = document["connection"]
     return PresetSetup(
         connection=ConnectionRef(id=connection_id, name=connection["name"], kind=connection["kind"]),

@@ -1,7 +1,7 @@
 """One reply, assembled from the normalized event stream: text, reasoning, tool calls.
 
-Every feature that keeps an answer (a chat turn, a tool continuation, a batch item) feeds
-its events to an `AnswerCollector`. Tool calls arrive as pieces (`ToolCallDelta`) that are
+Every feature that keeps an answer (a chat turn, a tool continuation, a compare column, a
+batch item) feeds its events to an `AnswerCollector`. Tool calls arrive as pieces (`ToolCallDelta`) that are
 put together by their `index`: the first piece of an index usually carries the id and the
 name, the later ones more argument text. Ids are kept only to send back upstream: Kimi's
 ids repeat within one reply and across turns, so nothing uses them as a key.

@@ -9,7 +9,9 @@ and the elapsed time, so tokens cannot leak into logs.
 
 Every new connection is opened by `CheckedAddressBackend`: it resolves the host once,
 checks every address against the base-URL policy, and connects to a checked address, on the
-running loop's own transports (`sockets.LoopStream`, cheaper than httpcore's anyio streams).
+running loop's own transports (`sockets.LoopStream`, cheaper than httpcore's anyio streams;
+`UPSTREAM_LOOP_STREAM=0` connects with httpcore's own network backend instead, the address
+still checked).
 httpcore still uses the URL's host for TLS SNI and certificate checks, and httpx for the
 `Host` header, so pinning the address changes nothing else (DNS rebinding, issue 8 B).
 
@@ -28,7 +30,7 @@ import itertools
 import logging
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -239,7 +241,13 @@ async def _close_with_loop(
 
 
 class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
-    """Connects only to addresses the base-URL policy checked, resolving each name once."""
+    """Connects only to addresses the base-URL policy checked, resolving each name once: on the
+    loop's own transports, or with `UPSTREAM_LOOP_STREAM` off on httpcore's own backend."""
+
+    def __init__(self) -> None:
+        self._connect: _Connect = loop_connect_tcp
+        if not settings.UPSTREAM_LOOP_STREAM:
+            self._connect = httpcore.AnyIOBackend().connect_tcp  # httpcore's default on asyncio
 
     async def connect_tcp(
         self,
@@ -262,7 +270,7 @@ class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
         failure: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
         for address in addresses:
             try:
-                return await loop_connect_tcp(str(address), port, timeout, local_address, socket_options)
+                return await self._connect(str(address), port, timeout, local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         raise failure or httpcore.ConnectError(f"{host} has no address")
@@ -277,6 +285,12 @@ class CheckedAddressBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+type _Connect = Callable[
+    [str, int, float | None, str | None, Iterable[httpcore.SOCKET_OPTION] | None],
+    Awaitable[httpcore.AsyncNetworkStream],
+]
 
 
 @functools.cache
@@ -307,7 +321,9 @@ def _share(limit: int | None, pools: int) -> int | None:
 
 def _checked_pool_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
     """httpx has no public option for the network backend, so the pool its transport builds is
-    replaced with one built with the same settings plus the backend."""
+    replaced with one built with the same settings plus the backend. `_pool` is private: an
+    upgrade that renames it would leave the address check out silently, which
+    tests/providers/test_pool_backend.py guards against."""
     transport = httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False, limits=limits)
     transport._pool = httpcore.AsyncConnectionPool(
         ssl_context=_tls_context(),

@@ -1,8 +1,9 @@
 """Watches one upstream request's event stream and says what its usage record must hold.
 
-Every path that calls an upstream (chat now, batch items later) feeds its events to a
-`UsageMeter` and hands the meter's `outcome()` to `usage_record_create`, so timing, status
-and the estimated-versus-reported rule live in one place.
+Every path that calls an upstream (chat turns, tool continuations, compare columns, batch
+items, the gateway) goes through the one metered call, which feeds its events to a
+`UsageMeter` and writes the meter's `outcome()` into the record, so timing, status and the
+estimated-versus-reported rule live in one place.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """What caused a usage record, as a label and a link: a registry that the feature apps fill.
 
 A record names what caused it by a plain id, never a foreign key: `conversation_id` for a
-chat turn, `source` ("batch-item:42:1") for a batch item. Usage stands below the features
-and imports none of them, and records outlive what caused them (deleting a conversation
-keeps its records, still pointing at its id). Each feature registers a resolver for its
-kind in its `AppConfig.ready()` (chat: conversations; batches: batch items), and the request
-log, the record page and the conversation charts ask here, in bulk and scoped to one team.
+chat turn, `source` for a compare column ("compare-column:7:1") or a batch item
+("batch-item:42:1"). (A gateway request names its `api_key`: keys live in usage, so that one
+may be a foreign key.) Usage stands below the features and imports none of them, and records
+outlive what caused them (deleting a conversation keeps its records, still pointing at its
+id). Each feature registers a resolver for its kind in its `AppConfig.ready()` (chat:
+conversations and compare columns; batches: batch items), and the request log, the record
+page and the conversation charts ask here, in bulk and scoped to one team.
 An id that does not resolve in the team reads "Conversation #12 (deleted)", with no link.
 """
 

@@ -240,6 +240,21 @@ def test_a_batch_started_from_a_conversation_carries_its_settings(
     assert batch.items.get().request["messages"][0] == {"role": "system", "content": "Answer in French."}
 
 
+def test_the_conversation_pages_batch_link_opens_the_form_with_that_conversation_chosen(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    conversation = Conversation.objects.create(
+        team=actors.team, user=actors.owner, connection=workers_connection, model_id=NO_QUEUE_MODEL
+    )
+    owner = client_for(actors.owner)
+
+    page = owner.get(reverse("chat:conversation-detail", args=[conversation.pk])).content.decode()
+    form = owner.get(reverse("batches:batch-list"), {"conversation": conversation.pk}).content.decode()
+
+    assert f'href="{reverse("batches:batch-list")}?conversation={conversation.pk}#new"' in page
+    assert f'<option value="{conversation.pk}" selected>' in form
+
+
 def test_another_teams_conversation_cannot_seed_a_batch(
     actors: Actors, workers_connection: ProviderConnection
 ) -> None:

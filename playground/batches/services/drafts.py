@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,8 +19,10 @@ from playground.batches.inputs import InputRules, ItemInput, LineError, Shared, 
 from playground.batches.models import Batch, BatchItem, BatchPath, BatchStatus, InputKind
 from playground.batches.services.metered_item import draft_context
 from playground.catalog.selectors import catalog_model_serving
-from playground.presets.request_presets import RequestPreset, preset_get
+from playground.presets.request_presets import RequestPreset, preset_source_setup
 from playground.presets.selectors import preset_version_setup
+from playground.presets.services import connection_ref, preset_version_reuse_or_save
+from playground.presets.setup import PresetSetup
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import request_capabilities
@@ -102,23 +105,22 @@ def batch_draft_create(
 ) -> Batch:
     """Check every line, then store the items as a draft (nothing runs until it is confirmed).
 
-    Started from a conversation (`from_conversation_id`), every item also carries its settings
-    (see `_with_preset`); configured by a preset version (`preset_version_id`, one of the user's
-    teams'), its connection and model run the batch instead of those given, and its settings go
-    with every item. Raises `ValidationError` (conversation, connection, model),
+    Configured by a preset version (`preset_version_id`, one of the user's teams'), or started
+    from a conversation (`from_conversation_id`), whose settings are saved as a version then (or
+    an identical version reused: `preset_version_reuse_or_save`): one way either way. The
+    version's connection and model run the batch instead of those given (a conversation whose
+    connection was deleted runs on the one given), and its settings go with every item (see
+    `_with_preset`). Raises `ValidationError` (conversation, version, connection, model),
     `PermissionDenied` (viewers) or `BatchInputInvalid` with the bad lines; in every error case
-    nothing is stored.
+    nothing is stored, no version either.
     """
-    preset = _preset_for(user, from_conversation_id)
-    if preset_version_id is not None:  # its connection and model run the batch
-        setup = preset_version_setup(user=user, version_id=preset_version_id)
-        if setup is None or setup.connection.id is None:
-            raise ValidationError(
-                {"preset_version": "Choose a version of one of your team's presets whose connection exists."}
-            )
-        preset, connection_id, model_id = setup.request_preset(), setup.connection.id, setup.model_id
+    setup = _setup_for(user, from_conversation_id, preset_version_id)
+    if setup is not None:  # its connection and model run the batch
+        connection_id, model_id = setup.connection.id or connection_id, setup.model_id
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
-    shared = _with_preset(source.shared, preset, connection)
+    if setup is not None and setup.connection.id is None:
+        setup = dataclasses.replace(setup, connection=connection_ref(connection))
+    shared = _with_preset(source.shared, setup.request_preset() if setup else None, connection)
     today = timezone.now().date()
     caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
 
@@ -132,6 +134,8 @@ def batch_draft_create(
     path, reason = batch_path_for(connection=connection, model_id=model_id, day=today)
     source.stream.seek(0)
     with transaction.atomic():
+        if setup is not None and setup.version_id is None:  # a conversation's, saved only now
+            preset_version_id = preset_version_reuse_or_save(user=user, setup=setup).pk
         batch = Batch(
             team_id=connection.team_id,
             created_by=user,
@@ -156,17 +160,24 @@ def batch_draft_create(
     return batch
 
 
-def _preset_for(user: User, preset_id: int | None) -> RequestPreset | None:
-    if preset_id is None:
+def _setup_for(user: User, conversation_id: int | None, version_id: int | None) -> PresetSetup | None:
+    if conversation_id is not None:
+        setup = preset_source_setup(kind=CONVERSATION, user=user, source_id=conversation_id)
+        if setup is None:
+            raise ValidationError({"conversation": "Choose one of your team's conversations."})
+        return setup
+    if version_id is None:
         return None
-    preset = preset_get(kind=CONVERSATION, user=user, preset_id=preset_id)
-    if preset is None:
-        raise ValidationError({"conversation": "Choose one of your team's conversations."})
-    return preset
+    setup = preset_version_setup(user=user, version_id=version_id)
+    if setup is None or setup.connection.id is None:
+        raise ValidationError(
+            {"preset_version": "Choose a version of one of your team's presets whose connection exists."}
+        )
+    return setup
 
 
 def _with_preset(shared: Shared, preset: RequestPreset | None, connection: ProviderConnection) -> Shared:
-    """The settings every item carries: the conversation's parameters that the connection's kind
+    """The settings every item carries: the version's parameters that the connection's kind
     takes, its tools and response format, and its system prompt unless one was typed (what the
     caller set wins; a line's own settings win over all of them)."""
     if preset is None:

@@ -1,16 +1,19 @@
-"""A conversation's settings offered as a request preset (a batch can start from them).
+"""A conversation's settings offered to start a batch from (as a preset version).
 
 Registered with `playground.presets.request_presets` for the kind "conversation" in
-`ChatConfig.ready`, so the batch pages use them without importing chat. Tools go as they are
-sent (no mocks, no returns_json).
+`ChatConfig.ready`, so the batch pages use them without importing chat. The batch saves them as
+a version of the preset named after the conversation (its title and id), or reuses an identical
+version of any of the team's presets.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from playground.accounts.selectors import AnyUser
-from playground.chat.domain.tools import tools_upstream
-from playground.chat.selectors import conversation_get, conversation_page
-from playground.presets.request_presets import RequestPreset
+from playground.chat.selectors import conversation_get, conversation_page, conversation_setup
+from playground.presets.models import NAME_MAX_CHARS
+from playground.presets.setup import PARAMETER_NAMES, PresetSetup
 
 
 class ConversationPresets:
@@ -19,21 +22,16 @@ class ConversationPresets:
         # at once would sort every conversation they hold.
         return [(c.pk, f"{c} · {c.model_id}") for c in conversation_page(user=user, size=limit).conversations]
 
-    def get(self, *, user: AnyUser, preset_id: int) -> RequestPreset | None:
-        conversation = conversation_get(user=user, conversation_id=preset_id)
+    def setup(self, *, user: AnyUser, source_id: int) -> PresetSetup | None:
+        conversation = conversation_get(user=user, conversation_id=source_id)
         if conversation is None:
             return None
-        fields: dict[str, object] = {}
-        if conversation.tools:
-            fields["tools"] = tools_upstream(conversation.tools)
-            fields["tool_choice"] = conversation.tool_choice
-            fields["parallel_tool_calls"] = conversation.parallel_tool_calls
-        if conversation.response_format:
-            fields["response_format"] = conversation.response_format
-        return RequestPreset(
-            id=conversation.pk,
-            label=str(conversation),
-            system_prompt=conversation.system_prompt,
-            parameters=dict(conversation.parameters or {}),
-            fields=fields,
+        setup = conversation_setup(conversation)
+        suffix = f" · conversation {conversation.pk}" if conversation.title else ""
+        return dataclasses.replace(
+            setup,
+            # A parameter no request takes (left by an older composer) is not part of a preset.
+            parameters={name: value for name, value in setup.parameters.items() if name in PARAMETER_NAMES},
+            team_id=conversation.team_id,
+            preset_name=str(conversation)[: NAME_MAX_CHARS - len(suffix)] + suffix,
         )

@@ -13,33 +13,17 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from playground.chat.models import Conversation
+from playground.chat.selectors import conversation_setup
 from playground.chat.services.conversations import conversation_for_run
 from playground.presets.models import PresetVersion
 from playground.presets.selectors import preset_version_setup
-from playground.presets.services import connection_ref, preset_version_save
-from playground.presets.setup import ConnectionRef, PresetSetup
+from playground.presets.services import preset_version_save
 from playground.providers.connection_check import connection_model_check
 from playground.providers.selectors import connection_for_run
 
 
 class PresetVersionNotFound(Exception):
     """No such version in the user's teams (answered as 404)."""
-
-
-def conversation_setup(conversation: Conversation) -> PresetSetup:
-    connection = conversation.connection
-    return PresetSetup(
-        connection=connection_ref(connection) if connection else ConnectionRef(id=None, name="", kind=""),
-        model_id=conversation.model_id,
-        system_prompt=conversation.system_prompt,
-        tools=list(conversation.tools or []),
-        tool_choice=conversation.tool_choice,
-        parallel_tool_calls=conversation.parallel_tool_calls,
-        auto_mock_steps=conversation.auto_mock_steps,
-        response_format=conversation.response_format or None,
-        parameters=dict(conversation.parameters or {}),
-        use_affinity=conversation.use_affinity,
-    )
 
 
 def conversation_preset_save(
