@@ -2,7 +2,7 @@
 
 A conversation names the version whose setup it has (`Conversation.preset_version`), and its
 turns' usage records name it too: so it is set when the conversation starts from a version or
-is saved as one, and cleared when one of its settings changes (`preset_detach_if_changed`).
+is saved as one, and cleared when one of its settings changes (`services.conversations._setup_save`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Monthly budgets: reserve a request's worst case before it is sent, reconcile it after.
 
-Every upstream request goes through `MeteredCall`, which calls `budget_reserve_for_requests`
-before sending (with the requests admitted together, for the gateway) and `budget_reconcile`
-in the shielded step that writes the usage record, so chat turns, tool continuations, batch
-items and the gateway all hold the same budget. A batch that
+Every upstream request goes through `MeteredCall` (`usage.calls`), which holds its budget with
+`budget_reserve_for_requests` before sending (with the requests admitted together, for the
+gateway) and calls `budget_reconcile` in the shielded step that writes the usage record, so chat
+turns, tool continuations, compare columns, batch items and the gateway all hold the same budget. A batch that
 sends a chunk of items in one upstream request (the queue path) reserves the chunk's worst
 case with `budget_reserve` and reconciles it with `budget_reconcile` once its records exist.
 
