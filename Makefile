@@ -42,6 +42,12 @@ LLAMA_WHEELS := var/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_KEY)
 LLAMA_WHEEL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/playground/wheels
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
+# The suite runs in parallel workers (pytest-xdist), one per core by default: `make test
+# PYTEST_WORKERS=1` for one. Tests on the real engine stay on one worker (tests/conftest.py marks
+# them; --dist loadgroup honours it), so one engine starts per run, as without workers.
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+
 SERVICES_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
 
@@ -96,11 +102,11 @@ browser:
 
 ## The whole suite on the embedded defaults (SQLite, in-memory layer, no services).
 test: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## The same suite against the local PostgreSQL and Redis.
 test-services: install browser
-	$(SERVICES_ENV) $(PY) -m pytest
+	$(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## ruff, then the floors: import-linter checks the contracts in .importlinter (docs/architecture.md).
 lint: install

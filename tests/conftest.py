@@ -32,6 +32,15 @@ pytest_plugins = [
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the real engine run on one parallel worker (`make test` runs pytest-xdist with
+    --dist loadgroup): one engine starts per run instead of one per worker, and tests that kill
+    a replica or read the prefix cache meet no other worker's requests."""
+    for item in items:
+        if "running_engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("engine"))
+
+
 @pytest.fixture
 def actors(db: None) -> Actors:
     return actors_create()
