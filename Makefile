@@ -42,9 +42,10 @@ LLAMA_WHEELS := var/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_KEY)
 LLAMA_WHEEL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/playground/wheels
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-# The suite runs in parallel workers (pytest-xdist), one per core by default: `make test
-# PYTEST_WORKERS=1` for one. Tests on the real engine stay on one worker (tests/conftest.py marks
-# them; --dist loadgroup honours it), so one engine starts per run, as without workers.
+# The suite runs in parallel workers (pytest-xdist), one per core by default; `make test
+# PYTEST_WORKERS=0` runs it in one process as before. Tests sharing the real engine (or a
+# module-scoped fixture) stay on one worker (tests/conftest.py marks them, --dist loadgroup
+# honours it), so the engine starts once per run, as without workers.
 PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
