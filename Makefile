@@ -35,7 +35,19 @@ VENV_PYTHON := $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
 LLAMA_KEY := $(shell { $(VENV_PYTHON) -c 'import sys, sysconfig; print(sys.implementation.cache_tag, sysconfig.get_platform())'; \
 	echo '$(LLAMA_CMAKE_ARGS)' '$(LLAMA_CPU)'; } | sha256sum | cut -c1-12)
 LLAMA_WHEELS := var/wheels/llama-cpp-python-$(LLAMA_VERSION)-$(LLAMA_KEY)
+# A copy of that folder outside the clone, under the same name (the same version, Python, platform,
+# flags and, when native, CPU): a fresh clone on this machine (CI's) takes the wheel from there
+# instead of compiling for minutes, while another machine (an empty cache) still builds its own.
+# `make install LLAMA_WHEEL_CACHE=` never reads nor writes it.
+LLAMA_WHEEL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/playground/wheels
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
+
+# The suite runs in parallel workers (pytest-xdist), one per core by default; `make test
+# PYTEST_WORKERS=0` runs it in one process as before. Tests sharing the real engine (or a
+# module-scoped fixture) stay on one worker (tests/conftest.py marks them, --dist loadgroup
+# honours it), so the engine starts once per run, as without workers.
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
 SERVICES_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
@@ -47,11 +59,23 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# The cached copy is used only when complete (its .built is written last, after an atomic rename).
 $(LLAMA_WHEELS)/.built: | $(VENV)/bin/python
-	@echo "Compiling llama.cpp $(LLAMA_VERSION) for a portable CPU baseline ($(LLAMA_CMAKE_ARGS)); several minutes."
 	rm -rf $(LLAMA_WHEELS) && mkdir -p $(LLAMA_WHEELS)
-	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip wheel -q --no-cache-dir --no-deps --no-binary llama-cpp-python \
-		-w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
+	@cached='$(if $(LLAMA_WHEEL_CACHE),$(LLAMA_WHEEL_CACHE)/$(notdir $(LLAMA_WHEELS)))'; \
+	if [ -n "$$cached" ] && [ -f "$$cached/.built" ]; then \
+		echo "llama.cpp $(LLAMA_VERSION) for these flags was built before on this machine: copied from $$cached"; \
+		cp "$$cached"/*.whl $(LLAMA_WHEELS)/; \
+	else \
+		echo "Compiling llama.cpp $(LLAMA_VERSION) for a portable CPU baseline ($(LLAMA_CMAKE_ARGS)); several minutes."; \
+		CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip wheel -q --no-cache-dir --no-deps --no-binary llama-cpp-python \
+			-w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION) || exit 1; \
+		if [ -n "$$cached" ]; then \
+			mkdir -p "$$(dirname "$$cached")" && partial=$$(mktemp -d "$$cached.partial.XXXXXX") && \
+			cp $(LLAMA_WHEELS)/*.whl "$$partial"/ && touch "$$partial/.built" && rm -rf "$$cached" && \
+			mv "$$partial" "$$cached" || echo "(could not keep a copy in $$cached; the build is used anyway)"; \
+		fi; \
+	fi
 	@touch $@
 
 # The engine's model files go to var/models/ here, so that it starts offline afterwards:
@@ -79,11 +103,11 @@ browser:
 
 ## The whole suite on the embedded defaults (SQLite, in-memory layer, no services).
 test: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## The same suite against the local PostgreSQL and Redis.
 test-services: install browser
-	$(SERVICES_ENV) $(PY) -m pytest
+	$(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## ruff, then the floors: import-linter checks the contracts in .importlinter (docs/architecture.md).
 lint: install

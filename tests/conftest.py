@@ -32,6 +32,24 @@ pytest_plugins = [
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that share an expensive fixture run on one parallel worker (`make test` runs
+    pytest-xdist with --dist loadgroup), so that it is made once per run, not once per worker:
+    the real engine's tests (which also keeps other workers' requests off a replica a test kills
+    or a prefix cache it reads), and the tests of a module sharing a module-scoped fixture (the
+    benchmarks' smoke runs, all started at once)."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        if "running_engine" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("engine"))
+        elif any(
+            definitions[-1].scope in ("module", "package")
+            for definitions in item._fixtureinfo.name2fixturedefs.values()
+        ):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
 @pytest.fixture
 def actors(db: None) -> Actors:
     return actors_create()

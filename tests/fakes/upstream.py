@@ -316,6 +316,16 @@ class FakeUpstream:
         with self._lock:
             self._replies.extend(replies)
 
+    async def wait_requests(self, count: int = 1, *, timeout: float = 5.0) -> list[RecordedRequest]:
+        """The requests received, once there are `count`: a test that needs one in flight waits for
+        it to arrive instead of sleeping a guess (too short under load, too long otherwise)."""
+        deadline = time.monotonic() + timeout
+        while len(self.requests) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the fake upstream received {len(self.requests)} of {count} requests")
+            await asyncio.sleep(0.005)
+        return list(self.requests)
+
     async def wait_ended(self, index: int = -1, *, timeout: float = 5.0) -> RecordedRequest:
         request = self.requests[index]
         if not await asyncio.to_thread(request.ended.wait, timeout):

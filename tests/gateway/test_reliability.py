@@ -65,7 +65,7 @@ def test_a_repeat_while_the_first_is_in_flight_gets_409_and_a_failed_first_can_b
                 {**gateway_key.headers, "idempotency-key": "k1"},
             )
             first = asyncio.create_task(client.post(url, json=BODY, headers=headers))
-            await asyncio.sleep(0.4)
+            await fake_upstream.wait_requests(1)  # the first is in flight (its answer starts after 1 s)
             return await client.post(url, json=BODY, headers=headers), await first
 
     second, first = asyncio.run(both())

@@ -28,7 +28,7 @@ def test_counting_starts_no_thread_and_expired_counters_are_swept_by_the_countin
     counters = SweptMemoryStorage()
     counters.SWEEP_EVERY = 0.0  # every count sweeps
     limiter = strategies.FixedWindowRateLimiter(counters)
-    time.sleep(0.05)  # the one timer `MemoryStorage.__init__` starts has run
+    counters.timer.join(5)  # the one timer `MemoryStorage.__init__` starts has run
     before = threading.active_count()
     counters.acquire_entry("moving", limit=5, expiry=0)  # an entry that expires at once
     for _ in range(200):
