@@ -27,6 +27,10 @@ CELERY_TASK_ALWAYS_EAGER = True
 # Tests point connections at loopback fake upstreams.
 PROVIDER_HOST_ALLOWLIST = ["127.0.0.1", "localhost"]
 UPSTREAM_MAX_RETRY_AFTER = 1.0
+# No engine unless a test starts one (and points ENGINE_URL at it): the default address is the
+# one `make run` serves on, and a developer's running engine there answered the suite's "is this
+# model served?" questions, failing tests that expect no engine. Port 9 (discard) refuses.
+ENGINE_URL = "http://127.0.0.1:9"
 # Serve static files straight from the finders: no collectstatic before the tests.
 SERVESTATIC_USE_FINDERS = True
 SERVESTATIC_AUTOREFRESH = True
