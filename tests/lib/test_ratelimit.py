@@ -57,6 +57,9 @@ async def test_an_async_hit_in_memory_runs_on_the_loop_and_returns_the_window_on
     def no_thread(*args: Any) -> Any:
         raise AssertionError("memory counters need no thread")
 
+    # In memory even in the services profile (REDIS_URL set): that is the case under test.
+    in_memory = strategies.FixedWindowRateLimiter(storage.storage_from_string("swept-memory://"))
+    monkeypatch.setattr("playground.lib.ratelimit.limiter", lambda: in_memory)
     monkeypatch.setattr("asyncio.to_thread", no_thread)
     limit = MinuteLimit("chat", "turns", 1)
     assert await limit.ahit("9") is None
