@@ -27,7 +27,9 @@ from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_c
 
 REPO = Path(__file__).resolve().parents[2]
 ITEMS = 40
-ANSWER_SECONDS = 0.6  # each answer takes this long: 40 items, 4 at a time, ~6 s in all
+ANSWER_SECONDS = 1.5  # each answer takes this long: 40 items, 4 at a time, ~15 s in all. A status poll is a
+# Python start-up (seconds on a loaded machine): at 0.6 s the batch could end between the poll
+# that saw 8 done and the kill, and the test failed for want of something to kill.
 
 
 def _python() -> str:
