@@ -20,9 +20,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 240  # seconds per script: most take 5-25 s alone on two busy cores, cache_breaks.py ~100
+TIMEOUT = 240  # seconds per script: most take 5-25 s alone on two busy cores
+# cache_breaks.py takes ~100 s alone (its corpus runs on the engine's three replicas), and over
+# 240 s beside a second suite in CI: it starts first and has more time.
+TIMEOUTS = {"cache_breaks.py": 480}
 # What each script prints once it has measured everything (its last figures).
 FIGURES = {
+    # One session per cause and an intact one: every cause injected and judged.
+    "cache_breaks.py": r"cache breaks: recall [\d.]+ % \(\d+ of \d+\), "
+    r"false breaks [\d.]+ % \(\d+ of \d+ reported\)",
     "stream_relay.py": r"(?m)^\s+4\s+relayed\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[+-][\d.]+ / [+-][\d.]+\s+\d+ us",
     "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
     "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
@@ -34,9 +40,6 @@ FIGURES = {
     # Every query timed, the rare word found exactly once (the script asserts it) on SQLite.
     "conversation_search.py": r"search sqlite: worst p95 \d+ ms, all queries p50 \d+ ms "
     r"over 2,000 conversations",
-    # One session per cause and an intact one: every cause injected and judged.
-    "cache_breaks.py": r"cache breaks: recall [\d.]+ % \(\d+ of \d+\), "
-    r"false breaks [\d.]+ % \(\d+ of \d+ reported\)",
 }
 
 
@@ -56,7 +59,7 @@ def _smoke_run(script: str, env: dict[str, str]) -> SmokeRun:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=TIMEOUT,
+            timeout=TIMEOUTS.get(script, TIMEOUT),
             check=False,
         )
     except subprocess.TimeoutExpired as timed_out:
@@ -76,7 +79,7 @@ def smoke_runs() -> Iterator[dict[str, Future[SmokeRun]]]:
         name: value
         for name, value in os.environ.items()
         if name not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL"}
-    }
+    } | {"PYTHONUNBUFFERED": "1"}  # a run that overran shows how far it got
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         runs = {script: pool.submit(_smoke_run, script, env) for script in FIGURES}
         try:
@@ -86,13 +89,14 @@ def smoke_runs() -> Iterator[dict[str, Future[SmokeRun]]]:
                 run.cancel()
 
 
+@pytest.mark.timeout(max(TIMEOUTS.values()) + 60)  # waits for its run, whose own timeout counts
 @pytest.mark.parametrize("script", list(FIGURES))
 def test_the_benchmark_runs_at_its_smoke_size_and_prints_its_figures(
     smoke_runs: dict[str, Future[SmokeRun]], script: str
 ) -> None:
     run = smoke_runs[script].result()
     if run.returncode is None:
-        pytest.fail(f"{script} --smoke took over {TIMEOUT} s:\n{run.output[-3000:]}")
+        pytest.fail(f"{script} --smoke took over {TIMEOUTS.get(script, TIMEOUT)} s:\n{run.output[-3000:]}")
 
     tail = run.output[-3000:]
     assert run.returncode == 0, f"{script} --smoke exited with {run.returncode}:\n{tail}"
