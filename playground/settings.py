@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "playground.providers",
     "playground.usage",
     "playground.presets",
+    "playground.routing",
     "playground.chat",
     "playground.teams",
     "playground.batches",

@@ -204,5 +204,6 @@ def _identity(context: RequestContext) -> dict[str, Any]:
         "path": context.path,
         "source": context.source,
         **context.attribution.record_fields(),
+        **context.route.record_fields(),
         **({"request_id": context.request_id} if context.request_id is not None else {}),
     }

@@ -35,6 +35,27 @@ class Attribution:
 
 
 @dataclass(frozen=True)
+class RouteRecord:
+    """What a routing policy decided for the request this record is an attempt of (issue 35);
+    empty for requests no policy routed. `detail` is the whole decision, as stored: the policy
+    version, the rule, this record's attempt number, every attempt (target, status, time, why it
+    moved on), the final target, a downgrade and its reason, an added affinity key."""
+
+    rule: str = ""
+    fell_back: bool = False
+    downgraded: bool = False
+    detail: dict[str, Any] | None = None
+
+    def record_fields(self) -> dict[str, Any]:
+        return {
+            "route_rule": self.rule[:100],
+            "route_fell_back": self.fell_back,
+            "route_downgraded": self.downgraded,
+            "routing": self.detail,
+        }
+
+
+@dataclass(frozen=True)
 class RequestContext:
     """Who sent what, where: the part of a record known before the request is sent."""
 
@@ -63,3 +84,4 @@ class RequestContext:
     # The record's `request_id`, when the caller must name it before the record exists (the
     # gateway sends it in the answer's headers); None: a new one.
     request_id: uuid.UUID | None = None
+    route: RouteRecord = RouteRecord()  # the routing policy's decision (gateway requests it routed)

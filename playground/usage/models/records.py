@@ -134,6 +134,16 @@ class UsageRecord(models.Model):
     tags = models.CharField(max_length=1100, blank=True, db_default="")
     metadata = models.JSONField(null=True, blank=True, help_text="x-playground-metadata")
     trace_id = models.CharField(max_length=32, blank=True, db_default="", help_text="From traceparent")
+
+    # --- routing: what the team's routing policy decided for a gateway request (issue 35) ---
+    # The rule that matched ("" when none did, or no policy), and whether the request fell back
+    # past its first target or was downgraded: columns, so the request log filters on them.
+    route_rule = models.CharField(max_length=100, blank=True, db_default="")
+    route_fell_back = models.BooleanField(default=False, db_default=False)
+    route_downgraded = models.BooleanField(default=False, db_default=False)
+    # The decision in full (`usage.calls.context.RouteRecord.detail`): the policy version, this
+    # record's attempt, every attempt of the request, the final target, a downgrade and its reason.
+    routing = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
