@@ -27,6 +27,9 @@ class ApiKey(models.Model):
     secret_sha256 = models.CharField(max_length=64, unique=True, editable=False)
     # The connection its requests go to; a key whose connection was deleted is refused.
     connection = models.ForeignKey(ProviderConnection, null=True, on_delete=models.SET_NULL, related_name="+")
+    # Its requests follow the team's routing policy (Team -> Routing, issue 35), `connection` being
+    # where a request that no rule matches goes; False: every request goes to `connection`.
+    follows_policy = models.BooleanField(default=False, db_default=False)
     # Model ids of that connection the key may call; empty: every model the connection serves.
     allowed_models = models.JSONField(default=list, blank=True)
     monthly_budget_usd = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
