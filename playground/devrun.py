@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -77,13 +78,19 @@ def main() -> None:
         target=_announce_when_ready, args=(url, settings.ENGINE_URL, settings.ENGINE_API_TOKEN), daemon=True
     ).start()
     honcho = os.path.join(os.path.dirname(sys.executable), "honcho")
+    group = subprocess.Popen([honcho, "start", "-f", "Procfile"], env=env)  # noqa: S603
+    # A SIGTERM (a supervisor, `kill`) is passed on, so honcho stops the group as on Ctrl-C:
+    # dying alone, this process left the engine, the web server and the worker running.
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, lambda number, _frame: group.send_signal(number))
     try:
-        result = subprocess.run([honcho, "start", "-f", "Procfile"], env=env, check=False)  # noqa: S603
-    except KeyboardInterrupt:
+        returncode = group.wait()
+    except KeyboardInterrupt:  # honcho has the Ctrl-C too (same process group)
+        group.wait()
         return
-    if result.returncode not in (0, -2, 130):  # not a Ctrl-C
+    if returncode not in (0, -2, -15, 130, 143):  # not a Ctrl-C or a SIGTERM
         print("\n  make run stopped: a process exited; its last lines above say why.\n", file=sys.stderr)
-        sys.exit(result.returncode or 1)
+        sys.exit(returncode or 1)
 
 
 if __name__ == "__main__":
