@@ -15,6 +15,7 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
+from playground.routing.selectors import policy_cache_forget
 from playground.usage.budgets.ledger import ledgers_forget
 from playground.usage.records import price_cards_forget
 from tests.fakes.upstream import FakeUpstream
@@ -89,10 +90,11 @@ def fresh_cache(settings: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_process_caches() -> None:
-    """Each test starts with no remembered price card or ledger id: rolled-back tests reuse ids,
+    """Each test starts with no remembered price card, ledger id or routing policy: rolled-back tests reuse ids,
     so what one test's database held must not price or hold another's requests."""
     price_cards_forget()
     ledgers_forget()
+    policy_cache_forget()
 
 
 @pytest.fixture(scope="session", autouse=True)
