@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -195,8 +196,12 @@ def test_past_the_budget_threshold_a_tagged_request_is_downgraded_and_says_from_
     )
     asked: list[str] = []
 
-    def used(share: float) -> Any:
-        return lambda: asked.append("read") or share
+    def used(share: float) -> Callable[[], float]:
+        def read() -> float:
+            asked.append("read")
+            return share
+
+        return read
 
     tagged = RequestFacts(model=KIMI, tags=("non-critical",))
     late = plan(actors, default, tagged, budget_used=used(0.85))
