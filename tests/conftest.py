@@ -90,8 +90,9 @@ def fresh_cache(settings: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_process_caches() -> None:
-    """Each test starts with no remembered price card, ledger id or routing policy: rolled-back tests reuse ids,
-    so what one test's database held must not price or hold another's requests."""
+    """Each test starts with no remembered price card, ledger id or routing policy: rolled-back
+    tests reuse ids, so what one test's database held must not price, hold or route another's
+    requests."""
     price_cards_forget()
     ledgers_forget()
     policy_cache_forget()

@@ -9,27 +9,29 @@ creator's and the key's own) is held before sending, exactly as a chat turn's is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from playground.gateway.attempts import attempt_adapter, attempt_call
 from playground.gateway.attribution import RequestAttribution
 from playground.gateway.bodies import ClientRequest
 from playground.gateway.errors import GatewayError
 from playground.gateway.idempotency import Claim, Replay, idempotency_claim
 from playground.gateway.ratelimits import RateState, rate_admit_many
-from playground.providers.adapters import (
-    PassthroughAdapter,
-    PassthroughRoute,
-    RouteNotServed,
-    passthrough_for,
-)
+from playground.gateway.routed import RoutedRequest
+from playground.providers.adapters import ChatRequest, PassthroughAdapter, PassthroughRoute
+from playground.routing.affinity import session_affinity_key
+from playground.routing.cooldown import target_cooling
+from playground.routing.plan import RequestFacts, Target
+from playground.routing.problems import RouteUnavailable
+from playground.routing.resolve import plan_make
+from playground.routing.selectors import routing_budget_used, team_routing
+from playground.routing.sticky import sticky_target
 from playground.usage.api_keys import api_key_for_secret, api_key_touch, api_keys_for_secrets
-from playground.usage.budgets import KeyBudget
 from playground.usage.calls.budget import calls_hold_together
 from playground.usage.calls.call import MeteredCall
-from playground.usage.calls.kinds import gateway_call
+from playground.usage.metering import estimate_tokens
 from playground.usage.models import ApiKey
 
 
@@ -40,6 +42,11 @@ class Admitted:
     call: MeteredCall
     rate: RateState
     claim: Claim | None = None
+    # A key that follows the team's routing policy: the plan and its attempts (`gateway.routed`),
+    # and what a later attempt is built from (the request as admitted, its affinity key added).
+    routed: RoutedRequest | None = None
+    request: AdmissionRequest | None = None
+    chat: ChatRequest | None = None
 
 
 def api_key_authenticate(secret: str | None, *, found: dict[str, ApiKey] | None = None) -> ApiKey:
@@ -121,6 +128,8 @@ class _Prepared:
     key: ApiKey
     adapter: PassthroughAdapter
     claim: Claim | None
+    routed: RoutedRequest | None
+    chat: ChatRequest
 
 
 def _prepared(request: AdmissionRequest, keys: dict[str, ApiKey]) -> _Prepared | Replay:
@@ -135,41 +144,87 @@ def _prepared(request: AdmissionRequest, keys: dict[str, ApiKey]) -> _Prepared |
             f"it may call {', '.join(key.allowed_models)}.",
         )
     assert key.connection is not None
-    try:
-        adapter = passthrough_for(
-            key.connection,
-            route=request.route,
-            request=client.chat,
-            body=client.body,
-            client_wants_usage=client.client_wants_usage,
+    routed = _routed(key, request) if key.follows_policy else None
+    chat = client.chat
+    if routed is not None and routed.affinity_added:
+        chat = replace(
+            chat, affinity_key=session_affinity_key(key.team_id, request.headers.attribution.session)
         )
-    except RouteNotServed as exc:
-        raise GatewayError(400, "route_not_served", str(exc)) from None
-    except ValidationError as exc:
-        raise GatewayError(
-            503, "connection_unusable", f"The key's connection cannot be used now: {' '.join(exc.messages)}"
-        ) from None
+    adapter, chat = attempt_adapter(
+        key,
+        routed.target if routed is not None else None,
+        route=request.route,
+        chat=chat,
+        body=client.body,
+        client_wants_usage=client.client_wants_usage,
+    )
     claim = None
     if request.idempotency_key is not None and not client.stream:
         outcome = idempotency_claim(api_key=key, key=request.idempotency_key, digest=request.digest)
         if isinstance(outcome, Replay):
             return outcome
         claim = outcome
-    return _Prepared(request=request, key=key, adapter=adapter, claim=claim)
+    return _Prepared(request=request, key=key, adapter=adapter, claim=claim, routed=routed, chat=chat)
 
 
 def _admitted(prepared: _Prepared, rate: RateState) -> Admitted:
     """The request's metered call, its budget not held yet (`calls_hold_together`)."""
-    request, key = prepared.request, prepared.key
+    request, key, routed = prepared.request, prepared.key, prepared.routed
     api_key_touch(key)
-    call = gateway_call(
-        adapter=prepared.adapter,
-        request=request.client.chat,
-        team_id=key.team_id,
-        user_id=key.created_by_id,
-        connection_id=key.connection_id,
-        model_id=request.client.model,
+    call = attempt_call(
+        key,
+        prepared.adapter,
+        prepared.chat,
+        target=routed.target if routed is not None else None,
         attribution=request.headers.attribution,
-        key=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
+        held_at_admission=True,
     )
-    return Admitted(key=key, adapter=prepared.adapter, call=call, rate=rate, claim=prepared.claim)
+    if routed is not None:
+        call.context = replace(call.context, route=routed.begin(str(call.context.request_id)))
+    return Admitted(
+        key=key,
+        adapter=prepared.adapter,
+        call=call,
+        rate=rate,
+        claim=prepared.claim,
+        routed=routed,
+        request=request,
+        chat=prepared.chat,
+    )
+
+
+def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
+    """The plan of the team's routing policy for the request (None: the team has none), or a
+    `GatewayError` (503) when its rule names a connection that no longer exists."""
+    routing = team_routing(key.team_id)
+    if routing is None:
+        return None
+    assert key.connection is not None
+    client, attribution = request.client, request.headers.attribution
+    session = attribution.session
+    cooling: dict[Target, bool] = {}
+    try:
+        plan = plan_make(
+            routing,
+            default=Target(key.connection.pk, key.connection.name, client.model),
+            facts=RequestFacts(
+                model=client.model,
+                tags=attribution.tags,
+                metadata=attribution.metadata,
+                end_user=attribution.end_user,
+                session=session,
+                prompt_tokens=estimate_tokens(client.chat.prompt_chars),
+                stream=client.stream,
+            ),
+            budget_used=lambda: routing_budget_used(
+                team_id=key.team_id, key_id=key.pk, key_limit=key.monthly_budget_usd
+            ),
+            sticky=sticky_target(key.team_id, session)
+            if routing.policy.sticky_sessions and session
+            else None,
+            cooling=lambda target: cooling.setdefault(target, target_cooling(target)),
+        )
+    except RouteUnavailable as exc:
+        raise GatewayError(503, "route_unavailable", str(exc)) from None
+    affinity_added = plan.auto_affinity and bool(session) and not request.headers.affinity_key
+    return RoutedRequest(plan, affinity_added=affinity_added)

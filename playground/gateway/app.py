@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import aclosing, suppress
+from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -29,16 +30,21 @@ from django.conf import settings
 
 from playground.gateway import admission_queue
 from playground.gateway.admission import AdmissionRequest, Admitted, api_key_authenticate
+from playground.gateway.attempts import attempt_adapter, attempt_call
 from playground.gateway.attribution import attribution_read
 from playground.gateway.bodies import BATCHES_HINT, client_request_read
 from playground.gateway.errors import ErrorShape, GatewayError
 from playground.gateway.idempotency import Replay, body_digest, idempotency_release, idempotency_store
 from playground.gateway.models_list import models_for_key
 from playground.gateway.ratelimits import rate_count_tokens, rate_tokens_counted
+from playground.gateway.routed import BUDGET, Next, RoutedRequest, failure_kind, routed_success
 from playground.gateway.routes import Action, Endpoint, endpoint_for, shape_for
 from playground.gateway.upstream_errors import error_for_failed_call
 from playground.lib.db import connections_heal, db_run
+from playground.providers.adapters import PassthroughAdapter
 from playground.providers.events import UpstreamError, WireBytes, WireHead
+from playground.routing.cooldown import target_failed
+from playground.usage.calls.call import MeteredCall
 from playground.usage.metering import Outcome
 
 logger = logging.getLogger(__name__)
@@ -146,23 +152,11 @@ class _Relay:
         self.headers_sent: dict[str, str] = {}
 
     async def run(self) -> None:
-        call = self.admitted.call
-        if not self.stream and self.admitted.claim is None:
-            # A whole answer goes out as soon as it is complete, priced by the card and cost
-            # function its record will use; the record follows (with the calls ending meanwhile,
-            # `usage.calls.settlement`). An idempotent one is kept before it is sent, so it waits.
-            call.on_answered = self._answer_early
-        async with aclosing(call.events()) as events:
-            async for event in events:
-                match event:
-                    case WireHead():
-                        self.head = event
-                    case WireBytes(data=data) if self.stream:
-                        await self._stream_bytes(data)
-                    case WireBytes(data=data):
-                        self.body += data
-                    case UpstreamError():
-                        self.error = event
+        while True:
+            step = await self._relay_call()
+            if step is None:
+                break
+            await self._next_attempt(step)
         if self.answered:
             await self._after()
         elif self.sent_start:  # a stream: its bytes went out as they came
@@ -172,6 +166,79 @@ class _Relay:
         else:
             await self._answer_whole()
             await self._after()
+
+    async def _relay_call(self) -> Next | None:
+        """Relay the current attempt's metered call; for a routed request whose attempt failed
+        before any byte reached the client, where it goes next (None: it ends here)."""
+        call, routed = self.admitted.call, self.admitted.routed
+        if not self.stream and self.admitted.claim is None:
+            # A whole answer goes out as soon as it is complete, priced by the card and cost
+            # function its record will use; the record follows (with the calls ending meanwhile,
+            # `usage.calls.settlement`). An idempotent one is kept before it is sent, so it waits.
+            call.on_answered = self._answer_early
+        step = None
+        async with aclosing(call.events()) as events:
+            async for event in events:
+                match event:
+                    case WireHead():
+                        self.head = event
+                        if routed is not None and event.status < 400:
+                            routed_success(routed, self.admitted.key.team_id, self.admitted.request)
+                    case WireBytes(data=data) if self.stream:
+                        await self._stream_bytes(data)
+                    case WireBytes(data=data):
+                        self.body += data
+                    case UpstreamError():
+                        self.error = event
+                        if routed is not None:
+                            # Decided before the call's record is written (as its generator
+                            # ends), so the record says whether and why the request moved on.
+                            step = self._after_failure(routed, event) if not self.sent_start else None
+        return step
+
+    def _after_failure(self, routed: RoutedRequest, error: UpstreamError) -> Next | None:
+        call = self.admitted.call
+        refused = bool(call.refusal)
+        step = routed.after_failure(error, refused=refused)
+        status = BUDGET if refused else failure_kind(error)
+        moved_on = "" if step is None else (BUDGET if refused else str(status))
+        call.context = replace(call.context, route=routed.end(status, moved_on))
+        return step
+
+    async def _next_attempt(self, step: Next) -> None:
+        """Count the failure (cooldowns), wait the step's backoff, and make the next attempt's call."""
+        routed, admitted = self.admitted.routed, self.admitted
+        assert routed is not None and admitted.request is not None and admitted.chat is not None
+        if routed.attempts[-1].status != BUDGET:
+            await target_failed(routed.target, routed.plan.cooldown)
+        if step.delay:
+            await asyncio.sleep(step.delay)
+        routed.move(step)
+        request, chat = admitted.request, admitted.chat
+
+        def build() -> tuple[PassthroughAdapter, MeteredCall]:
+            adapter, sent = attempt_adapter(
+                admitted.key,
+                routed.target,
+                route=request.route,
+                chat=chat,
+                body=request.client.body,
+                client_wants_usage=request.client.client_wants_usage,
+            )
+            call = attempt_call(
+                admitted.key,
+                adapter,
+                sent,
+                target=routed.target,
+                attribution=request.headers.attribution,
+                held_at_admission=False,
+            )
+            return adapter, call
+
+        adapter, call = await db_run(build)
+        call.context = replace(call.context, route=routed.begin(str(call.context.request_id)))
+        self.head, self.error, self.body = None, None, bytearray()
+        admitted.adapter, admitted.call = adapter, call
 
     async def _answer_early(self, _: Outcome) -> None:
         """A whole answer the upstream gave, with its cost, before its record is written (an
@@ -229,6 +296,7 @@ class _Relay:
             "x-playground-request-id": str(self.admitted.call.context.request_id),
             "x-playground-overhead-ms": self._overhead_ms(),
             "x-playground-attempts": str(self.admitted.adapter.attempts),
+            **(self.admitted.routed.headers() if self.admitted.routed is not None else {}),
         }
 
     def _overhead_ms(self) -> str:

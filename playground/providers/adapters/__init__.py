@@ -90,6 +90,7 @@ def passthrough_for(
     request: ChatRequest,
     body: dict[str, Any],
     client_wants_usage: bool,
+    single_attempt: bool = False,
 ) -> PassthroughAdapter:
     """A pass-through of `body` to the connection's endpoint for `route` (blocking, like `adapter_for`).
 
@@ -106,4 +107,10 @@ def passthrough_for(
             f"This key's connection ({connection.spec.label}) speaks OpenAI's API only: "
             "send the request to /v1/chat/completions instead."
         )
-    return PassthroughAdapter(url=url, token=adapter.token, body=body, client_wants_usage=client_wants_usage)
+    return PassthroughAdapter(
+        url=url,
+        token=adapter.token,
+        body=body,
+        client_wants_usage=client_wants_usage,
+        single_attempt=single_attempt,
+    )

@@ -110,11 +110,22 @@ class PassthroughAdapter:
     the gateway did not spend itself).
     """
 
-    def __init__(self, *, url: str, token: str, body: dict[str, Any], client_wants_usage: bool) -> None:
+    def __init__(
+        self,
+        *,
+        url: str,
+        token: str,
+        body: dict[str, Any],
+        client_wants_usage: bool,
+        single_attempt: bool = False,
+    ) -> None:
         self.url = url
         self.token = token
         self.body = body
         self.client_wants_usage = client_wants_usage
+        # A routed request (`gateway.routed`) retries and falls back in its own one loop: its
+        # adapters send once each, so that no retry loop runs inside another.
+        self.single_attempt = single_attempt
         self.attempts = 0
         self._sent_at: float | None = None
         self._ended_at: float | None = None
@@ -136,9 +147,12 @@ class PassthroughAdapter:
         policy = TimeoutPolicy.from_settings()
         deadline = policy.deadline()
         try:
-            async with aclosing(
-                retrying(lambda: self._attempt(request, policy, deadline), deadline=deadline)
-            ) as events:
+            attempts = (
+                self._attempt(request, policy, deadline)
+                if self.single_attempt
+                else retrying(lambda: self._attempt(request, policy, deadline), deadline=deadline)
+            )
+            async with aclosing(attempts) as events:
                 async for event in events:
                     yield event
         except UpstreamHTTPError as exc:

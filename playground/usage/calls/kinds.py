@@ -147,10 +147,13 @@ def gateway_call(
     model_id: str,
     attribution: Attribution,
     key: KeyBudget,
+    held_at_admission: bool = True,
 ) -> MeteredCall:
     """A gateway request's call: its budget (the team's, the key creator's and the key's own)
     held at admission, with the requests admitted together; its record named before it exists
-    (the answer's headers carry its id) and written with those of the calls ending meanwhile."""
+    (the answer's headers carry its id) and written with those of the calls ending meanwhile.
+    A routed request's later attempts (`held_at_admission=False`) hold theirs as they start,
+    at the price of the target each calls."""
     context = RequestContext(
         team_id=team_id,
         user_id=user_id,
@@ -163,5 +166,9 @@ def gateway_call(
         request_id=uuid.uuid4(),
     )
     return MeteredCall(
-        adapter=adapter, request=request, context=context, budget=HoldAtAdmission(key), settlement=Grouped()
+        adapter=adapter,
+        request=request,
+        context=context,
+        budget=HoldAtAdmission(key) if held_at_admission else HoldOnSend(key),
+        settlement=Grouped(),
     )
