@@ -56,12 +56,15 @@ def field_text(name: str, value: Any) -> str:
 def setups_diff(old: dict[str, Any], new: dict[str, Any], *, context: int = 3) -> list[FieldDiff]:
     """Every field of two setup documents (as stored on versions), changed or not, in order."""
     return [
-        _field_diff(name, field_text(name, old.get(name)), field_text(name, new.get(name)), context)
+        text_diff(
+            name, LABELS[name], field_text(name, old.get(name)), field_text(name, new.get(name)), context
+        )
         for name in FIELDS
     ]
 
 
-def _field_diff(name: str, old_text: str, new_text: str, context: int) -> FieldDiff:
+def text_diff(name: str, label: str, old_text: str, new_text: str, context: int = 3) -> FieldDiff:
+    """Two texts line by line, side by side and unified (a preset's field, a routing policy)."""
     old_lines, new_lines = old_text.splitlines(), new_text.splitlines()
     rows: list[SideBySideRow] = []
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
@@ -100,4 +103,4 @@ def _field_diff(name: str, old_text: str, new_text: str, context: int) -> FieldD
             unified.append(("removed", f"- {line[1:]}"))
         else:
             unified.append(("same", f"  {line[1:]}"))
-    return FieldDiff(name=name, label=LABELS[name], changed=old_text != new_text, rows=rows, unified=unified)
+    return FieldDiff(name=name, label=label, changed=old_text != new_text, rows=rows, unified=unified)

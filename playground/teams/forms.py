@@ -217,6 +217,12 @@ class ApiKeyForm(forms.Form):
         label="Connection",
         help_text="Where its requests go. The key decides the connection, whatever the client asks.",
     )
+    follows_policy = forms.BooleanField(
+        required=False,
+        label="Follow the team's routing policy",
+        help_text="Its requests go where the team's routing rules send them (fallbacks, downgrades); "
+        "the connection above takes those no rule matches.",
+    )
     allowed_models = forms.MultipleChoiceField(
         required=False, label="Allowed models", widget=forms.CheckboxSelectMultiple
     )
@@ -266,7 +272,7 @@ class ApiKeyForm(forms.Form):
         models.choices = [(model_id, model_id) for model_id in dict.fromkeys([*model_ids, *ticked])]
 
     def head_fields(self) -> list[forms.BoundField]:
-        return [self["name"], self["connection"]]
+        return [self["name"], self["connection"], self["follows_policy"]]
 
     def limit_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in ("monthly_budget_usd", "requests_per_minute", "tokens_per_minute")]
@@ -297,4 +303,5 @@ class ApiKeyForm(forms.Form):
             requests_per_minute=data["requests_per_minute"],
             tokens_per_minute=data["tokens_per_minute"],
             expires_at=data["expires_at"],
+            follows_policy=data["follows_policy"],
         )

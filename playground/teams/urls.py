@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.teams.views import api_keys, audit, budgets, catalogue, connections, joining, members
+from playground.teams.views import api_keys, audit, budgets, catalogue, connections, joining, members, routing
 
 app_name = "teams"
 urlpatterns: list[URLPattern] = [
@@ -60,5 +60,8 @@ urlpatterns: list[URLPattern] = [
     path("<int:team_id>/api-keys/new/", api_keys.api_key_create_view, name="api-key-create"),
     path("<int:team_id>/api-keys/<int:key_id>/", api_keys.api_key_edit_view, name="api-key-edit"),
     path("<int:team_id>/api-keys/<int:key_id>/revoke/", api_keys.api_key_revoke_view, name="api-key-revoke"),
+    path("<int:team_id>/routing/", routing.routing_view, name="routing"),
+    path("<int:team_id>/routing/dry-run/", routing.routing_dry_run_view, name="routing-dry-run"),
+    path("<int:team_id>/routing/schema.json", routing.routing_schema_view, name="routing-schema"),
     path("<int:team_id>/audit/", audit.audit_view, name="audit"),
 ]

@@ -184,6 +184,7 @@ def test_each_change_is_audited_with_what_it_replaced_and_never_the_secret(
         "requests_per_minute": 60,
         "tokens_per_minute": None,
         "expires": None,
+        "follows_routing_policy": False,
     }
     assert events[1].detail == {
         "name": "billing-agent-2",

@@ -82,3 +82,16 @@ def test_several_connections_and_no_default_need_a_choice(
     with pytest.raises(CommandError, match="Bravo has no connection: add one"):
         run("--team", "Bravo", "--name", "ci")
     assert not ApiKey.objects.exists()
+
+
+def test_policy_makes_a_key_that_follows_the_teams_routing_policy(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    out, err = run("--team", "Alpha", "--name", "routed", "--policy")
+
+    key = api_key_authenticate(out.splitlines()[-1])
+    assert key.follows_policy and key.connection == workers_connection
+    assert "following the team routing policy" in err
+    assert AuditEvent.objects.get().detail["follows_routing_policy"] is True
+    out, _err = run("--team", "Alpha", "--name", "plain")
+    assert not api_key_authenticate(out.splitlines()[-1]).follows_policy

@@ -62,6 +62,9 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
     "api-key-create": {"GET": MANAGERS, "POST": MANAGERS},
     "api-key-edit": {"GET": MANAGERS, "POST": MANAGERS},
     "api-key-revoke": {"GET": NOT_ALLOWED, "POST": MANAGERS},
+    "routing": {"GET": EVERYONE, "POST": MANAGERS},
+    "routing-dry-run": {"GET": NOT_ALLOWED, "POST": EVERYONE},  # a dry run changes nothing
+    "routing-schema": {"GET": EVERYONE, "POST": NOT_ALLOWED},
 }
 # Routes that are not about one team, and why.
 NOT_TEAM_SCOPED = {
@@ -193,6 +196,12 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
             {"name": f"renamed {ApiKey.objects.count()}", "connection": a_connection(team).pk},
         ),
         "api-key-revoke": lambda: (f"/teams/{team}/api-keys/{an_api_key(team).pk}/revoke/", {}),
+        "routing": lambda: (f"/teams/{team}/routing/", {"action": "document", "document": '{"rules": []}'}),
+        "routing-dry-run": lambda: (
+            f"/teams/{team}/routing/dry-run/",
+            {"model": "m", "prompt_tokens": "1", "completion_tokens": "1"},
+        ),
+        "routing-schema": lambda: (f"/teams/{team}/routing/schema.json", {}),
     }
     return build[name]()
 

@@ -45,6 +45,9 @@ class KeySettings:
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
     expires_at: dt.datetime | None = None
+    # Its requests follow the team's routing policy (Team -> Routing); `connection_id` is where a
+    # request that no rule matches goes.
+    follows_policy: bool = False
 
     def limits(self) -> dict[str, Any]:
         """The optional fields as `ApiKey` names them (the allow-list without repeats)."""
@@ -54,6 +57,7 @@ class KeySettings:
             "requests_per_minute": self.requests_per_minute,
             "tokens_per_minute": self.tokens_per_minute,
             "expires_at": self.expires_at,
+            "follows_policy": self.follows_policy,
         }
 
 
@@ -199,4 +203,5 @@ def _audited(key: ApiKey) -> dict[str, Any]:
         "requests_per_minute": key.requests_per_minute,
         "tokens_per_minute": key.tokens_per_minute,
         "expires": f"{key.expires_at.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC" if key.expires_at else None,
+        "follows_routing_policy": key.follows_policy,
     }

@@ -125,6 +125,7 @@ def api_key_edit_view(request: HtmxHttpRequest, membership: Membership, key_id: 
         "requests_per_minute": key.requests_per_minute,
         "tokens_per_minute": key.tokens_per_minute,
         "expires_at": key.expires_at,
+        "follows_policy": key.follows_policy,
     }
     if request.method == "GET":
         form = _form(request, membership, options, initial=initial)

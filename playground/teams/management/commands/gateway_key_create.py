@@ -1,5 +1,5 @@
-"""`manage.py gateway_key_create --team TEAM --name NAME [--connection NAME]`: a team API key for
-automation, made through the same service as the API keys page; the key alone on the last line."""
+"""`manage.py gateway_key_create --team TEAM --name NAME [--connection NAME] [--policy]`: a team API
+key for automation, made through the same service as the API keys page; the key alone on the last line."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from playground.accounts.commands import team_named
 from playground.accounts.models import Team
 from playground.providers.models import ProviderConnection
 from playground.teams.services.api_keys import KeySettings, api_key_create_by_operator
@@ -23,34 +24,32 @@ class Command(BaseCommand):
         parser.add_argument("--team", required=True, help="The team's id or name")
         parser.add_argument("--name", required=True, help="The key's name: what uses it")
         parser.add_argument("--connection", help="The name of one of the team's connections")
+        parser.add_argument(
+            "--policy",
+            action="store_true",
+            help="Follow the team's routing policy (the connection takes the requests no rule matches)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         team = team_named(str(options["team"]))
         connection = connection_named(team, options["connection"])
         try:
             key, secret = api_key_create_by_operator(
-                team=team, settings=KeySettings(name=str(options["name"]), connection_id=connection.pk)
+                team=team,
+                settings=KeySettings(
+                    name=str(options["name"]),
+                    connection_id=connection.pk,
+                    follows_policy=bool(options["policy"]),
+                ),
             )
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         self.stderr.write(
             f"Created the API key {key.name!r} ({key.prefix}…) of {team.name} (#{team.pk}) on "
-            f"{connection.name}. It is shown this once; only its hash is stored."
+            f"{connection.name}{', following the team routing policy' if key.follows_policy else ''}. "
+            "It is shown this once; only its hash is stored."
         )
         self.stdout.write(secret)
-
-
-def team_named(value: str) -> Team:
-    """The team with this id, else the one team with this name."""
-    if value.isdigit() and (team := Team.objects.filter(pk=int(value)).first()):
-        return team
-    teams = list(Team.objects.filter(name=value).order_by("pk"))
-    if not teams:
-        raise CommandError(f"No team has the id or name {value!r}.")
-    if len(teams) > 1:
-        ids = ", ".join(str(team.pk) for team in teams)
-        raise CommandError(f"{len(teams)} teams are named {value!r} (ids {ids}): pass --team with the id.")
-    return teams[0]
 
 
 def connection_named(team: Team, name: str | None) -> ProviderConnection:
