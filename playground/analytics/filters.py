@@ -38,6 +38,7 @@ CACHED_SHARES = {
     "most": "Half or more cached",
     "unknown": "Not reported",
 }
+ROUTE_OUTCOMES = {"fell_back": "Fell back", "downgraded": "Downgraded"}
 SORTS = {
     "newest": "Newest first",
     "oldest": "Oldest first",
@@ -75,6 +76,9 @@ class Filters:
     end_user: str = ""
     tag: str = ""
     session: str = ""
+    # What a routing policy decided (issue 35): the rule that matched, and "fell_back" or "downgraded".
+    route_rule: str = ""
+    route_outcome: str = ""
     group: str = "model"
     sort: str = "newest"
 
@@ -142,6 +146,8 @@ class FilterForm(forms.Form):
     end_user = forms.CharField(required=False, max_length=1024)
     tag = forms.CharField(required=False, max_length=1024)
     session = forms.CharField(required=False, max_length=1024)
+    route = forms.CharField(required=False, max_length=100)
+    routed = forms.ChoiceField(required=False, choices=_choices(ROUTE_OUTCOMES, "Routed or not"))
     group = forms.ChoiceField(required=False, choices=list(GROUPS.items()))
     sort = forms.ChoiceField(required=False, choices=list(SORTS.items()))
 
@@ -207,6 +213,8 @@ def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | No
         end_user=data["end_user"] or "",
         tag=data["tag"] or "",
         session=data["session"] or "",
+        route_rule=data["route"] or "",
+        route_outcome=data["routed"] or "",
         group=data["group"] or "model",
         sort=data["sort"] or "newest",
     )

@@ -43,6 +43,7 @@ from playground.analytics.presenters import (
     headline_tiles,
     record_attribution,
 )
+from playground.analytics.routing_view import record_routing
 from playground.analytics.selectors.attribution import cost_by_end_user, cost_by_key
 from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.analytics.selectors.chart_series import (
@@ -450,6 +451,7 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
         "cache_break": break_shown(found) if found is not None else None,
         "formula": cost_formula(record),
         "attribution": record_attribution(record),
+        "routing": record_routing(record),
         "source": record_source_links(team_id=record.team_id, records=[record])[0],
         "raw_usage": json.dumps(record.raw_usage, indent=2, ensure_ascii=False) if record.raw_usage else "",
         "request_body": json.dumps(record.request_body, indent=2, ensure_ascii=False)

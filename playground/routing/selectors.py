@@ -145,3 +145,13 @@ def routing_budget_used(*, team_id: int, key_id: int | None, key_limit: Decimal 
         for ledger in ledgers.filter(api_key_id=key_id):
             shares.append((ledger.spent_usd + ledger.reserved_usd) / key_limit)
     return float(max(shares)) if shares else 0.0
+
+
+def routing_rule_names(team_id: int) -> list[str]:
+    """Every rule name the team's policy versions have had, sorted: what records may name."""
+    names: set[str] = set()
+    for document in RoutingPolicy.objects.filter(team_id=team_id).values_list("document", flat=True):
+        names.update(
+            rule["name"] for rule in document.get("rules", []) if isinstance(rule, dict) and "name" in rule
+        )
+    return sorted(names)

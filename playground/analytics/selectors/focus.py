@@ -26,6 +26,8 @@ _NOT_IN_ROLLUPS = {
     "cached_share": "cached share",
     "api_key_id": "API key",
     "end_user": "end user",
+    "route_rule": "routing rule",
+    "route_outcome": "routing outcome",
 }
 
 

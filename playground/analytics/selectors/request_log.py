@@ -56,6 +56,12 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
     )
     if filters.session:
         records = records.filter(session=filters.session)
+    if filters.route_rule:
+        records = records.filter(route_rule=filters.route_rule)
+    if filters.route_outcome == "fell_back":
+        records = records.filter(route_fell_back=True)
+    elif filters.route_outcome == "downgraded":
+        records = records.filter(route_downgraded=True)
     if filters.tag:
         # Tags are stored as ",a,b,", so one tag is ",a," inside them. StrIndex (strpos, instr)
         # matches case and all on both databases, where SQLite's LIKE would ignore case.

@@ -21,6 +21,7 @@ from playground.catalog.models import PriceCard
 from playground.presets.selectors import team_version_choices
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.routing.selectors import routing_rule_names
 from playground.usage.models import (
     COST_SCALE,
     ApiKey,
@@ -124,7 +125,8 @@ def attribution_rows(filters: Filters, *, by_end_user: bool = False) -> QuerySet
 
 
 def filter_choices(filters: Filters) -> dict[str, list[Any]]:
-    """What the filter pickers offer: the team's models (those it used), members, connections and API keys."""
+    """What the filter pickers offer: the team's models (those it used), members, connections, API
+    keys, and the rules its routing policies have named."""
     team = filters.team
     return {
         "model_options": list(
@@ -140,6 +142,7 @@ def filter_choices(filters: Filters) -> dict[str, list[Any]]:
             ProviderConnection.objects.filter(team=team).order_by("name").values_list("pk", "name")
         ),
         "preset_version_options": team_version_choices(team_id=team.pk),
+        "route_options": routing_rule_names(team.pk),
         "key_options": [
             (pk, f"{name} (revoked)" if revoked_at else name)
             for pk, name, revoked_at in ApiKey.objects.filter(team=team)
