@@ -24,14 +24,26 @@ class PrefixDigest:
     system: str
     messages: tuple[str, ...]  # after the leading system messages, in order
     user_turns: tuple[int, ...]  # for each message, the user turn it belongs to (1-based; 0: before any)
+    # The JSON answer format asked for ("" when none): a template renders it into the prompt.
+    answer_format: str = ""
+    # Where system (or developer) messages stand among `messages` after the leading ones: a chat
+    # template may move them up with the system prompt, so one added mid-conversation changes
+    # the prefix even though the earlier messages are unchanged.
+    later_system: tuple[int, ...] = ()
 
     def stored(self) -> dict[str, Any]:
-        return {
+        stored: dict[str, Any] = {
             "tools": list(self.tools),
             "system": self.system,
             "messages": list(self.messages),
             "turns": list(self.user_turns),
         }
+        # Only when present: digests stored before these sections compare equal to new ones.
+        if self.answer_format:
+            stored["format"] = self.answer_format
+        if self.later_system:
+            stored["later_system"] = list(self.later_system)
+        return stored
 
     @classmethod
     def from_stored(cls, value: Mapping[str, Any]) -> PrefixDigest:
@@ -40,6 +52,8 @@ class PrefixDigest:
             system=str(value.get("system", "")),
             messages=tuple(value.get("messages", ())),
             user_turns=tuple(value.get("turns", ())),
+            answer_format=str(value.get("format", "")),
+            later_system=tuple(value.get("later_system", ())),
         )
 
 
@@ -60,11 +74,14 @@ def prefix_digest(body: Mapping[str, Any] | None) -> PrefixDigest | None:
         turn += _role(message) == "user"
         turns.append(turn)
     tools = body.get("tools") or body.get("functions") or []
+    answer_format = body.get("response_format")
     return PrefixDigest(
         tools=tuple(_hash(tool) for tool in tools) if isinstance(tools, list) else (_hash(tools),),
         system=_hash(system) if system else "",
         messages=tuple(_hash(message) for message in rest),
         user_turns=tuple(turns),
+        answer_format=_hash(answer_format) if answer_format else "",
+        later_system=tuple(i for i, message in enumerate(rest) if _role(message) in SYSTEM_ROLES),
     )
 
 

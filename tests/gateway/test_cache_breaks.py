@@ -85,6 +85,11 @@ CASES: dict[Cause, tuple[dict[str, Any], str | None, str]] = {
         "aff-1",
         "a message of turn 1 was edited",
     ),
+    Cause.FORMAT_CHANGED: (
+        {**_body(SECOND), "response_format": {"type": "json_object"}},
+        "aff-1",
+        "a JSON response format was added",
+    ),
     Cause.AFFINITY_MISSING: (_body(SECOND), None, "no session affinity key"),
     Cause.AFFINITY_CHANGED: (_body(SECOND), "aff-2", "affinity key changed"),
     Cause.EVICTED: (_body(SECOND), "aff-1", "prefix was intact"),
@@ -130,6 +135,21 @@ def test_each_cause_is_named_at_the_request_that_lost_its_prefix(
             ("-", '"name": "refund",'),
             ("+", '"name": "lookup",'),
         ]
+
+
+def test_a_system_message_added_mid_conversation_is_named_as_a_system_change(
+    gateway: LiveApp, gateway_key: IssuedKey, fake_upstream: FakeUpstream
+) -> None:
+    """The earlier messages are untouched (only appended to), but a template renders the new
+    system message with the system prompt: the prefix changed at its start, not an eviction."""
+    _send(gateway, gateway_key, fake_upstream, _body(FIRST), prompt=1000, cached=0)
+    later_system = {"role": "system", "content": "From now on answer in French."}
+    _send(gateway, gateway_key, fake_upstream, _body([*SECOND, later_system]), prompt=1100, cached=20)
+    first, _second = records_written(2)
+
+    (found,) = list(team_breaks(team_id=first.team_id, since=first.created_at))
+    assert found.cause == Cause.SYSTEM_CHANGED
+    assert "added mid-conversation" in found.detail
 
 
 def test_a_growing_conversation_whose_cache_held_has_no_break(

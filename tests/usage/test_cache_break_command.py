@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from decimal import Decimal
 from io import StringIO
 from typing import Any
@@ -71,3 +72,17 @@ def test_a_break_after_the_period_start_counts_its_turn_from_the_session_start(a
 def test_an_unknown_team_is_a_clear_error(actors: Actors) -> None:
     with pytest.raises(CommandError, match="No team with the slug or id 'nope'"):
         call_command("cache_breaks", "--team", "nope")
+
+
+def test_the_text_output_writes_money_in_decimals(actors: Actors) -> None:
+    key = {"affinity_key": "agent-9"}
+    _request(actors, START, 1, 0, **key)
+    _request(
+        actors, START + dt.timedelta(minutes=1), 2, 0, **key
+    )  # 200 tokens lost: a few hundred-thousandths
+    out = StringIO()
+    with clock(START + dt.timedelta(days=1)):
+        call_command("cache_breaks", "--team", actors.team.slug, "--since", "2026-11-01", stdout=out)
+    line = out.getvalue().strip()
+    assert "evicted" in line and "e-" not in line
+    assert re.search(r"\$0\.\d{8} lost$", line), line

@@ -33,8 +33,10 @@ def section_diff(
         return _diff(_system(before), _system(after))
     if cause == Cause.HISTORY_CHANGED:
         return _history_diff(_history(before), _history(after))
-    if cause == Cause.MODEL_CHANGED:
+    if cause in (Cause.MODEL_CHANGED, Cause.ROUTE_CHANGED):
         return _diff(before.get("model", ""), after.get("model", ""))
+    if cause == Cause.FORMAT_CHANGED:
+        return _diff(before.get("response_format") or {}, after.get("response_format") or {})
     return []
 
 

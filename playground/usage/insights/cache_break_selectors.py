@@ -29,6 +29,9 @@ FIELDS = (
     "conversation_id",
     "session",
     "price_card_id",
+    "connection_id",
+    "route_rule",
+    "route_fell_back",
 )
 # Records written before digests were kept are digested from their body, read in the same query.
 BODY_IF_UNDIGESTED = Case(
@@ -138,6 +141,8 @@ def _requests(
             succeeded=_answered(record),
             card=cards.get(card_id) if card_id is not None else None,
             created_at=record.created_at,
+            connection_id=record.connection_id,
+            routed=bool(record.route_rule) or record.route_fell_back,
         )
 
 

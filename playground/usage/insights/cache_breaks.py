@@ -39,8 +39,10 @@ class Cause(StrEnum):
     """Why a prefix was not cached; the value is what exports and the command print."""
 
     MODEL_CHANGED = "model_changed"
+    ROUTE_CHANGED = "route_changed"  # a routing policy moved the session to another target
     TOOLS_CHANGED = "tools_changed"
     SYSTEM_CHANGED = "system_changed"
+    FORMAT_CHANGED = "response_format_changed"
     HISTORY_CHANGED = "history_changed"
     AFFINITY_MISSING = "affinity_missing"
     AFFINITY_CHANGED = "affinity_changed"
@@ -61,6 +63,8 @@ class SessionRequest:
     succeeded: bool
     card: PriceCard | None = None
     created_at: dt.datetime | None = None
+    connection_id: int | None = None
+    routed: bool = False  # a routing policy chose its target (the record's `route_rule` or fall-back)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,13 @@ def fell_short(*, expected: int, cached: int) -> bool:
 def diagnose(previous: SessionRequest, current: SessionRequest) -> tuple[Cause, str, int | None]:
     """The first section that differs, in the order a prefix cache reads them; if none does,
     why an intact prefix was not found."""
+    moved = current.model_id != previous.model_id or current.connection_id != previous.connection_id
+    if moved and current.routed:
+        return (
+            Cause.ROUTE_CHANGED,
+            f"the routing policy sent it to {current.model_id} on another target",
+            None,
+        )
     if current.model_id != previous.model_id:
         return Cause.MODEL_CHANGED, f"the model changed from {previous.model_id} to {current.model_id}", None
     before, after = previous.digest, current.digest
@@ -145,6 +156,14 @@ def diagnose(previous: SessionRequest, current: SessionRequest) -> tuple[Cause, 
         return Cause.TOOLS_CHANGED, _tools_change(before.tools, after.tools), None
     if before.system != after.system:
         return Cause.SYSTEM_CHANGED, _system_change(before.system, after.system), None
+    if set(after.later_system) - set(before.later_system):
+        return (
+            Cause.SYSTEM_CHANGED,
+            "a system message was added mid-conversation (templates render it with the system prompt)",
+            None,
+        )
+    if before.answer_format != after.answer_format:
+        return Cause.FORMAT_CHANGED, _format_change(before.answer_format, after.answer_format), None
     history = _history_change(before, after)
     if history is not None:
         return Cause.HISTORY_CHANGED, *history
@@ -163,6 +182,14 @@ def _tools_change(before: tuple[str, ...], after: tuple[str, ...]) -> str:
         f"{count} {what}" for count, what in ((added, "added or changed"), (removed, "removed")) if count
     ]
     return "the tools list changed: " + ", ".join(parts) if parts else "the tools list changed"
+
+
+def _format_change(before: str, after: str) -> str:
+    if not before:
+        return "a JSON response format was added"
+    if not after:
+        return "the JSON response format was removed"
+    return "the JSON response format changed"
 
 
 def _system_change(before: str, after: str) -> str:
@@ -194,6 +221,8 @@ def _history_change(before: PrefixDigest, after: PrefixDigest) -> tuple[str, int
 
 CAUSE_LABELS = {
     Cause.MODEL_CHANGED: "Model changed",
+    Cause.ROUTE_CHANGED: "Route changed",
+    Cause.FORMAT_CHANGED: "Response format changed",
     Cause.TOOLS_CHANGED: "Tools changed",
     Cause.SYSTEM_CHANGED: "System prompt changed",
     Cause.HISTORY_CHANGED: "History changed",

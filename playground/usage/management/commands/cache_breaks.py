@@ -59,5 +59,5 @@ class Command(BaseCommand):
                     f"{cache_break.created_at:%Y-%m-%d %H:%M:%S}  record {line['record_id']}  "
                     f"{line['session']} turn {line['turn']}: {line['cause']} ({cache_break.detail}); "
                     f"{line['cached_tokens']} of {line['expected_cached_tokens']} cached, "
-                    f"${line['lost_usd']} lost"
+                    f"${cache_break.lost_usd.quantize(USD_PLACES):f} lost"  # decimals, never 4.029e-05
                 )
