@@ -18,6 +18,7 @@ urlpatterns: list[URLPattern] = [
     path("headline/", views.headline_view, name="headline"),
     path("charts/<slug:name>/", views.chart_view, name="chart"),
     path("conformance/", views.conformance_view, name="conformance"),
+    path("routing/", views.routing_outcomes_view, name="routing"),
     path("sessions/hit-ratio/", views.hit_ratio_view, name="hit-ratio"),
     path("sessions/runway/", views.runway_view, name="runway"),
     path("log/", views.log_view, name="log"),

@@ -62,6 +62,7 @@ from playground.analytics.selectors.hit_ratio import ROWS_READ, SESSIONS_READ, h
 from playground.analytics.selectors.presets import cost_by_preset_version, preset_rows_unserved
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
+from playground.analytics.selectors.routing_outcomes import TAGGED_FROM, routing_outcomes
 from playground.analytics.selectors.runway import CANDIDATES, sessions_near_limit
 from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
@@ -276,6 +277,18 @@ def headline_view(request: HtmxHttpRequest) -> HttpResponse:
         "note": unserved or HEADLINE_BY_ATTRIBUTION,
     }
     return render(request, "analytics/_headline.html", context)
+
+
+@never_cache
+@login_required
+@require_GET
+def routing_outcomes_view(request: HtmxHttpRequest) -> HttpResponse:
+    """What the routing policies did in the filtered period (from the records)."""
+    filters = _fragment_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    context = {"outcomes": routing_outcomes(filters), "tagged_from": TAGGED_FROM}
+    return render(request, "analytics/_routing.html", context)
 
 
 @never_cache

@@ -158,6 +158,8 @@ class RoutedRequest:
                 {
                     "reason": self.downgrade_reason,
                     "requested": self.requested.label if self.requested else None,
+                    # What the money a downgrade moved is priced by (the dashboard's "moved").
+                    "requested_model_id": self.requested.model if self.requested else None,
                 }
                 if self.downgraded
                 else None

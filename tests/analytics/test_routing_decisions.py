@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -13,11 +14,13 @@ from django.urls import reverse
 
 from playground.analytics.selectors.focus import focus_unserved
 from playground.analytics.selectors.request_log import log_records
+from playground.analytics.selectors.routing_outcomes import routing_outcomes
 from playground.routing.services import routing_policy_save
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.support.actors import Actors
 from tests.support.analytics import NOW, filters_for
 from tests.support.clients import client_for
+from tests.support.clock import clock
 
 pytestmark = pytest.mark.django_db
 KIMI = "@cf/moonshotai/kimi-k2.5"
@@ -101,3 +104,44 @@ def test_the_log_offers_the_rules_of_the_teams_policies(actors: Actors, workers_
     text = client_for(actors.owner).get(reverse("analytics:log")).content.decode()
     assert '<option value="extraction">extraction</option>' in text
     assert 'name="routed"' in text
+
+
+def test_the_dashboard_counts_retries_fallbacks_causes_downgrades_and_ttft_by_tag(actors: Actors) -> None:
+    routed_request(actors, rule="main")  # fell back after a 503, answered
+    downgraded = routed_request(
+        actors,
+        rule="cheap",
+        downgrade={"reason": "budget_used_above", "requested": f"Primary/{KIMI}", "requested_model_id": KIMI},
+    )
+    UsageRecord.objects.filter(pk=downgraded[1].pk).update(
+        prompt_tokens=1_000_000, completion_tokens=0, total_cost=Decimal("0.10"), ttft_ms=400, tags=",batch,"
+    )
+    for ttft in (100, 200, 300):
+        tagged = UsageRecord.objects.create(
+            team=actors.team, model_id=KIMI, status="ok", ttft_ms=ttft, tags=",chat,"
+        )
+        UsageRecord.objects.filter(pk=tagged.pk).update(created_at=NOW - dt.timedelta(hours=1))
+
+    with clock(NOW):
+        outcomes = routing_outcomes(filters_for(actors.owner))
+
+    assert outcomes.requests == 2
+    assert (outcomes.retried.requests, outcomes.retried.succeeded) == (2, 2)
+    assert (outcomes.fell_back.requests, outcomes.fell_back.succeeded) == (2, 2)
+    assert outcomes.moved_on == [("503", 2)]
+    assert outcomes.downgraded == 1
+    assert outcomes.downgrade_requested_usd == Decimal("0.95")  # a million fresh input tokens of K2.6
+    assert outcomes.downgrade_moved_usd == Decimal("0.85")
+    assert [(row.tag, row.requests, row.p50_ms, row.p95_ms) for row in outcomes.by_tag] == [
+        ("chat", 3, 200, 300),
+        ("batch", 1, 400, 400),
+    ]
+    with clock(NOW):
+        page = client_for(actors.owner).get(reverse("analytics:routing"), {"range": "24h"})
+    text = page.content.decode()
+    assert page.status_code == 200 and "$0.85" in text and 'id="ttft-by-tag"' in text
+
+
+def test_the_routing_panel_says_what_to_do_when_nothing_was_routed(actors: Actors) -> None:
+    text = client_for(actors.owner).get(reverse("analytics:routing")).content.decode()
+    assert "No routed requests in this period" in text and "Team → Routing" in text

@@ -236,6 +236,7 @@ def test_the_budget_is_checked_on_the_target_actually_called(
     assert last.route_downgraded and decision(last)["downgrade"] == {
         "reason": "budget_cannot_cover",
         "requested": f"Workers AI (fake)/{KIMI}",
+        "requested_model_id": KIMI,
     }
     assert fake_upstream.requests[-1].json["model"] == CHEAP
 

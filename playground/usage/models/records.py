@@ -172,6 +172,12 @@ class UsageRecord(models.Model):
                 condition=Q(schema_valid__isnull=False),
                 name="usage_team_structured",
             ),
+            # The dashboard's routing outcomes read the records a routing policy decided.
+            models.Index(
+                fields=["team", "created_at"],
+                condition=Q(routing__isnull=False),
+                name="usage_team_routed",
+            ),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.
             NullsLastIndex(
