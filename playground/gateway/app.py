@@ -183,6 +183,8 @@ class _Relay:
                     case WireHead():
                         self.head = event
                         if routed is not None and event.status < 400:
+                            # Its record says the status and how long the upstream took to answer.
+                            call.context = replace(call.context, route=routed.end(event.status, ""))
                             routed_success(routed, self.admitted.key.team_id, self.admitted.request)
                     case WireBytes(data=data) if self.stream:
                         await self._stream_bytes(data)
