@@ -57,7 +57,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,24 @@ SMOKE = {"concurrency": [1, 4], "requests": 8, "sustain": 2.0, "warm_up": 4}  # 
 TTFT_TARGETS_MS = (16, 2.0, 10.0)  # at this concurrency: added TTFT p50, p99 at most
 RATE_TARGET = 300.0  # non-streamed requests/s sustained, each with its record
 SUSTAIN_CONCURRENCY = 64
+ROUTED_TARGET = 0.10  # a routed request uses at most this much more web CPU than a plain one (issue 35)
+ROUTED_ROUNDS = 4  # the plain and the routed closed loops take turns, each round sustain/ROUNDS long
+# Three rules, as a team would write them: two that do not match these requests (a tag, a size)
+# and one that does, a fallback whose first step is a weighted group.
+ROUTED_POLICY = {
+    "rules": [
+        {"name": "extraction", "when": {"tags_any": ["extraction"]},
+         "targets": [{"connection": "Loopback", "model": MODEL}]},
+        {"name": "big", "when": {"prompt_tokens_above": 20000},
+         "targets": [{"connection": "Loopback", "model": MODEL}]},
+        {"name": "main", "strategy": "fallback", "targets": [
+            {"strategy": "weighted", "targets": [
+                {"connection": "Loopback", "model": MODEL, "weight": 3},
+                {"connection": "Loopback", "model": "@cf/openai/gpt-oss-120b", "weight": 1}]},
+            {"connection": "Loopback", "model": MODEL}]},
+    ],
+    "sticky_sessions": True,
+}  # fmt: skip
 
 
 # --- the loopback upstream (its own process) --------------------------------------------------
@@ -265,6 +283,7 @@ class Target:
     upstream_port: int
     app_port: int
     secret: str
+    routed_secret: str = ""  # a key that follows the team's routing policy
 
     def requests(self, *, stream: bool) -> tuple[bytes, bytes]:
         body = {
@@ -383,8 +402,9 @@ def bench_database(profile: Profile) -> Iterator[None]:
             conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
 
 
-def prepare_app(upstream_url: str) -> str:
-    """Migrate; a team with budgets, its connection to the upstream, and a key on it. Returns the secret."""
+def prepare_app(upstream_url: str) -> tuple[str, str]:
+    """Migrate; a team with budgets, its connection to the upstream, a key on it and a key that
+    follows the team's routing policy (`ROUTED_POLICY`). Returns the two secrets."""
     import django
     from django.core.management import call_command
 
@@ -396,6 +416,7 @@ def prepare_app(upstream_url: str) -> str:
     from playground.accounts.models import Membership
     from playground.providers.models import ConnectionKind, ProviderConnection
     from playground.providers.services import connection_save
+    from playground.routing.services import routing_policy_save
     from playground.teams.creation import team_create
     from playground.usage.api_keys import api_key_issue
     from playground.usage.models import TeamBudget
@@ -419,8 +440,19 @@ def prepare_app(upstream_url: str) -> str:
         requests_per_minute=10_000_000,
         tokens_per_minute=1_000_000_000,
     )
+    routing_policy_save(team=team, document=ROUTED_POLICY, user=user, note="benchmark")
+    _, routed_secret = api_key_issue(
+        team_id=team.pk,
+        name="bench-routed",
+        connection_id=connection.pk,
+        created_by_id=user.pk,
+        monthly_budget_usd=LIMIT_USD,
+        requests_per_minute=10_000_000,
+        tokens_per_minute=1_000_000_000,
+        follows_policy=True,
+    )
     connections.close_all()  # SQLite: no lock held by this process while the server writes
-    return secret
+    return secret, routed_secret
 
 
 def free_port() -> int:
@@ -659,12 +691,40 @@ def measure(args: argparse.Namespace, target: Target, web: int) -> None:
         f"web CPU {web_cpu / len(samples) * 1000:.2f} ms/req"
     )
     print(f"gateway sustained: {rate:.0f} req/s (target >= {RATE_TARGET:g}) {verdict(rate >= RATE_TARGET)}")
+    gateway_samples += measure_routed(args, target, web)
     errors = [s for s in gateway_samples if not s.ok]
     if errors:
         print(f"gateway errors: {len(errors)}{first_error(errors)}")
     check_records(
         [s for s in gateway_samples if "x-playground-request-id" in s.headers], len(gateway_samples)
     )
+
+
+def measure_routed(args: argparse.Namespace, target: Target, web: int) -> list[Sample]:
+    """The same closed loop with the key that follows the routing policy, in turns with the plain
+    key (so both meet the same machine): web CPU per request of each, and the routed one's extra."""
+    routed = replace(target, secret=target.routed_secret)
+    cpu = {"plain": 0.0, "routed": 0.0}
+    counts = {"plain": 0, "routed": 0}
+    samples: list[Sample] = []
+    for _ in range(ROUTED_ROUNDS):
+        for name, each in (("plain", target), ("routed", routed)):
+            busy = Busy(web, args.upstream_pid)
+            done, _elapsed = uvloop.run(
+                run_sustained(each, args.sustain / ROUTED_ROUNDS, SUSTAIN_CONCURRENCY)
+            )
+            cpu[name] += busy.seconds()[0]
+            counts[name] += len(done)
+            samples += done
+    plain, routed_ms = (cpu[name] / max(1, counts[name]) * 1000 for name in ("plain", "routed"))
+    extra = routed_ms / plain - 1 if plain else 0.0
+    print(
+        f"routed ({len(ROUTED_POLICY['rules'])} rules, a weighted group in a fallback): web CPU "
+        f"{routed_ms:.2f} ms/req vs {plain:.2f} ms/req plain, {extra * 100:+.1f} % "
+        f"(target <= +{ROUTED_TARGET * 100:.0f} %) "
+        f"{verdict(extra <= ROUTED_TARGET)}; {counts['routed']} routed and {counts['plain']} plain requests"
+    )
+    return samples
 
 
 def main() -> None:
@@ -713,7 +773,7 @@ def main() -> None:
     try:
         with bench_database(profile):
             wait_for_port(upstream_port, upstream, "upstream")
-            secret = prepare_app(f"http://127.0.0.1:{upstream_port}")
+            secret, routed_secret = prepare_app(f"http://127.0.0.1:{upstream_port}")
             server = subprocess.Popen(
                 web_command(app_port, args.py_spy, args.workers), cwd=ROOT, env=os.environ.copy()
             )
@@ -725,7 +785,7 @@ def main() -> None:
                 "times in ms, added = gateway - direct",
                 flush=True,
             )
-            measure(args, Target(upstream_port, app_port, secret), web)
+            measure(args, Target(upstream_port, app_port, secret, routed_secret), web)
             os.kill(web, signal.SIGTERM)  # under py-spy: py-spy then writes its file and exits
             server.wait(30)
     finally:

@@ -15,6 +15,7 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from playground.providers.models import ConnectionKind, ProviderConnection
 from playground.providers.services import connection_save
+from playground.routing.cooldown import health_forget
 from playground.routing.selectors import policy_cache_forget
 from playground.usage.budgets.ledger import ledgers_forget
 from playground.usage.records import price_cards_forget
@@ -96,6 +97,7 @@ def fresh_process_caches() -> None:
     price_cards_forget()
     ledgers_forget()
     policy_cache_forget()
+    health_forget()
 
 
 @pytest.fixture(scope="session", autouse=True)

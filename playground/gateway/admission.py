@@ -22,7 +22,7 @@ from playground.gateway.ratelimits import RateState, rate_admit_many
 from playground.gateway.routed import RoutedRequest
 from playground.providers.adapters import ChatRequest, PassthroughAdapter, PassthroughRoute
 from playground.routing.affinity import session_affinity_key
-from playground.routing.cooldown import target_cooling
+from playground.routing.cooldown import TargetHealth, target_health
 from playground.routing.plan import RequestFacts, Target
 from playground.routing.problems import RouteUnavailable
 from playground.routing.resolve import plan_make
@@ -202,7 +202,14 @@ def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
     assert key.connection is not None
     client, attribution = request.client, request.headers.attribution
     session = attribution.session
-    cooling: dict[Target, bool] = {}
+    health: dict[Target, TargetHealth] = {}  # each target the plan looks at, read once
+
+    def cooling(target: Target) -> bool:
+        if target not in health:
+            health[target] = target_health(target)
+        return health[target].cooling
+
+    sticky = sticky_target(key.team_id, session) if routing.policy.sticky_sessions and session else None
     try:
         plan = plan_make(
             routing,
@@ -219,12 +226,11 @@ def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
             budget_used=lambda: routing_budget_used(
                 team_id=key.team_id, key_id=key.pk, key_limit=key.monthly_budget_usd
             ),
-            sticky=sticky_target(key.team_id, session)
-            if routing.policy.sticky_sessions and session
-            else None,
-            cooling=lambda target: cooling.setdefault(target, target_cooling(target)),
+            sticky=sticky,
+            cooling=cooling,
         )
     except RouteUnavailable as exc:
         raise GatewayError(503, "route_unavailable", str(exc)) from None
     affinity_added = plan.auto_affinity and bool(session) and not request.headers.affinity_key
-    return RoutedRequest(plan, affinity_added=affinity_added)
+    failing = {target for target, state in health.items() if state.failing}
+    return RoutedRequest(plan, affinity_added=affinity_added, failing=failing, sticky_was=sticky)

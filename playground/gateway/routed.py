@@ -78,9 +78,21 @@ def failure_kind(error: UpstreamError) -> int | str | None:
 class RoutedRequest:
     """The attempts of one routed request, and the decision after each."""
 
-    def __init__(self, plan: RoutePlan, *, affinity_added: bool, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        plan: RoutePlan,
+        *,
+        affinity_added: bool,
+        failing: set[Target] | None = None,
+        sticky_was: Target | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self.plan = plan
         self.affinity_added = affinity_added
+        # Targets with failures counted when the request was admitted (its success forgets
+        # them), and the target its session stuck to then: a success writes only what changed.
+        self.failing = failing or set()
+        self.sticky_was = sticky_was
         self.rng = rng or random.Random()
         self.attempts: list[Attempt] = []
         self.target = plan.targets[0]
@@ -185,20 +197,25 @@ _after_success: set[asyncio.Task[None]] = set()
 
 
 def routed_success(routed: RoutedRequest, team_id: int, request: AdmissionRequest | None) -> None:
-    """The target answered: its failures are forgotten, and a sticky session keeps it. In a task
-    of its own: off the answer's path, and not cancelled with the relay when the client, answered,
-    hangs up."""
+    """The target answered: its failures are forgotten, and a sticky session keeps it. Only what
+    changed is written (most requests: nothing), in a task of its own: off the answer's path,
+    and not cancelled with the relay when the client, answered, hangs up."""
     session = request.headers.attribution.session if request is not None else ""
+    forget = routed.target in routed.failing or len(routed.attempts) > 1
+    keep = routed.plan.sticky and bool(session) and routed.sticky_was != routed.target
+    if not forget and not keep:
+        return
     task = asyncio.ensure_future(
-        _remember_success(routed.target, team_id, session if routed.plan.sticky else "")
+        _remember_success(routed.target, team_id, session if keep else "", forget=forget)
     )
     _after_success.add(task)
     task.add_done_callback(_after_success.discard)
 
 
-async def _remember_success(target: Target, team_id: int, session: str) -> None:
+async def _remember_success(target: Target, team_id: int, session: str, *, forget: bool) -> None:
     try:
-        await target_succeeded(target)
+        if forget:
+            await target_succeeded(target)
         if session:
             await sticky_keep(team_id, session, target)
     except Exception:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import replace
 
 from playground.routing.document import Group, Node, Policy, Rule, TargetRef
 from playground.routing.plan import Downgrade, RequestFacts, RoutePlan, Target
@@ -18,6 +17,7 @@ from playground.routing.problems import RouteUnavailable
 from playground.routing.selectors import TeamRouting, team_routing
 
 type BudgetUsed = Callable[[], float | None]
+_RNG = random.Random()  # one per process: a new one per request would read the OS's entropy each time
 
 
 def route_for_request(
@@ -64,20 +64,19 @@ def plan_make(
     """`route_for_request` for a policy already read (the dry run's entry too)."""
     policy = routing.policy
     used = budget_used() if policy.needs_budget else None
-    pick = _Picker(routing, sticky=sticky, cooling=cooling, rng=rng or random.Random())
+    pick = _Picker(routing, sticky=sticky, cooling=cooling, rng=rng or _RNG)
     rule = _first_match(policy, facts, used)
-    base = RoutePlan(
-        policy_version=routing.version,
-        rule="",
-        targets=(),
-        retries=policy.retries,
-        cooldown=policy.cooldown,
-        requested_model=facts.model,
-        sticky=policy.sticky_sessions,
-        auto_affinity=policy.auto_affinity,
-    )
     if rule is None:
-        return replace(base, targets=_alias_or_default(policy, facts, default, pick))
+        return RoutePlan(
+            policy_version=routing.version,
+            rule="",
+            targets=_alias_or_default(policy, facts, default, pick),
+            retries=policy.retries,
+            cooldown=policy.cooldown,
+            requested_model=facts.model,
+            sticky=policy.sticky_sessions,
+            auto_affinity=policy.auto_affinity,
+        )
     downgrade = None
     if rule.when.budget_used_above is not None:
         # What the request would have called had the month not passed the threshold.
@@ -88,14 +87,18 @@ def plan_make(
             else _alias_or_default(policy, facts, default, pick)[0]
         )
         downgrade = Downgrade(reason="budget_used_above", requested=requested)
-    return replace(
-        base,
+    return RoutePlan(
+        policy_version=routing.version,
         rule=rule.name,
         targets=pick.order(rule),
         on=rule.on,
         retries=rule.retries or policy.retries,
+        cooldown=policy.cooldown,
         downgrade=downgrade,
         budget_fallback=pick.target(rule.name, rule.fallback_on_budget) if rule.fallback_on_budget else None,
+        requested_model=facts.model,
+        sticky=policy.sticky_sessions,
+        auto_affinity=policy.auto_affinity,
     )
 
 

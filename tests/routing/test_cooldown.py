@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from playground.routing.cooldown import target_cooling, target_failed, target_succeeded
+from playground.routing.cooldown import target_failed, target_health, target_succeeded
 from playground.routing.plan import Cooldown, Target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,10 +25,10 @@ def test_a_target_cools_after_its_failures_in_a_row_and_a_success_forgets_them()
     assert not asyncio.run(target_failed(TARGET, cooldown))
     asyncio.run(target_succeeded(TARGET))  # the count starts again
     assert not asyncio.run(target_failed(TARGET, cooldown))
-    assert not target_cooling(TARGET)
+    assert not target_health(TARGET).cooling and target_health(TARGET).failing
     assert asyncio.run(target_failed(TARGET, cooldown))
-    assert target_cooling(TARGET)
-    assert not target_cooling(Target(8, "Backup", TARGET.model))
+    assert target_health(TARGET).cooling
+    assert not target_health(Target(8, "Backup", TARGET.model)).cooling
 
 
 def test_a_cooldown_counted_in_another_process_holds_here(settings: Any) -> None:
@@ -64,4 +64,4 @@ def test_a_cooldown_counted_in_another_process_holds_here(settings: Any) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "cooled"
-    assert target_cooling(TARGET)
+    assert target_health(TARGET).cooling
