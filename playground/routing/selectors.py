@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 
-from playground.accounts.models import Team
+from playground.accounts.models import Membership, Team
 from playground.providers.models import ProviderConnection
 from playground.routing.document import Policy, policy_parse, target_refs
 from playground.routing.models import RoutingPolicy
@@ -125,26 +125,46 @@ def routing_policy_flags(team_id: int) -> list[PolicyProblem]:
     return flags
 
 
-def routing_budget_used(*, team_id: int, key_id: int | None, key_limit: Decimal | None) -> float | None:
-    """The share (0..1+) of the tightest monthly budget spent or held so far: the team's and the
-    key's own; None when neither has a limit. Two small reads, made only for a policy with a
+def routing_budget_used(
+    *, team_id: int, key_id: int | None, key_limit: Decimal | None, user_id: int | None = None
+) -> float | None:
+    """The share (0..1+) of the tightest monthly budget spent or held so far: the team's, the
+    key's own and the member's (`user_id`, whose requests the key's are, as the budget counts
+    them); None when none has a limit. At most three small reads, made only for a policy with a
     `budget_used_above` rule."""
     team = Team.objects.get(pk=team_id)
     team_limit = (
         TeamBudget.objects.filter(team_id=team_id).values_list("monthly_limit_usd", flat=True).first()
     )
+    member_limit = (
+        Membership.objects.filter(team_id=team_id, user_id=user_id)
+        .values_list("monthly_budget_usd", flat=True)
+        .first()
+        if user_id is not None
+        else None
+    )
     key_limit = key_limit if key_id is not None else None
-    if not team_limit and not key_limit:
+    if not team_limit and not key_limit and not member_limit:
         return None
-    ledgers = BudgetLedger.objects.filter(team_id=team_id, month=budget_month(team), user__isnull=True)
+    ledgers = BudgetLedger.objects.filter(team_id=team_id, month=budget_month(team))
     shares = []
     if team_limit:
-        for ledger in ledgers.filter(api_key__isnull=True):
-            shares.append((ledger.spent_usd + ledger.reserved_usd) / team_limit)
+        shares += [
+            _share(ledger, team_limit) for ledger in ledgers.filter(user__isnull=True, api_key__isnull=True)
+        ]
     if key_limit:
-        for ledger in ledgers.filter(api_key_id=key_id):
-            shares.append((ledger.spent_usd + ledger.reserved_usd) / key_limit)
+        shares += [
+            _share(ledger, key_limit) for ledger in ledgers.filter(user__isnull=True, api_key_id=key_id)
+        ]
+    if member_limit:
+        shares += [
+            _share(ledger, member_limit) for ledger in ledgers.filter(user_id=user_id, api_key__isnull=True)
+        ]
     return float(max(shares)) if shares else 0.0
+
+
+def _share(ledger: BudgetLedger, limit: Decimal) -> Decimal:
+    return (ledger.spent_usd + ledger.reserved_usd) / limit
 
 
 def routing_rule_names(team_id: int) -> list[str]:
