@@ -14,7 +14,6 @@ from jsonschema.exceptions import best_match
 
 from playground.providers.connection_check import connection_models_served
 from playground.providers.models import ProviderConnection
-from playground.routing.document import Node, TargetRef, target_refs
 from playground.routing.problems import PolicyProblem
 from playground.routing.schema import POLICY_SCHEMA
 
@@ -37,7 +36,8 @@ def document_load(document: object) -> tuple[dict[str, Any] | None, list[PolicyP
 
 
 def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[PolicyProblem]:
-    """Beyond the schema: rule names unique, every connection the team's, every model served."""
+    """Beyond the schema: rule names unique, aliases that do not chain, every connection the
+    team's, every model served."""
     connections = {
         connection.name: connection for connection in ProviderConnection.objects.filter(team_id=team_id)
     }
@@ -53,6 +53,7 @@ def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[Po
                 )
             )
         seen.setdefault(rule["name"], index)
+    problems += _alias_problems(document.get("aliases", {}))
     for path, ref in _target_paths(document):
         connection = connections.get(ref["connection"])
         if connection is None:
@@ -74,9 +75,26 @@ def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[Po
     return problems
 
 
-def policy_missing_connections(nodes: list[Node], connections: set[str]) -> list[TargetRef]:
-    """The targets whose connection no longer exists (deleted after the policy was saved)."""
-    return [ref for node in nodes for ref in target_refs(node) if ref.connection not in connections]
+def _alias_problems(aliases: dict[str, Any]) -> list[PolicyProblem]:
+    """An alias's target names a model sent upstream as it is, never another alias: a target
+    naming an alias (itself included) would send the alias's name to the connection, so it is a
+    chain or a loop the gateway does not follow."""
+    problems = []
+    for name, value in aliases.items():
+        items = value if isinstance(value, list) else [value]
+        for index, item in enumerate(items):
+            if item["model"] not in aliases:
+                continue
+            path = f"$.aliases[{json.dumps(name)}]" + (f"[{index}]" if isinstance(value, list) else "")
+            what = "itself" if item["model"] == name else f"the alias {item['model']!r}"
+            problems.append(
+                PolicyProblem(
+                    f"{path}.model",
+                    f"The alias {name!r} names {what}: aliases do not chain; name the model its "
+                    "connection serves.",
+                )
+            )
+    return problems
 
 
 def _target_paths(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

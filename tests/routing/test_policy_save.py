@@ -118,3 +118,20 @@ def test_a_connection_deleted_after_saving_is_flagged(
 def test_the_published_schema_file_is_the_one_enforced() -> None:
     published = Path(__file__).resolve().parents[2] / "docs" / "routing-policy.schema.json"
     assert json.loads(published.read_text()) == POLICY_SCHEMA
+
+
+def test_an_alias_naming_an_alias_is_refused_as_the_chain_or_loop_it_is(
+    actors: Actors, primary: ProviderConnection
+) -> None:
+    document = {
+        "aliases": {
+            "fast": {"connection": "Primary", "model": "fast"},
+            "smart": [{"connection": "Primary", "model": KIMI}, {"connection": "Primary", "model": "fast"}],
+            "cheap": {"connection": "Primary", "model": LLAMA},
+        }
+    }
+    problems = problems_of(actors, document)
+    assert set(problems) == {'$.aliases["fast"].model', '$.aliases["smart"][1].model'}
+    assert "names itself" in problems['$.aliases["fast"].model']
+    assert "names the alias 'fast'" in problems['$.aliases["smart"][1].model']
+    assert routing_policy_current(actors.team.pk) is None
