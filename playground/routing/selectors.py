@@ -156,7 +156,7 @@ def routing_budget_used(
         shares += [
             _share(ledger, key_limit) for ledger in ledgers.filter(user__isnull=True, api_key_id=key_id)
         ]
-    if member_limit:
+    if member_limit and user_id is not None:
         shares += [
             _share(ledger, member_limit) for ledger in ledgers.filter(user_id=user_id, api_key__isnull=True)
         ]
