@@ -20,10 +20,11 @@ from django.db.models.signals import post_delete, post_save
 
 from playground.accounts.models import Membership, Team
 from playground.providers.models import ProviderConnection
-from playground.routing.document import Policy, policy_parse, target_refs
+from playground.routing.document import Policy, policy_parse
 from playground.routing.models import RoutingPolicy
 from playground.routing.plan import Target
 from playground.routing.problems import PolicyProblem
+from playground.routing.validation import document_target_paths
 from playground.usage.budgets.months import budget_month
 from playground.usage.models import BudgetLedger, TeamBudget
 
@@ -94,35 +95,21 @@ post_delete.connect(_connection_changed, sender=ProviderConnection, dispatch_uid
 
 
 def routing_policy_flags(team_id: int) -> list[PolicyProblem]:
-    """What is wrong with the version in force now: connections deleted or renamed since it was saved."""
+    """What is wrong with the version in force now: each target whose connection was deleted or
+    renamed since it was saved, at its path (its requests are refused until the policy changes)."""
     current = routing_policy_current(team_id)
     if current is None:
         return []
     names = set(ProviderConnection.objects.filter(team_id=team_id).values_list("name", flat=True))
-    policy = policy_parse(current.document)
-    flags = []
-    for rule_index, rule in enumerate(policy.rules):
-        refs = target_refs(rule.group) + ([rule.fallback_on_budget] if rule.fallback_on_budget else [])
-        for ref in refs:
-            if ref.connection not in names:
-                flags.append(
-                    PolicyProblem(
-                        f"$.rules[{rule_index}]",
-                        f"Rule {rule.name!r} names the connection {ref.connection!r}, which no longer "
-                        "exists: its requests are answered 503 until the policy is changed.",
-                    )
-                )
-    for alias, refs_of_alias in policy.aliases.items():
-        for ref in refs_of_alias:
-            if ref.connection not in names:
-                flags.append(
-                    PolicyProblem(
-                        f"$.aliases[{alias!r}]",
-                        f"The alias {alias!r} names the connection {ref.connection!r}, "
-                        "which no longer exists.",
-                    )
-                )
-    return flags
+    return [
+        PolicyProblem(
+            f"{at.path}.connection",
+            f"{at.owner} names the connection {at.ref['connection']!r}, which "
+            "no longer exists: its requests are answered 503 until the policy is changed.",
+        )
+        for at in document_target_paths(current.document)
+        if at.ref["connection"] not in names
+    ]
 
 
 def routing_budget_used(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
@@ -54,7 +55,8 @@ def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[Po
             )
         seen.setdefault(rule["name"], index)
     problems += _alias_problems(document.get("aliases", {}))
-    for path, ref in _target_paths(document):
+    for at in document_target_paths(document):
+        path, ref = at.path, at.ref
         connection = connections.get(ref["connection"])
         if connection is None:
             known = ", ".join(sorted(connections)) or "none yet"
@@ -97,18 +99,32 @@ def _alias_problems(aliases: dict[str, Any]) -> list[PolicyProblem]:
     return problems
 
 
-def _target_paths(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+@dataclass(frozen=True)
+class TargetAt:
+    """A target the document names, where: its JSON path and who names it ("Rule 'x'")."""
+
+    path: str
+    owner: str
+    ref: dict[str, Any]
+
+
+def document_target_paths(document: dict[str, Any]) -> Iterator[TargetAt]:
+    """Every target a document names (rules' groups, budget fallbacks, aliases), in order."""
     for index, rule in enumerate(document.get("rules", [])):
-        yield from _node_paths(rule, f"$.rules[{index}]")
+        owner = f"Rule {rule['name']!r}"
+        for path, ref in _node_paths(rule, f"$.rules[{index}]"):
+            yield TargetAt(path, owner, ref)
         if "when_budget_cannot_cover" in rule:
-            yield f"$.rules[{index}].when_budget_cannot_cover", rule["when_budget_cannot_cover"]
+            yield TargetAt(
+                f"$.rules[{index}].when_budget_cannot_cover", owner, rule["when_budget_cannot_cover"]
+            )
     for name, value in document.get("aliases", {}).items():
-        path = f"$.aliases[{json.dumps(name)}]"
+        path, owner = f"$.aliases[{json.dumps(name)}]", f"The alias {name!r}"
         if isinstance(value, list):
             for index, item in enumerate(value):
-                yield f"{path}[{index}]", item
+                yield TargetAt(f"{path}[{index}]", owner, item)
         else:
-            yield path, value
+            yield TargetAt(path, owner, value)
 
 
 def _node_paths(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:

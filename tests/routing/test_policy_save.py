@@ -109,7 +109,7 @@ def test_a_connection_deleted_after_saving_is_flagged(
     assert routing_policy_flags(actors.team.pk) == []
     backup.delete()
     flags = routing_policy_flags(actors.team.pk)
-    assert [flag.path for flag in flags] == ["$.rules[0]"]
+    assert [flag.path for flag in flags] == ["$.rules[0].targets[1].connection"]
     assert "'Backup', which no longer exists" in flags[0].message
     routing = team_routing(actors.team.pk)  # the deletion dropped the cached copy
     assert routing is not None and "Backup" not in routing.connections
