@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
-from playground.routing.dry_run import SampleRequest, routing_dry_run
+from playground.routing.dry_run import SampleRequest, SessionMove, routing_dry_run
 from playground.routing.plan import Target
 from playground.routing.services import routing_policy_save
 from playground.usage.models import UsageRecord
@@ -83,7 +83,7 @@ def test_a_session_that_last_ran_elsewhere_loses_its_prefix_at_the_new_targets_c
             completion_tokens=2_000,
         )
 
-    def move(session: str) -> object:
+    def move(session: str) -> SessionMove | None:
         return routing_dry_run(
             team_id=actors.team.pk,
             default=Target(primary.pk, primary.name, KIMI),
