@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from playground.providers.models import ProviderConnection
+from playground.routing import selectors
 from playground.routing.models import RoutingPolicy
 from playground.routing.problems import PolicyInvalid
 from playground.routing.schema import POLICY_SCHEMA
@@ -135,3 +137,20 @@ def test_an_alias_naming_an_alias_is_refused_as_the_chain_or_loop_it_is(
     assert "names itself" in problems['$.aliases["fast"].model']
     assert "names the alias 'fast'" in problems['$.aliases["smart"][1].model']
     assert routing_policy_current(actors.team.pk) is None
+
+
+def test_a_version_saved_by_another_process_is_in_force_here_once_the_cache_expires(
+    actors: Actors, primary: ProviderConnection, backup: ProviderConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(selectors, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    routing_policy_save(team=actors.team, document=VALID, user=actors.owner)
+    first = team_routing(actors.team.pk)
+    assert first is not None and first.version == 1
+    # Another web process saves: its save drops its own copy, not this one's.
+    RoutingPolicy.objects.create(team=actors.team, version=2, document={**VALID, "sticky_sessions": True})
+    clock[0] += selectors.POLICY_TTL_SECONDS - 0.1
+    assert team_routing(actors.team.pk) is first, "within the TTL: a dict look-up, no query"
+    clock[0] += 0.2
+    routing = team_routing(actors.team.pk)
+    assert routing is not None and routing.version == 2 and routing.policy.sticky_sessions
