@@ -82,20 +82,23 @@ def plan_make(
     )
     if rule is None:
         return replace(base, targets=_alias_or_default(policy, facts, default, pick))
+    targets = pick.order(rule)
     downgrade = None
     if rule.when.budget_used_above is not None:
-        # What the request would have called had the month not passed the threshold.
+        # What the request would have called had the month not passed the threshold; a rule
+        # that sends it there anyway moved nothing, so it is no downgrade.
         unbudgeted = _first_match(policy, facts, None)
         requested = (
             pick.order(unbudgeted)[0]
             if unbudgeted is not None
             else _alias_or_default(policy, facts, default, pick)[0]
         )
-        downgrade = Downgrade(reason="budget_used_above", requested=requested)
+        if requested != targets[0]:
+            downgrade = Downgrade(reason="budget_used_above", requested=requested)
     return replace(
         base,
         rule=rule.name,
-        targets=pick.order(rule),
+        targets=targets,
         on=rule.on,
         retries=rule.retries or policy.retries,
         downgrade=downgrade,
