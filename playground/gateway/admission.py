@@ -224,7 +224,10 @@ def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
                 stream=client.stream,
             ),
             budget_used=lambda: routing_budget_used(
-                team_id=key.team_id, key_id=key.pk, key_limit=key.monthly_budget_usd
+                team_id=key.team_id,
+                key_id=key.pk,
+                key_limit=key.monthly_budget_usd,
+                user_id=key.created_by_id,
             ),
             sticky=sticky,
             cooling=cooling,

@@ -119,8 +119,8 @@ POLICY_SCHEMA: dict[str, Any] = {
                 "prompt_tokens_above": {"type": "integer", "minimum": 0},
                 "stream": {"type": "boolean"},
                 "budget_used_above": {
-                    "description": "The share (0 to 1) of the tightest monthly budget, the team's or the "
-                    "key's, spent so far this month.",
+                    "description": "The share (0 to 1) of the tightest monthly budget, the team's, the "
+                    "key's or its member's, spent or held so far this month.",
                     "type": "number",
                     "minimum": 0,
                     "maximum": 1,

@@ -18,12 +18,13 @@ from typing import Any
 from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 
-from playground.accounts.models import Team
+from playground.accounts.models import Membership, Team
 from playground.providers.models import ProviderConnection
-from playground.routing.document import Policy, policy_parse, target_refs
+from playground.routing.document import Policy, policy_parse
 from playground.routing.models import RoutingPolicy
 from playground.routing.plan import Target
 from playground.routing.problems import PolicyProblem
+from playground.routing.validation import document_target_paths
 from playground.usage.budgets.months import budget_month
 from playground.usage.models import BudgetLedger, TeamBudget
 
@@ -94,57 +95,63 @@ post_delete.connect(_connection_changed, sender=ProviderConnection, dispatch_uid
 
 
 def routing_policy_flags(team_id: int) -> list[PolicyProblem]:
-    """What is wrong with the version in force now: connections deleted or renamed since it was saved."""
+    """What is wrong with the version in force now: each target whose connection was deleted or
+    renamed since it was saved, at its path (its requests are refused until the policy changes)."""
     current = routing_policy_current(team_id)
     if current is None:
         return []
     names = set(ProviderConnection.objects.filter(team_id=team_id).values_list("name", flat=True))
-    policy = policy_parse(current.document)
-    flags = []
-    for rule_index, rule in enumerate(policy.rules):
-        refs = target_refs(rule.group) + ([rule.fallback_on_budget] if rule.fallback_on_budget else [])
-        for ref in refs:
-            if ref.connection not in names:
-                flags.append(
-                    PolicyProblem(
-                        f"$.rules[{rule_index}]",
-                        f"Rule {rule.name!r} names the connection {ref.connection!r}, which no longer "
-                        "exists: its requests are answered 503 until the policy is changed.",
-                    )
-                )
-    for alias, refs_of_alias in policy.aliases.items():
-        for ref in refs_of_alias:
-            if ref.connection not in names:
-                flags.append(
-                    PolicyProblem(
-                        f"$.aliases[{alias!r}]",
-                        f"The alias {alias!r} names the connection {ref.connection!r}, "
-                        "which no longer exists.",
-                    )
-                )
-    return flags
+    return [
+        PolicyProblem(
+            f"{at.path}.connection",
+            f"{at.owner} names the connection {at.ref['connection']!r}, which "
+            "no longer exists: its requests are answered 503 until the policy is changed.",
+        )
+        for at in document_target_paths(current.document)
+        if at.ref["connection"] not in names
+    ]
 
 
-def routing_budget_used(*, team_id: int, key_id: int | None, key_limit: Decimal | None) -> float | None:
-    """The share (0..1+) of the tightest monthly budget spent or held so far: the team's and the
-    key's own; None when neither has a limit. Two small reads, made only for a policy with a
+def routing_budget_used(
+    *, team_id: int, key_id: int | None, key_limit: Decimal | None, user_id: int | None = None
+) -> float | None:
+    """The share (0..1+) of the tightest monthly budget spent or held so far: the team's, the
+    key's own and the member's (`user_id`, whose requests the key's are, as the budget counts
+    them); None when none has a limit. At most three small reads, made only for a policy with a
     `budget_used_above` rule."""
     team = Team.objects.get(pk=team_id)
     team_limit = (
         TeamBudget.objects.filter(team_id=team_id).values_list("monthly_limit_usd", flat=True).first()
     )
+    member_limit = (
+        Membership.objects.filter(team_id=team_id, user_id=user_id)
+        .values_list("monthly_budget_usd", flat=True)
+        .first()
+        if user_id is not None
+        else None
+    )
     key_limit = key_limit if key_id is not None else None
-    if not team_limit and not key_limit:
+    if not team_limit and not key_limit and not member_limit:
         return None
-    ledgers = BudgetLedger.objects.filter(team_id=team_id, month=budget_month(team), user__isnull=True)
+    ledgers = BudgetLedger.objects.filter(team_id=team_id, month=budget_month(team))
     shares = []
     if team_limit:
-        for ledger in ledgers.filter(api_key__isnull=True):
-            shares.append((ledger.spent_usd + ledger.reserved_usd) / team_limit)
+        shares += [
+            _share(ledger, team_limit) for ledger in ledgers.filter(user__isnull=True, api_key__isnull=True)
+        ]
     if key_limit:
-        for ledger in ledgers.filter(api_key_id=key_id):
-            shares.append((ledger.spent_usd + ledger.reserved_usd) / key_limit)
+        shares += [
+            _share(ledger, key_limit) for ledger in ledgers.filter(user__isnull=True, api_key_id=key_id)
+        ]
+    if member_limit and user_id is not None:
+        shares += [
+            _share(ledger, member_limit) for ledger in ledgers.filter(user_id=user_id, api_key__isnull=True)
+        ]
     return float(max(shares)) if shares else 0.0
+
+
+def _share(ledger: BudgetLedger, limit: Decimal) -> Decimal:
+    return (ledger.spent_usd + ledger.reserved_usd) / limit
 
 
 def routing_rule_names(team_id: int) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
@@ -14,7 +15,6 @@ from jsonschema.exceptions import best_match
 
 from playground.providers.connection_check import connection_models_served
 from playground.providers.models import ProviderConnection
-from playground.routing.document import Node, TargetRef, target_refs
 from playground.routing.problems import PolicyProblem
 from playground.routing.schema import POLICY_SCHEMA
 
@@ -37,7 +37,8 @@ def document_load(document: object) -> tuple[dict[str, Any] | None, list[PolicyP
 
 
 def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[PolicyProblem]:
-    """Beyond the schema: rule names unique, every connection the team's, every model served."""
+    """Beyond the schema: rule names unique, aliases that do not chain, every connection the
+    team's, every model served."""
     connections = {
         connection.name: connection for connection in ProviderConnection.objects.filter(team_id=team_id)
     }
@@ -53,7 +54,9 @@ def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[Po
                 )
             )
         seen.setdefault(rule["name"], index)
-    for path, ref in _target_paths(document):
+    problems += _alias_problems(document.get("aliases", {}))
+    for at in document_target_paths(document):
+        path, ref = at.path, at.ref
         connection = connections.get(ref["connection"])
         if connection is None:
             known = ", ".join(sorted(connections)) or "none yet"
@@ -74,23 +77,54 @@ def document_team_problems(document: dict[str, Any], *, team_id: int) -> list[Po
     return problems
 
 
-def policy_missing_connections(nodes: list[Node], connections: set[str]) -> list[TargetRef]:
-    """The targets whose connection no longer exists (deleted after the policy was saved)."""
-    return [ref for node in nodes for ref in target_refs(node) if ref.connection not in connections]
+def _alias_problems(aliases: dict[str, Any]) -> list[PolicyProblem]:
+    """An alias's target names a model sent upstream as it is, never another alias: a target
+    naming an alias (itself included) would send the alias's name to the connection, so it is a
+    chain or a loop the gateway does not follow."""
+    problems = []
+    for name, value in aliases.items():
+        items = value if isinstance(value, list) else [value]
+        for index, item in enumerate(items):
+            if item["model"] not in aliases:
+                continue
+            path = f"$.aliases[{json.dumps(name)}]" + (f"[{index}]" if isinstance(value, list) else "")
+            what = "itself" if item["model"] == name else f"the alias {item['model']!r}"
+            problems.append(
+                PolicyProblem(
+                    f"{path}.model",
+                    f"The alias {name!r} names {what}: aliases do not chain; name the model its "
+                    "connection serves.",
+                )
+            )
+    return problems
 
 
-def _target_paths(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+@dataclass(frozen=True)
+class TargetAt:
+    """A target the document names, where: its JSON path and who names it ("Rule 'x'")."""
+
+    path: str
+    owner: str
+    ref: dict[str, Any]
+
+
+def document_target_paths(document: dict[str, Any]) -> Iterator[TargetAt]:
+    """Every target a document names (rules' groups, budget fallbacks, aliases), in order."""
     for index, rule in enumerate(document.get("rules", [])):
-        yield from _node_paths(rule, f"$.rules[{index}]")
+        owner = f"Rule {rule['name']!r}"
+        for path, ref in _node_paths(rule, f"$.rules[{index}]"):
+            yield TargetAt(path, owner, ref)
         if "when_budget_cannot_cover" in rule:
-            yield f"$.rules[{index}].when_budget_cannot_cover", rule["when_budget_cannot_cover"]
+            yield TargetAt(
+                f"$.rules[{index}].when_budget_cannot_cover", owner, rule["when_budget_cannot_cover"]
+            )
     for name, value in document.get("aliases", {}).items():
-        path = f"$.aliases[{json.dumps(name)}]"
+        path, owner = f"$.aliases[{json.dumps(name)}]", f"The alias {name!r}"
         if isinstance(value, list):
             for index, item in enumerate(value):
-                yield f"{path}[{index}]", item
+                yield TargetAt(f"{path}[{index}]", owner, item)
         else:
-            yield path, value
+            yield TargetAt(path, owner, value)
 
 
 def _node_paths(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:

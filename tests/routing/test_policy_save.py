@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from playground.providers.models import ProviderConnection
+from playground.routing import selectors
 from playground.routing.models import RoutingPolicy
 from playground.routing.problems import PolicyInvalid
 from playground.routing.schema import POLICY_SCHEMA
@@ -109,7 +111,7 @@ def test_a_connection_deleted_after_saving_is_flagged(
     assert routing_policy_flags(actors.team.pk) == []
     backup.delete()
     flags = routing_policy_flags(actors.team.pk)
-    assert [flag.path for flag in flags] == ["$.rules[0]"]
+    assert [flag.path for flag in flags] == ["$.rules[0].targets[1].connection"]
     assert "'Backup', which no longer exists" in flags[0].message
     routing = team_routing(actors.team.pk)  # the deletion dropped the cached copy
     assert routing is not None and "Backup" not in routing.connections
@@ -118,3 +120,37 @@ def test_a_connection_deleted_after_saving_is_flagged(
 def test_the_published_schema_file_is_the_one_enforced() -> None:
     published = Path(__file__).resolve().parents[2] / "docs" / "routing-policy.schema.json"
     assert json.loads(published.read_text()) == POLICY_SCHEMA
+
+
+def test_an_alias_naming_an_alias_is_refused_as_the_chain_or_loop_it_is(
+    actors: Actors, primary: ProviderConnection
+) -> None:
+    document = {
+        "aliases": {
+            "fast": {"connection": "Primary", "model": "fast"},
+            "smart": [{"connection": "Primary", "model": KIMI}, {"connection": "Primary", "model": "fast"}],
+            "cheap": {"connection": "Primary", "model": LLAMA},
+        }
+    }
+    problems = problems_of(actors, document)
+    assert set(problems) == {'$.aliases["fast"].model', '$.aliases["smart"][1].model'}
+    assert "names itself" in problems['$.aliases["fast"].model']
+    assert "names the alias 'fast'" in problems['$.aliases["smart"][1].model']
+    assert routing_policy_current(actors.team.pk) is None
+
+
+def test_a_version_saved_by_another_process_is_in_force_here_once_the_cache_expires(
+    actors: Actors, primary: ProviderConnection, backup: ProviderConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(selectors, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    routing_policy_save(team=actors.team, document=VALID, user=actors.owner)
+    first = team_routing(actors.team.pk)
+    assert first is not None and first.version == 1
+    # Another web process saves: its save drops its own copy, not this one's.
+    RoutingPolicy.objects.create(team=actors.team, version=2, document={**VALID, "sticky_sessions": True})
+    clock[0] += selectors.POLICY_TTL_SECONDS - 0.1
+    assert team_routing(actors.team.pk) is first, "within the TTL: a dict look-up, no query"
+    clock[0] += 0.2
+    routing = team_routing(actors.team.pk)
+    assert routing is not None and routing.version == 2 and routing.policy.sticky_sessions

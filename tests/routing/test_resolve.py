@@ -216,6 +216,25 @@ def test_past_the_budget_threshold_a_tagged_request_is_downgraded_and_says_from_
     assert asked == ["read"] * 3  # read once per request, since a rule looks at it
 
 
+def test_a_budget_rule_that_calls_what_was_asked_for_anyway_is_no_downgrade(
+    actors: Actors, default: Target, primary: ProviderConnection
+) -> None:
+    save(
+        actors,
+        {
+            "rules": [
+                {
+                    "name": "late-but-same",
+                    "when": {"budget_used_above": 0.8},
+                    "targets": [{"connection": "Primary", "model": KIMI}],
+                }
+            ]
+        },
+    )
+    late = plan(actors, default, RequestFacts(model=KIMI), budget_used=lambda: 0.9)
+    assert (late.rule, late.targets, late.downgrade) == ("late-but-same", (default,), None)
+
+
 def test_a_rule_whose_connection_was_deleted_cannot_route(
     actors: Actors, default: Target, primary: ProviderConnection, backup: ProviderConnection
 ) -> None:
