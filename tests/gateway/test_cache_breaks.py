@@ -238,3 +238,65 @@ def test_a_record_without_its_body_is_an_other_break(
     UsageRecord.objects.filter(pk=first.pk).update(request_body=None, prefix_digest=None)
     (found,) = list(team_breaks(team_id=first.team_id, since=first.created_at))
     assert found.cause == Cause.OTHER
+
+
+def _send_bare(
+    gateway: LiveApp,
+    key: IssuedKey,
+    upstream: FakeUpstream,
+    body: dict[str, Any],
+    *,
+    prompt: int,
+    cached: int,
+    affinity: str | None = None,
+) -> None:
+    """A client that names no session: only an affinity key (the Workers AI convention), or nothing."""
+    upstream.script(json_reply(_reply(prompt, cached)))
+    headers = {**key.headers, **({"x-session-affinity": affinity} if affinity else {})}
+    response = httpx.post(gateway.url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("third_affinity", "cause"), [(None, Cause.AFFINITY_MISSING), ("aff-2", Cause.AFFINITY_CHANGED)], ids=str
+)
+def test_an_affinity_only_client_that_drops_or_changes_its_key_gets_the_break_at_that_turn(
+    gateway: LiveApp,
+    gateway_key: IssuedKey,
+    fake_upstream: FakeUpstream,
+    third_affinity: str | None,
+    cause: Cause,
+) -> None:
+    third = [*SECOND, ANSWER, {"role": "user", "content": "Thanks, and invoice 9?"}]
+    _send_bare(gateway, gateway_key, fake_upstream, _body(FIRST), prompt=1000, cached=0, affinity="aff-1")
+    _send_bare(gateway, gateway_key, fake_upstream, _body(SECOND), prompt=1100, cached=990, affinity="aff-1")
+    _send_bare(
+        gateway, gateway_key, fake_upstream, _body(third), prompt=1200, cached=0, affinity=third_affinity
+    )
+    first, _second, last = records_written(3)
+
+    (found,) = list(team_breaks(team_id=first.team_id, since=first.created_at))
+    assert (found.record_id, found.cause, found.turn) == (last.pk, cause, 3)
+    assert found.session == f"inferred:{gateway_key.key.pk}:{first.pk}"
+    assert record_break(last) == found
+
+
+def test_a_client_that_names_nothing_gets_its_conversations_inferred_apart(
+    gateway: LiveApp, gateway_key: IssuedKey, fake_upstream: FakeUpstream
+) -> None:
+    other_first = [SYSTEM, {"role": "user", "content": "Cancel order 12."}]
+    other_second = [*other_first, ANSWER, {"role": "user", "content": "And order 13?"}]
+    resend_today = {"role": "user", "content": "Can you resend it today?"}
+    edited = [*FIRST, ANSWER, resend_today, ANSWER, {"role": "user", "content": "Thanks."}]
+    _send_bare(gateway, gateway_key, fake_upstream, _body(FIRST), prompt=1000, cached=0)
+    _send_bare(gateway, gateway_key, fake_upstream, _body(other_first), prompt=1000, cached=0)
+    _send_bare(gateway, gateway_key, fake_upstream, _body(SECOND), prompt=1100, cached=990)  # intact
+    _send_bare(gateway, gateway_key, fake_upstream, _body(other_second), prompt=1100, cached=990)  # intact
+    _send_bare(gateway, gateway_key, fake_upstream, _body(edited), prompt=1200, cached=0)  # turn 2 edited
+    records = records_written(5)
+
+    found = list(team_breaks(team_id=records[0].team_id, since=records[0].created_at))
+    assert [(b.record_id, b.previous_record_id, b.cause) for b in found] == [
+        (records[4].pk, records[2].pk, Cause.HISTORY_CHANGED)
+    ]
+    assert found[0].session == f"inferred:{gateway_key.key.pk}:{records[0].pk}"

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from playground.usage.insights import sessions
+from playground.usage.insights.session_inference import INFERRED
 from playground.usage.sources import CONVERSATION, SourceKey, source_links
 
 
@@ -37,6 +38,8 @@ def session_labels(*, team_id: int, keys: Iterable[str]) -> dict[str, SessionLab
             link = links.get(SourceKey(CONVERSATION, conversations[key]))
             name = link.title if link and link.title else f"#{conversations[key]}"
             labels[key] = SessionLabel("Conversation", name, link.url if link else "")
+        elif key.startswith(INFERRED):
+            labels[key] = SessionLabel("Inferred from the prompt", key.removeprefix(INFERRED))
         elif key.startswith(sessions.GATEWAY_SESSION):
             labels[key] = SessionLabel("Gateway session", key.removeprefix(sessions.GATEWAY_SESSION))
         else:

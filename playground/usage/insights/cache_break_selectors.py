@@ -13,6 +13,7 @@ from django.db.models import Case, F, JSONField, QuerySet, Value, When
 from playground.catalog.models import PriceCard
 from playground.usage.insights.cache_break_diff import DiffLine, section_diff
 from playground.usage.insights.cache_breaks import CacheBreak, SessionRequest, session_breaks
+from playground.usage.insights.session_inference import INFERRABLE, INFERRED, Turn, sessions_infer
 from playground.usage.insights.sessions import session_filter, session_key, session_key_expression
 from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.prefix_digest import PrefixDigest, prefix_digest
@@ -32,6 +33,8 @@ FIELDS = (
     "connection_id",
     "route_rule",
     "route_fell_back",
+    "api_key_id",
+    "end_user",
 )
 # Records written before digests were kept are digested from their body, read in the same query.
 BODY_IF_UNDIGESTED = Case(
@@ -56,6 +59,8 @@ def conversation_breaks(*, team_id: int, conversation_id: int) -> dict[int, Cach
 
 def record_break(record: UsageRecord) -> CacheBreak | None:
     """The break at `record`, if its session broke there (the records page's notice)."""
+    if record.conversation_id is None and not record.session and record.api_key_id is not None:
+        return _inferred_record_break(record)
     session = session_key(
         conversation_id=record.conversation_id, session=record.session, affinity_key=record.affinity_key
     )
@@ -75,8 +80,8 @@ def record_break(record: UsageRecord) -> CacheBreak | None:
 
 def with_turn(found: CacheBreak, *, team_id: int) -> CacheBreak:
     """`found` with its turn counted from the session's first request (the detector counts
-    from the first request it was given)."""
-    if found.created_at is None:
+    from the first request it was given; an inferred session's turns are counted so already)."""
+    if found.created_at is None or found.session.startswith(INFERRED):
         return found
     up_to = _up_to(team_id, found.session, found.record_id, found.created_at)
     return replace(found, turn=up_to.filter(status__in=ANSWERED, prompt_tokens__gt=0).count())
@@ -93,6 +98,7 @@ def team_breaks(
     """
     records = (
         UsageRecord.objects.filter(team_id=team_id, created_at__gte=since - LOOKBACK)
+        .exclude(INFERRABLE)
         .annotate(session_key=session_key_expression())
         .exclude(session_key="")
         .order_by("session_key", "created_at", "id")
@@ -106,6 +112,45 @@ def team_breaks(
         for found in session_breaks(session, _requests(rows, cards)):
             if found.created_at is not None and found.created_at >= since:
                 yield found
+    inferrable = UsageRecord.objects.filter(INFERRABLE, team_id=team_id, created_at__gte=since - LOOKBACK)
+    if until is not None:
+        inferrable = inferrable.filter(created_at__lt=until)
+    for inferred_session, chained in _inferred(inferrable):
+        for found in session_breaks(inferred_session, _requests(chained, cards)):
+            if found.created_at is not None and found.created_at >= since:
+                yield found
+
+
+def _inferred(records: QuerySet[UsageRecord]) -> list[tuple[str, list[UsageRecord]]]:
+    """The sessions inferred among a key's records that named none (`session_inference`)."""
+    ordered = (
+        records.order_by("api_key_id", "end_user", "created_at", "id")
+        .only(*FIELDS)
+        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)
+    )
+    turns = (
+        Turn(row, row.pk, (row.api_key_id or 0, row.end_user), row.created_at, _digest(row))
+        for row in ordered.iterator(chunk_size=2000)
+    )
+    return sessions_infer(turns)
+
+
+def _inferred_record_break(record: UsageRecord) -> CacheBreak | None:
+    """The break at a record whose session is inferred: its key and end user's records of the
+    day before it, chained."""
+    recent = UsageRecord.objects.filter(
+        INFERRABLE,
+        team_id=record.team_id,
+        api_key_id=record.api_key_id,
+        end_user=record.end_user,
+        created_at__gte=record.created_at - LOOKBACK,
+        created_at__lte=record.created_at,
+    ).exclude(created_at=record.created_at, id__gt=record.pk)
+    for session, rows in _inferred(recent):
+        if rows[-1].pk == record.pk:
+            found = [b for b in session_breaks(session, _requests(rows)) if b.record_id == record.pk]
+            return found[0] if found else None
+    return None
 
 
 def _up_to(team_id: int, session: str, record_id: int, at: dt.datetime) -> QuerySet[UsageRecord]:

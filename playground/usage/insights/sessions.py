@@ -1,8 +1,10 @@
 """What a session is, for cache analysis: the requests that share one prompt prefix over time.
 
 A session is a chat conversation, else the gateway's `x-playground-session` header, else the
-`x-session-affinity` key: the most specific of the three a record carries. Records with none
-belong to no session and are never compared with each other.
+`x-session-affinity` key: the most specific of the three a record carries. An API key's records
+that name no session (no conversation, no header) get sessions inferred from their prompt
+prefixes instead (`session_inference`), the affinity key being what such a client may drop or
+change. Other records with none belong to no session and are never compared with each other.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
         ('accounts', '0006_audit_actions_api_keys'),
         ('catalog', '0007_price_card_cache_write_price'),
         ('providers', '0002_connection_listed_models'),
-        ('usage', '0022_key_follows_policy_session_inferred'),
+        ('usage', '0022_key_follows_policy'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

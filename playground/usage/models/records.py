@@ -129,9 +129,6 @@ class UsageRecord(models.Model):
     # `db_default`: bulk loaders writing SQL of their own (the dashboard benchmark) need not name them.
     end_user = models.CharField(max_length=1024, blank=True, db_default="", help_text="x-playground-user")
     session = models.CharField(max_length=1024, blank=True, db_default="", help_text="x-playground-session")
-    # The session was inferred from the prompt prefix (the request extended an open session's
-    # recorded prefix, same key and end user), not named by the client (issue 35).
-    session_inferred = models.BooleanField(default=False, db_default=False)
     # x-playground-tags as ",a,b," (leading and trailing commas), so one tag is `contains=",a,"`
     # on every database (SQLite has no JSON containment).
     tags = models.CharField(max_length=1100, blank=True, db_default="")

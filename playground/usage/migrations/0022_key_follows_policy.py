@@ -12,9 +12,4 @@ class Migration(migrations.Migration):
             name="follows_policy",
             field=models.BooleanField(db_default=False, default=False),
         ),
-        migrations.AddField(
-            model_name="usagerecord",
-            name="session_inferred",
-            field=models.BooleanField(db_default=False, default=False),
-        ),
     ]
