@@ -33,8 +33,10 @@ FIGURES = {
     "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
     "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
     "usage_dashboard.py": r"csv export for data: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
-    # Every gateway request answered, each with its record (the rate is too small to judge).
-    "gateway_overhead.py": r"(?m)^gateway sustained: \d+ req/s .*\nrecords: (\d+) gateway requests, "
+    # Every gateway request answered, each with its record, the routed key's CPU beside the plain
+    # key's (the rate and the ratio are too small to judge).
+    "gateway_overhead.py": r"(?m)^gateway sustained: \d+ req/s .*\nrouted \(3 rules, .*\): web CPU [\d.]+ "
+    r"ms/req vs [\d.]+ ms/req plain, [+-][\d.]+ % .*\nrecords: (\d+) gateway requests, "
     r"\1 answered with a request id, \1 records \{'ok': \1\}, 0 missing PASS$",
     "engine_instruct.py": r"instruct pass rate: default [\d.]+ % \(\d+ of \d+\), gemma [\d.]+ %",
     # Every query timed, the rare word found exactly once (the script asserts it) on SQLite.
