@@ -67,6 +67,14 @@ def define_tools(page: Page, tools: list[dict[str, Any]], *, choice: str, parall
     set_choice(page, choice=choice, parallel=parallel)
 
 
+def tools_open(page: Page) -> None:
+    """Open the tools panel unless it is open already (a swap after a streamed answer may have
+    redrawn it open: a blind click on its summary then closed it, seen once in CI)."""
+    if page.locator("#tools-panel").get_attribute("open") is None:
+        page.locator("#tools-panel > summary").click()
+    expect(page.locator("#tools-choice")).to_be_visible()
+
+
 def set_choice(page: Page, *, choice: str, parallel: bool) -> None:
     page.locator("#tools-choice").select_option(choice)
     switch = page.locator("#tools-parallel")
@@ -135,7 +143,7 @@ def test_a_tool_round_trip_on_the_real_engine(
         expect(card.locator(".tool-result")).to_have_count(0)  # nothing was saved
 
         # Let the model answer in text now, then continue with a JSON result.
-        page.locator("#tools-panel > summary").click()
+        tools_open(page)
         set_choice(page, choice="none", parallel=False)
         result_box.fill('{"temperature_c": 18, "sky": "clear"}')
         page.get_by_role("button", name="Continue").click()

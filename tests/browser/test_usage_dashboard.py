@@ -52,7 +52,12 @@ def usage(actors: Actors) -> None:
         for i in range(6)
     ]
     for _ in range(240):
-        at = now - dt.timedelta(minutes=rng.randint(5, 7 * 24 * 60 - 5))
+        # None within an hour or two of the 24 h and 7 d windows' starts: those start on a whole
+        # hour, so a test crossing one (CI at 20:00) would see the figures change under it.
+        minutes = min(rng.randint(5, 7 * 24 * 60 - 5), 7 * 24 * 60 - 180)
+        if 23 * 60 <= minutes <= 26 * 60:
+            minutes += 4 * 60
+        at = now - dt.timedelta(minutes=minutes)
         conversation = rng.choice(conversations)
         affinity = rng.random() < 0.6
         prompt = rng.randint(800, 9000)
