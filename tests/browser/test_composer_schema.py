@@ -21,7 +21,7 @@ from playwright.sync_api import Page, expect
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.usage.models import UsageRecord
 from tests.support.actors import Actors
-from tests.support.browser import Console, LiveApp, browser_page, engine_chat, log_in, open_chat
+from tests.support.browser import Console, LiveApp, browser_page, drawer_open, engine_chat, log_in, open_chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -71,7 +71,7 @@ def test_the_engine_answers_a_json_schema_request_and_the_page_shows_it_valid(
         open_chat(page, live_app.url, conversation)
 
         # The engine takes no penalties and does not reason: those are disabled, with why.
-        page.locator("#composer-settings > summary").click()
+        drawer_open(page, "#composer-settings")
         expect(page.locator("#id_presence_penalty")).to_be_disabled()
         expect(page.locator("#setting-presence_penalty")).to_contain_text("do not take presence penalty")
         expect(page.locator("#id_reasoning_effort")).to_be_disabled()

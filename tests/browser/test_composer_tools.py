@@ -27,6 +27,7 @@ from tests.support.browser import (
     Console,
     LiveApp,
     browser_page,
+    drawer_open,
     engine_chat,
     fake_workers_chat,
     log_in,
@@ -56,7 +57,7 @@ WEATHER_TOOL: dict[str, Any] = {
 
 def define_tools(page: Page, tools: list[dict[str, Any]], *, choice: str, parallel: bool) -> None:
     """Type the definitions into the CodeMirror editor and save the panel."""
-    page.locator("#tools-panel > summary").click()
+    drawer_open(page, "#tools-panel")
     content = page.locator("#tools-panel .cm-content")
     expect(content).to_be_visible()
     content.click()
@@ -65,14 +66,6 @@ def define_tools(page: Page, tools: list[dict[str, Any]], *, choice: str, parall
     if choice not in ("auto", "none", "required"):  # a tool's name is offered once the tool is saved
         set_choice(page, choice="auto", parallel=parallel)
     set_choice(page, choice=choice, parallel=parallel)
-
-
-def tools_open(page: Page) -> None:
-    """Open the tools panel unless it is open already (a swap after a streamed answer may have
-    redrawn it open: a blind click on its summary then closed it, seen once in CI)."""
-    if page.locator("#tools-panel").get_attribute("open") is None:
-        page.locator("#tools-panel > summary").click()
-    expect(page.locator("#tools-choice")).to_be_visible()
 
 
 def set_choice(page: Page, *, choice: str, parallel: bool) -> None:
@@ -110,7 +103,7 @@ def test_a_tool_round_trip_on_the_real_engine(
         open_chat(page, live_app.url, conversation)
 
         # A broken definition is refused with its path, and nothing is saved.
-        page.locator("#tools-panel > summary").click()
+        drawer_open(page, "#tools-panel")
         page.locator("#tools-panel .cm-content").click()
         page.keyboard.insert_text(
             json.dumps([{"type": "function", "function": {"name": "x", "parameters": {"type": 5}}}])
@@ -143,7 +136,7 @@ def test_a_tool_round_trip_on_the_real_engine(
         expect(card.locator(".tool-result")).to_have_count(0)  # nothing was saved
 
         # Let the model answer in text now, then continue with a JSON result.
-        tools_open(page)
+        drawer_open(page, "#tools-panel")
         set_choice(page, choice="none", parallel=False)
         result_box.fill('{"temperature_c": 18, "sky": "clear"}')
         page.get_by_role("button", name="Continue").click()

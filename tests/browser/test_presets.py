@@ -24,6 +24,7 @@ from tests.support.browser import (
     LiveApp,
     browser_page,
     chat_ready,
+    drawer_open,
     fake_workers_chat,
     log_in,
     open_chat,
@@ -67,7 +68,7 @@ def test_a_preset_is_saved_changed_diffed_and_starts_a_conversation_and_a_batch(
 
         # Change a setting in the conversation, save again: version 2.
         open_chat(page, live_app.url, conversation)
-        page.locator("#composer-settings > summary").click()
+        drawer_open(page, "#composer-settings")
         page.locator("#id_temperature").fill("0.9")
         page.get_by_role("button", name="Save settings").click()
         expect(page.locator("#composer-settings .notice-ok")).to_be_visible()

@@ -24,7 +24,7 @@ from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
-from tests.support.browser import Console, LiveApp, browser_page, log_in, open_chat
+from tests.support.browser import Console, LiveApp, browser_page, drawer_open, log_in, open_chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -88,7 +88,7 @@ def test_the_copied_python_snippet_sends_what_the_playground_sends(
         page.screenshot(path=artifacts / "viewcode-01-preflight-1280.png")
 
         # View code of the next request: the draft is in it, with the affinity key.
-        page.locator("#code-drawer > summary").click()
+        drawer_open(page, "#code-drawer")
         python = page.locator("#next-code-python-openai")
         expect(python).to_contain_text(DRAFT)
         expect(python).to_contain_text(f'"x-session-affinity": "{affinity_chat.affinity_key}"')

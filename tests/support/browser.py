@@ -84,6 +84,27 @@ def open_chat(page: Page, base_url: str, conversation: Conversation) -> None:
     chat_ready(page)
 
 
+def drawer_open(page: Page, panel: str) -> None:
+    """Open the chat page's drawer `panel` (a `<details class="drawer-panel">` selector) unless
+    it is open already, and wait until its content shows.
+
+    A blind click on the summary is not enough: a swap after a streamed answer may have redrawn
+    the panel open (the click then closes it), and under load a click that lands while the page
+    is still settling was seen once in CI to leave it closed. So click only when closed, check,
+    and try again.
+    """
+    details = page.locator(panel)
+    for _ in range(3):
+        if details.get_attribute("open") is None:
+            details.locator(":scope > summary").click()
+        try:
+            expect(details.locator(":scope > .drawer")).to_be_visible(timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    expect(details.locator(":scope > .drawer")).to_be_visible()
+
+
 def chat_ready(page: Page) -> None:
     """Wait until the chat page's scripts have all run, not only htmx.
 
