@@ -1,6 +1,8 @@
 // The quick switcher: ⌘K / Ctrl+K opens a dialog that searches the user's conversations as they
 // type (htmx asks /chat/switch/, the same search as the list's); ↑ and ↓ choose, Enter opens,
-// Escape closes. Without JavaScript the list page's search box does the same.
+// Escape closes. An Enter typed before the results for what the box holds have arrived waits
+// for them (else it would open the first of the previous results: the most recent
+// conversation). Without JavaScript the list page's search box does the same.
 (function () {
   "use strict";
 
@@ -23,6 +25,17 @@
     }
   }
 
+  // The query the results shown answer (each result carries it); null before any arrived.
+  function answered(dialog) {
+    var first = dialog.querySelector("#switcher-results li");
+    return first ? first.getAttribute("data-query") : null;
+  }
+
+  function go(option) {
+    var link = option && option.querySelector("a");
+    if (link) window.location.assign(link.href);
+  }
+
   function open(dialog) {
     if (dialog.open) return;
     var input = dialog.querySelector("input");
@@ -36,6 +49,7 @@
     var dialog = document.getElementById("quick-switcher");
     if (!dialog) return;
     var input = dialog.querySelector("input");
+    var enterWaiting = false; // Enter was pressed before the results for the box's text came
 
     document.addEventListener("keydown", function (event) {
       if ((event.metaKey || event.ctrlKey) && !event.altKey && !event.shiftKey && event.key.toLowerCase() === "k") {
@@ -62,14 +76,17 @@
         activate(dialog, all[(index + step + all.length) % all.length]);
       } else if (event.key === "Enter") {
         event.preventDefault();
-        var link = current && current.querySelector("a");
-        if (link) window.location.assign(link.href);
+        if (answered(dialog) === input.value.trim()) go(current);
+        else enterWaiting = true;
       } else if (event.key === "Escape") {
         event.preventDefault(); // spent here: no drawer closes, no answer stops (layout.js, chat.js)
         dialog.close();
       }
     });
 
+    dialog.addEventListener("close", function () {
+      enterWaiting = false;
+    });
     dialog.addEventListener("click", function (event) {
       if (event.target === dialog) dialog.close(); // a click on the backdrop
     });
@@ -80,6 +97,10 @@
     document.body.addEventListener("htmx:afterSwap", function (event) {
       if (event.detail.target && event.detail.target.id === "switcher-results") {
         activate(dialog, options(dialog)[0] || null);
+        if (enterWaiting && answered(dialog) === input.value.trim()) {
+          enterWaiting = false;
+          go(options(dialog)[0]);
+        }
       }
     });
   }

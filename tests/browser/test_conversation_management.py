@@ -32,6 +32,7 @@ from tests.support.browser import (
     LiveApp,
     browser_page,
     chat_ready,
+    drawer_open,
     fake_workers_connection,
     log_in,
     open_chat,
@@ -160,6 +161,15 @@ def test_ctrl_k_finds_a_conversation_by_a_word_of_its_answer_and_enter_opens_it(
         page.keyboard.press("Escape")
         expect(switcher).to_be_hidden()
 
+        # Typed fast and Enter at once, before the search answered: the match opens, not the
+        # most recent conversation the box showed before anything was typed (issue 36).
+        page.keyboard.press("Control+k")
+        expect(options).to_have_count(5)
+        page.keyboard.press("Control+a")
+        page.keyboard.type("Incident 4312")
+        page.keyboard.press("Enter")
+        expect(page).to_have_url(f"{live_app.url}/chat/{made['Incident 4312 timeline'].pk}/")
+
 
 def test_keys_send_and_stop_the_model_changes_for_the_next_turn_and_copy_buttons_copy(
     live_app: LiveApp, actors: Actors, fake_upstream: FakeUpstream, chromium_path: str, artifacts: Path
@@ -187,7 +197,7 @@ def test_keys_send_and_stop_the_model_changes_for_the_next_turn_and_copy_buttons
         expect(page.locator("#stop-button")).to_have_count(0)
 
         # The Model drawer sends the next turn to Llama 4 Scout; the answers then name their model.
-        page.locator("#model-drawer > summary").click()
+        drawer_open(page, "#model-drawer")
         page.locator("#model-drawer select[name=model_id]").select_option(SCOUT)
         page.screenshot(path=artifacts / "model-drawer-1280.png")
         page.get_by_role("button", name="Use for the next message").click()
