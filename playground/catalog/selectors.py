@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
+from django.conf import settings
 from django.db.models import F, Q, QuerySet
 
 from playground.catalog.models import CatalogModel, PriceCard
@@ -16,6 +18,15 @@ def catalog_models_for_kind(*, kind: str) -> QuerySet[CatalogModel]:
         .select_related("alias_of")
         .order_by(F("deprecated_on").asc(nulls_first=True), "display_name")
     )
+
+
+def model_preselected(model_ids: Sequence[str]) -> str | None:
+    """The model a form or an example starts with among `model_ids`: the engine's default
+    instruct model when it is offered (the engine's pretrained second model sorts first by
+    name), else the first; None when there is none."""
+    if settings.ENGINE_MODEL_ID in model_ids:
+        return str(settings.ENGINE_MODEL_ID)
+    return model_ids[0] if model_ids else None
 
 
 def catalog_model_serving(*, model_id: str, day: dt.date) -> CatalogModel | None:

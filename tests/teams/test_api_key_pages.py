@@ -9,11 +9,12 @@ import re
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from playground.accounts.models import AuditEvent
 from playground.providers.models import ProviderConnection
-from playground.providers.services import connection_models_store
+from playground.providers.services import connection_engine_ensure, connection_models_store
 from playground.usage.api_keys import api_key_issue
 from playground.usage.models import ApiKey, UsageRecord, UsageStatus
 from tests.support.actors import Actors
@@ -45,7 +46,7 @@ def test_the_secret_is_shown_once_after_the_redirect_and_never_in_a_url_or_a_log
     assert match, "the page after the redirect shows the key"
     secret = match.group(1)
     assert 'data-copy="new-key-secret"' in page
-    assert "curl http://testserver/v1/chat/completions" in page
+    assert "curl -sS http://testserver/v1/chat/completions" in page
     assert "Authorization: Bearer $PLAYGROUND_API_KEY" in page
     assert f'<code class="small">{secret[:10]}…</code>' in page
 
@@ -54,6 +55,21 @@ def test_the_secret_is_shown_once_after_the_redirect_and_never_in_a_url_or_a_log
     assert "billing-agent" in again
     assert ApiKey.objects.count() == 1
     assert secret not in caplog.text
+
+
+def test_the_first_snippet_of_a_key_on_the_engine_names_its_default_instruct_model(
+    actors: Actors, catalogue: None
+) -> None:
+    """Not the pretrained model that sorts first by name: a newcomer's first paste gets an answer."""
+    engine = connection_engine_ensure(team=actors.team)
+    owner = client_for(actors.owner)
+
+    response = owner.post(keys_url(actors, "new/"), {"name": "first", "connection": engine.pk})
+    page = owner.get(response["Location"]).content.decode()
+
+    assert settings.ENGINE_MODEL_ID == "@local/smollm2-135m-instruct"
+    assert f"&quot;model&quot;: &quot;{settings.ENGINE_MODEL_ID}&quot;" in page
+    assert "curl -sS http://testserver/v1/chat/completions" in page
 
 
 def test_a_refused_key_shows_the_form_again_with_the_reason_and_makes_nothing(

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
-from playground.catalog.selectors import catalog_models_for_kind
+from playground.catalog.selectors import catalog_models_for_kind, model_preselected
 from playground.chat.forms import ModelChoiceForm
 from playground.chat.presenters.conversations import model_choices
 from playground.providers.models import ProviderConnection
@@ -29,8 +28,7 @@ def model_field_context(
         elif connection.spec.free_model_id:
             custom = current
     if not selected and choices:
-        # The engine's default model (SmolLM2) before its second (Gemma), which sorts first by name.
-        selected = settings.ENGINE_MODEL_ID if settings.ENGINE_MODEL_ID in values else values[0]
+        selected = model_preselected(values) or ""
     return {
         "model_choices": choices,
         "selected_model": selected,

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Membership
+from playground.catalog.selectors import model_preselected
 from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.models import ProviderConnection
 from playground.teams import selectors
@@ -70,7 +71,7 @@ def _example_model(key: ApiKey) -> str:
     if key.allowed_models:
         return str(key.allowed_models[0])
     options = model_options(key.connection).ids if key.connection else []
-    return options[0] if options else "MODEL_ID"
+    return model_preselected(options) or "MODEL_ID"
 
 
 def curl_snippet(*, base_url: str, model_id: str) -> str:
@@ -78,7 +79,7 @@ def curl_snippet(*, base_url: str, model_id: str) -> str:
     body = json.dumps({"model": model_id, "messages": [{"role": "user", "content": "Hello!"}]})
     return "\n".join(
         [
-            f"curl {shlex.quote(base_url + '/v1/chat/completions')} \\",
+            f"curl -sS {shlex.quote(base_url + '/v1/chat/completions')} \\",
             '  -H "Authorization: Bearer $PLAYGROUND_API_KEY" \\',
             "  -H 'Content-Type: application/json' \\",
             f"  -d {shlex.quote(body)}",
