@@ -67,7 +67,7 @@ from playground.analytics.selectors.runway import CANDIDATES, sessions_near_limi
 from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
-from playground.lib.web import HtmxHttpRequest
+from playground.lib.web import HtmxHttpRequest, refusal
 from playground.usage.insights.cache_break_selectors import break_shown, record_break
 from playground.usage.models import UsageRecord
 from playground.usage.sources import record_source_links
@@ -202,11 +202,7 @@ def _fragment_filters(request: HtmxHttpRequest) -> Filters | HttpResponse:
     try:
         filters = filters_from_query(user=request.user, query=request.GET)
     except FilterError as error:
-        return HttpResponse(
-            f"Invalid filters: {'; '.join(str(m) for m in error.form.errors.values())}",
-            status=400,
-            content_type="text/plain",
-        )
+        return refusal(request, f"Invalid filters: {'; '.join(str(m) for m in error.form.errors.values())}")
     if filters is None:
         raise Http404("You are in no team.")
     return filters
@@ -410,7 +406,7 @@ def log_view(request: HtmxHttpRequest) -> HttpResponse:
         try:
             page = log_page(filters, cursor=request.GET.get("after", ""))
         except BadCursor:
-            return HttpResponse("That page link is not valid: start again from the first page.", status=400)
+            return refusal(request, "That page link is not valid: start again from the first page.")
         next_query = request.GET.copy()
         next_query["after"] = page.next_cursor
         sources = record_source_links(team_id=filters.team.pk, records=page.records)
@@ -496,7 +492,7 @@ def focus_export_view(request: HtmxHttpRequest) -> HttpResponse:
         return filters
     unserved = focus_unserved(filters)
     if unserved:
-        return HttpResponse(unserved, status=400, content_type="text/plain")
+        return refusal(request, unserved)
     period = filters.period
     name = f"focus-{filters.team.slug}-{period.start:%Y%m%d-%H%M}-{period.end:%Y%m%d-%H%M}"
     response = HttpResponse(focus.focus_csv(filters), content_type="text/csv; charset=utf-8; header=present")
@@ -518,11 +514,7 @@ def export_view(request: HtmxHttpRequest, fmt: str) -> HttpResponse | StreamingH
     if fmt == "csv":
         flavour = request.GET.get("flavour") or exports.SPREADSHEET
         if flavour not in CSV_FLAVOURS:
-            return HttpResponse(
-                f"Unknown CSV flavour {flavour!r}: use {' or '.join(CSV_FLAVOURS)}.",
-                status=400,
-                content_type="text/plain",
-            )
+            return refusal(request, f"Unknown CSV flavour {flavour!r}: use {' or '.join(CSV_FLAVOURS)}.")
         content_type, suffix = CSV_FLAVOURS[flavour]
         name = f"{name}-{suffix}"
         stream = exports.csv_stream(filters, flavour=flavour)

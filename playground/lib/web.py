@@ -1,8 +1,9 @@
-"""The view layer's shared plumbing: the typed request every view takes, and service errors
-shown on a form.
+"""The view layer's shared plumbing: the typed request every view takes, service errors shown
+on a form, and a refusal answered as the app's own error page.
 
-On no floor (it imports no app), so every feature's views use the same two things instead of
-each declaring its own request class and its own way of copying a `ValidationError`.
+On no floor (it imports no app), so every feature's views use the same things instead of each
+declaring its own request class, its own way of copying a `ValidationError` and its own bare
+plain-text 400.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
 
@@ -30,3 +32,12 @@ def form_errors_add(form: forms.BaseForm, exc: ValidationError) -> None:
             form.add_error(field if field in form.fields else None, messages)
     else:
         form.add_error(None, exc.messages)
+
+
+def refusal(request: HttpRequest, message: str, *, status: int = 400) -> HttpResponse:
+    """A request refused with its reason: plain text to htmx (the page shows it where it asked),
+    else the app's own error page for `status` (`400.html`, `403.html`) with the reason on it,
+    never a bare line of text in a browser tab."""
+    if getattr(request, "htmx", False):
+        return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+    return render(request, f"{status}.html", {"message": message}, status=status)

@@ -292,14 +292,16 @@ def test_an_error_text_that_is_a_formula_is_escaped_in_the_csv(actors: Any, know
     assert row["error_text"] == '\'=cmd|"/c calc"!A1'
 
 
-def test_an_unknown_csv_flavour_is_refused_plainly(actors: Any, known: Known) -> None:
+def test_an_unknown_csv_flavour_is_refused_on_the_apps_own_error_page(actors: Any, known: Known) -> None:
     with clock(NOW):
         response = client_for(actors.owner).get(
             reverse("analytics:export", args=["csv"]), {"range": "24h", "flavour": "excel"}
         )
 
     assert response.status_code == 400
-    assert response.content.decode() == "Unknown CSV flavour 'excel': use spreadsheet or data."
+    page = response.content.decode()
+    assert "Unknown CSV flavour &#x27;excel&#x27;: use spreadsheet or data." in page
+    assert "error-card" in page and "Error 400" in page
 
 
 # --- headline figures and the log's totals ----------------------------------------------------

@@ -167,8 +167,10 @@ def test_a_garbled_or_forged_cursor_is_a_clear_400(actors: Actors, cursor: str) 
     response = client_for(actors.owner).get(LIST_URL, {"after": cursor})
 
     assert response.status_code == 400
-    assert "That page link is not valid" in response.content.decode()
-    assert "/chat/" in response.content.decode()
+    page = response.content.decode()
+    assert "That page link is not valid" in page and "/chat/" in page
+    # The app's own error page (its top bar, its card), not a bare line of text in the tab.
+    assert "error-card" in page and "Error 400" in page and 'class="topbar' in page
 
 
 def test_a_cursor_past_the_oldest_shows_no_older_conversations(actors: Actors) -> None:

@@ -38,7 +38,7 @@ from playground.chat.models import Conversation
 from playground.chat.presenters.conversations import model_choices
 from playground.chat.sockets.paths import compare_socket_path
 from playground.chat.views.lookups import conversation_or_404, found_or_404
-from playground.lib.web import HtmxHttpRequest
+from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
 from playground.providers.models import ProviderConnection
@@ -130,7 +130,7 @@ def comparison_continue_view(request: HtmxHttpRequest, comparison_id: int, colum
     except ComparisonNotFound:
         raise Http404("No such column.") from None
     except ValidationError as exc:
-        return HttpResponse(" ".join(exc.messages), status=400, content_type="text/plain; charset=utf-8")
+        return refusal(request, " ".join(exc.messages))
     if request.htmx:
         return HttpResponseClientRedirect(reverse("chat:conversation-detail", args=[conversation.pk]))
     return redirect("chat:conversation-detail", conversation_id=conversation.pk)

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -23,7 +23,7 @@ from playground.chat.presenters.messages import message_views
 from playground.chat.selectors import branch_shown
 from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
-from playground.lib.web import HtmxHttpRequest
+from playground.lib.web import HtmxHttpRequest, refusal
 from playground.usage.insights.cache_break_selectors import conversation_breaks_shown
 
 
@@ -64,7 +64,7 @@ def turn_delete_view(request: HtmxHttpRequest, conversation_id: int, message_id:
     except ConversationNotFound:
         raise Http404("No such message.") from None
     except ValidationError as exc:
-        return HttpResponseBadRequest(" ".join(exc.messages), content_type="text/plain; charset=utf-8")
+        return refusal(request, " ".join(exc.messages))
     conversation = conversation_for_run(user=request.user, conversation_id=conversation_id)
     return _messages(request, conversation)
 

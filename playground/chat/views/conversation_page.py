@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -54,7 +54,7 @@ from playground.chat.views.branches import branch_context
 from playground.chat.views.conversations import team_connections
 from playground.chat.views.lookups import conversation_or_404
 from playground.chat.views.model_picker import model_drawer_context, model_field_context
-from playground.lib.web import HtmxHttpRequest, form_errors_add
+from playground.lib.web import HtmxHttpRequest, form_errors_add, refusal
 from playground.presets.selectors import preset_list
 from playground.providers.json_problems import Issue
 from playground.providers.models import ProviderConnection
@@ -80,7 +80,7 @@ def conversation_list_view(request: HtmxHttpRequest) -> HttpResponse:
         else:
             page = conversation_page(user=request.user, cursor=cursor)
     except BadCursor:
-        return HttpResponseBadRequest(BAD_CURSOR, content_type="text/plain; charset=utf-8")
+        return refusal(request, BAD_CURSOR)
     if request.htmx.target == "conversation-results":
         return render(request, "chat/conversation_list.html#results", _results_context(request, page, query))
     connections = _runnable_connections(request)

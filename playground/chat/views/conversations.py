@@ -30,7 +30,7 @@ from playground.chat.services.conversations import (
 )
 from playground.chat.views.lookups import conversation_or_404
 from playground.chat.views.model_picker import model_drawer_context
-from playground.lib.web import HtmxHttpRequest, form_errors_add
+from playground.lib.web import HtmxHttpRequest, form_errors_add, refusal
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_list_runnable
 
@@ -52,13 +52,13 @@ def conversation_rename_view(request: HtmxHttpRequest, conversation_id: int) -> 
     except ConversationNotFound:
         raise Http404("No such conversation.") from None
     except PermissionDenied as exc:
-        return HttpResponse(str(exc), status=403, content_type="text/plain; charset=utf-8")
+        return refusal(request, str(exc), status=403)
     except ValidationError as exc:
         error = " ".join(exc.messages)
         conversation = conversation_or_404(request, conversation_id)
     if not request.htmx:
         if error:
-            return HttpResponse(error, status=400, content_type="text/plain; charset=utf-8")
+            return refusal(request, error)
         if request.POST.get("next") == "list":
             return redirect("chat:conversation-list")
         return redirect("chat:conversation-detail", conversation_id=conversation.pk)
@@ -82,7 +82,7 @@ def conversation_delete_view(request: HtmxHttpRequest, conversation_id: int) -> 
         except ConversationNotFound:
             raise Http404("No such conversation.") from None
         except PermissionDenied as exc:
-            return HttpResponse(str(exc), status=403, content_type="text/plain; charset=utf-8")
+            return refusal(request, str(exc), status=403)
         context = {
             "conversation": conversation,
             "message_count": conversation.messages.count(),
@@ -94,7 +94,7 @@ def conversation_delete_view(request: HtmxHttpRequest, conversation_id: int) -> 
     except ConversationNotFound:
         raise Http404("No such conversation.") from None
     except PermissionDenied as exc:
-        return HttpResponse(str(exc), status=403, content_type="text/plain; charset=utf-8")
+        return refusal(request, str(exc), status=403)
     if request.htmx and (request.htmx.target or "").startswith(ROW_TARGET_PREFIX):
         return HttpResponse("")  # the row goes
     if request.htmx:

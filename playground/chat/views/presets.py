@@ -8,7 +8,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpResponse, HttpResponseBadRequest, QueryDict
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -18,7 +18,7 @@ from playground.chat.services.preset_setups import (
     conversation_from_preset,
     conversation_preset_save,
 )
-from playground.lib.web import HtmxHttpRequest
+from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.models import NAME_MAX_CHARS
 from playground.presets.services import PresetNotFound
 
@@ -29,17 +29,15 @@ class PresetSaveForm(forms.Form):
     note = forms.CharField(required=False, max_length=200)
 
 
-def _plain(message: str, status: int = 400) -> HttpResponse:
-    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
-
-
 @login_required
 @require_POST
 def conversation_preset_save_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
     """Save the setup; then the preset's page, on its newest version."""
     form = PresetSaveForm(request.POST)
     if not form.is_valid():
-        return _plain("; ".join(str(message) for errors in form.errors.values() for message in errors))
+        return refusal(
+            request, "; ".join(str(message) for errors in form.errors.values() for message in errors)
+        )
     try:
         version = conversation_preset_save(
             user=request.user,
@@ -53,7 +51,7 @@ def conversation_preset_save_view(request: HtmxHttpRequest, conversation_id: int
     except ValidationError as exc:
         return redirect_back_with_error(request, conversation_id, " ".join(exc.messages))
     except PermissionDenied as exc:
-        return _plain(str(exc), status=403)
+        return refusal(request, str(exc), status=403)
     return redirect("presets:preset-detail", preset_id=version.preset_id)
 
 
@@ -79,7 +77,7 @@ def conversation_from_preset_view(request: HtmxHttpRequest, version_id: int) -> 
     except PresetVersionNotFound:
         raise Http404("No such preset version.") from None
     except ValidationError as exc:
-        return HttpResponseBadRequest(" ".join(exc.messages), content_type="text/plain; charset=utf-8")
+        return refusal(request, " ".join(exc.messages))
     except PermissionDenied as exc:
-        return _plain(str(exc), status=403)
+        return refusal(request, str(exc), status=403)
     return redirect("chat:conversation-detail", conversation_id=conversation.pk)
