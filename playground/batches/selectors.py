@@ -13,12 +13,58 @@ from django.utils import timezone
 
 from playground.accounts.selectors import AnyUser
 from playground.batches.models import Batch, BatchItem, BatchStatus, ItemState
+from playground.usage.budgets import BUDGET_EXCEEDED, budget_headroom
+from playground.usage.money import money
 
 
 def batch_list(*, user: AnyUser) -> QuerySet[Batch]:
     if not user.is_authenticated:
         return Batch.objects.none()
     return Batch.objects.filter(team__memberships__user_id=user.pk).select_related("team", "connection")
+
+
+@dataclass(frozen=True)
+class BudgetFit:
+    """What the budget a draft's items are held on (its creator's and the team's) says of it."""
+
+    blocked: str  # why it cannot run at all (not one item's worst case fits); "" when it can
+    partial: str  # why only some items would run; "" when all fit
+
+
+def batch_budget_fit(*, batch: Batch, cost: Decimal | None) -> BudgetFit | None:
+    """Whether the draft's worst case `cost` (its estimate with no cached token) fits this month's
+    budget (None: no limit, or no price card). Each item holds its own worst case as it is sent,
+    so a batch larger than what is left runs until the money runs out and the rest is refused."""
+    if cost is None or not batch.item_count:
+        return None
+    headroom = budget_headroom(team_id=batch.team_id, user_id=batch.created_by_id)
+    if headroom is None:
+        return None
+    per_item = cost / batch.item_count
+    left = (
+        f"{money(headroom.remaining)} of {headroom.whose} {money(headroom.limit)} budget remains this month"
+    )
+    if headroom.refusal(per_item) is not None:
+        return BudgetFit(
+            blocked=f"This batch cannot run now: {left}, less than one item's worst case "
+            f"({money(per_item)}). Raise the limit on the Budgets page, or wait for next month.",
+            partial="",
+        )
+    if headroom.refusal(cost) is not None:
+        fit = int(headroom.remaining / per_item) if per_item else batch.item_count
+        return BudgetFit(
+            blocked="",
+            partial=f"Its worst case is {money(cost)} and {left}: about {fit} of its "
+            f"{batch.item_count} items would run before the rest are refused for budget.",
+        )
+    return BudgetFit(blocked="", partial="")
+
+
+def batch_budget_blocked(batch: Batch) -> bool:
+    """Whether the budget cannot cover one of the batch's items now (its estimate per item)."""
+    cost = batch.estimate.get("cost") if batch.estimate else None
+    fit = batch_budget_fit(batch=batch, cost=Decimal(cost) if cost else None)
+    return fit is not None and bool(fit.blocked)
 
 
 def batch_get(*, user: AnyUser, batch_id: int) -> Batch | None:
@@ -60,6 +106,8 @@ class Progress:
     completion_tokens: int
     unpriced: int
     refused: int  # failed items the provider refused for their own input (a retry fails again)
+    budget_refused: int  # failed items the budget refused
+    budget_blocked: bool  # the budget still cannot cover one item: a retry of those fails again
     label: str  # the batch's state as the pages say it: "Failed", "Finished, 2 failed", ...
     tone: str  # how it is coloured: running, ok, warning, danger or muted
 
@@ -73,17 +121,20 @@ class Progress:
 
     @property
     def retryable(self) -> int:
-        """Failed items worth sending again (not refused for their own input)."""
-        return self.failed - self.refused
+        """Failed items worth sending again (not refused for their own input, nor for a budget
+        that still cannot cover them)."""
+        return self.failed - self.refused - (self.budget_refused if self.budget_blocked else 0)
 
 
 def batch_progress(*, batch: Batch, now: dt.datetime | None = None) -> Progress:
-    rows = batch.items.values("state", "input_refused").annotate(n=Count("id"))
+    rows = batch.items.values("state", "input_refused", "error_code").annotate(n=Count("id"))
     counts = {state.value: 0 for state in ItemState}
-    refused = 0
+    refused = budget_refused = 0
     for row in rows:
         counts[row["state"]] += row["n"]
-        refused += row["n"] if row["state"] == ItemState.FAILED and row["input_refused"] else 0
+        failed = row["state"] == ItemState.FAILED
+        refused += row["n"] if failed and row["input_refused"] else 0
+        budget_refused += row["n"] if failed and row["error_code"] == BUDGET_EXCEEDED else 0
     totals = batch.items.filter(usage_record__isnull=False).aggregate(
         cost=Sum("usage_record__total_cost"),
         prompt=Sum("usage_record__prompt_tokens"),
@@ -115,6 +166,8 @@ def batch_progress(*, batch: Batch, now: dt.datetime | None = None) -> Progress:
         completion_tokens=totals["completion"] or 0,
         unpriced=totals["unpriced"] or 0,
         refused=refused,
+        budget_refused=budget_refused,
+        budget_blocked=bool(budget_refused) and batch_budget_blocked(batch),
         label=label,
         tone=tone,
     )

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -29,6 +30,8 @@ from playground.batches.forms import BatchCreateForm, upload_limit_text
 from playground.batches.inputs import Shared, utf8_lines
 from playground.batches.models import Batch, BatchStatus, ItemState
 from playground.batches.selectors import (
+    BudgetFit,
+    batch_budget_fit,
     batch_get,
     batch_item_find,
     batch_item_get,
@@ -46,12 +49,13 @@ from playground.batches.services.actions import (
 )
 from playground.batches.services.chain import batch_nudge_if_stalled
 from playground.batches.services.drafts import (
+    BatchEstimate,
     BatchInput,
     BatchInputInvalid,
     batch_draft_create,
     batch_estimate_today,
 )
-from playground.lib.web import HtmxHttpRequest, form_errors_add
+from playground.lib.web import HtmxHttpRequest, form_errors_add, refusal
 from playground.presets.request_presets import preset_choices
 from playground.presets.selectors import preset_version_choices
 from playground.providers.models import ProviderConnection
@@ -122,9 +126,12 @@ def batch_list_view(request: HtmxHttpRequest) -> HttpResponse:
 def batch_detail_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
     batch = _batch_or_404(request, batch_id)
     state = request.GET.get("state", "")
+    estimate = batch_estimate_today(batch=batch)
+    draft = batch.status == BatchStatus.DRAFT
     context = {
         "batch": batch,
-        "estimate": batch_estimate_today(batch=batch),
+        "estimate": estimate,
+        "budget": _budget_fit(batch, estimate) if draft else None,
         "progress": batch_progress(batch=batch),
         "can_run": user_can_run(user=request.user, team_id=batch.team_id),
         "items": batch_items_page(batch=batch, state=state if state in ItemState.values else ""),
@@ -132,6 +139,11 @@ def batch_detail_view(request: HtmxHttpRequest, batch_id: int) -> HttpResponse:
         "states": ItemState.choices,
     }
     return render(request, "batches/batch_detail.html", context)
+
+
+def _budget_fit(batch: Batch, estimate: BatchEstimate) -> BudgetFit | None:
+    cost = estimate.get("cost")
+    return batch_budget_fit(batch=batch, cost=Decimal(cost) if cost else None)
 
 
 @never_cache
@@ -164,6 +176,8 @@ def batch_action_view(request: HtmxHttpRequest, batch_id: int, action: str) -> H
         actions[action](user=request.user, batch_id=batch_id)
     except BatchNotFound:
         raise Http404("No such batch.") from None
+    except ValidationError as exc:
+        return refusal(request, " ".join(exc.messages))
     cancelled_draft = action == "cancel" and batch_get(user=request.user, batch_id=batch_id) is None
     if action == "discard" or cancelled_draft:
         return redirect("batches:batch-list")

@@ -47,20 +47,25 @@ class TopBar:
 
 
 def _banner(team: Any) -> BudgetBanner | None:
+    """The team's banner this month: once its spend reached an alert threshold, and as soon as it
+    reached the limit (also when the limit was lowered under it, before any request failed)."""
     limit: Decimal | None = team.limit_usd
-    month = budget_month(team)
-    if limit is None or team.alert_month != month:
+    if limit is None:
         return None
-    spent: Decimal = team.alert_month_spent or Decimal(0)
+    month = budget_month(team)
+    spent: Decimal = (team.ledger_spent or Decimal(0)) if team.ledger_month == month else Decimal(0)
     percent = int(spent * 100 / limit) if limit else 100
-    return BudgetBanner(
-        team_id=team.pk,
-        text=(
-            f"{team.name} has spent {money(spent)} of its {money(limit)} budget for "
-            f"{month:%B} ({percent}%; the {team.alert_top}% alert was reached)."
-        ),
-        exhausted=team.alert_top >= 100,
-    )
+    exhausted = spent >= limit
+    alert = team.alert_top if team.alert_month == month and percent >= team.alert_top else None
+    if not exhausted and alert is None:
+        return None
+    text = f"{team.name} has spent {money(spent)} of its {money(limit)} budget for {month:%B} ({percent}%"
+    text += f"; the {alert}% alert was reached)." if alert is not None else ")."
+    if exhausted:
+        # The ledger's check is spent + reserved + worst case <= limit: over it, free ones fail too.
+        which = "Every request is" if spent > limit else "Requests that cost anything are"
+        text += f" {which} refused until the limit is raised or the month ends."
+    return BudgetBanner(team_id=team.pk, text=text, exhausted=exhausted)
 
 
 def topbar(request: HttpRequest) -> dict[str, Any]:

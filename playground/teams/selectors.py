@@ -30,21 +30,22 @@ def membership_for(*, user: AnyUser, team_id: int) -> Membership | None:
 
 def topbar_teams(*, user: AnyUser) -> list[Team]:
     """The user's teams for the top bar, in one query, each with what its budget banner needs:
-    `limit_usd`, the month and threshold of its latest alert (`alert_month`, `alert_top`) and
-    the team's spend in that month (`alert_month_spent`, from the ledger the alert was raised on).
+    `limit_usd`; the month and spend of its latest team ledger (`ledger_month`, `ledger_spent`);
+    the month and threshold of its latest alert (`alert_month`, `alert_top`).
 
-    The latest alert's month, not the current one: the current month depends on each team's
-    time zone, which the caller compares in Python (`budget_month`)."""
+    The latest month's, not the current one: the current month depends on each team's time
+    zone, which the caller compares in Python (`budget_month`)."""
     alerts = BudgetAlert.objects.filter(team=OuterRef("pk")).order_by("-month", "-threshold")
     ledgers = BudgetLedger.objects.filter(
-        team=OuterRef("pk"), user__isnull=True, api_key__isnull=True, month=OuterRef("alert_month")
-    )
+        team=OuterRef("pk"), user__isnull=True, api_key__isnull=True
+    ).order_by("-month")
     return list(
         team_list_for_user(user=user).annotate(
             limit_usd=F("budget__monthly_limit_usd"),
             alert_month=Subquery(alerts.values("month")[:1]),
             alert_top=Subquery(alerts.values("threshold")[:1]),
-            alert_month_spent=Subquery(ledgers.values("spent_usd")[:1]),
+            ledger_month=Subquery(ledgers.values("month")[:1]),
+            ledger_spent=Subquery(ledgers.values("spent_usd")[:1]),
         )
     )
 

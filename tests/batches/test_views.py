@@ -17,13 +17,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
-from playground.batches.services.actions import batch_confirm
+from playground.batches.selectors import batch_progress
+from playground.batches.services.actions import batch_confirm, batch_retry_failed
 from playground.batches.services.step import batch_step_run
 from playground.batches.views import csv_safe
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageRecord
+from playground.usage.budgets import BUDGET_EXCEEDED, budget_month
+from playground.usage.models import BudgetLedger, TeamBudget, UsageRecord
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.batches import NO_QUEUE_MODEL, jsonl, prompts
@@ -74,6 +76,69 @@ def test_a_valid_input_becomes_a_draft_with_a_preview_and_an_estimate(
     assert "Question 0" in page and "Confirm and run 3 items" in page
     assert "does not take Workers AI&#x27;s batch queue" in page
     assert batch.estimate["output_tokens"] == 30 and batch.estimate["cost"] is not None
+
+
+def _draft_of_forty(client: Client, connection: ProviderConnection) -> Batch:
+    """A draft whose worst case is tens of cents (a budget limit is whole cents)."""
+    _post(client, connection, jsonl(prompts(40, max_tokens=4000)))
+    return Batch.objects.get()
+
+
+def test_the_preview_says_when_the_budget_cannot_run_the_batch_or_only_part_of_it(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    client = client_for(actors.owner)
+    batch = _draft_of_forty(client, workers_connection)
+    worst = Decimal(batch.estimate["cost"])
+    url = reverse("batches:batch-detail", args=[batch.pk])
+    budget = TeamBudget.objects.create(team=actors.team, monthly_limit_usd=worst * 10)
+    assert 'id="budget-fit"' not in client.get(url).content.decode()
+
+    # Room for about half of the items (a limit is whole cents): Confirm stays, with what will happen.
+    budget.monthly_limit_usd = (worst / 2).quantize(Decimal("0.01"))
+    budget.save()
+    page = client.get(url).content.decode()
+    fit = int(budget.monthly_limit_usd / (worst / 40))
+    assert 15 <= fit <= 25
+    assert f"about {fit} of its 40 items would run before the rest are refused for budget" in page
+    assert "Confirm and run 40 items" in page
+
+    # Spent: not one item fits. No Confirm, the reason instead; a forced confirm is refused too.
+    BudgetLedger.objects.create(
+        team=actors.team, month=budget_month(actors.team), spent_usd=budget.monthly_limit_usd
+    )
+    page = client.get(url).content.decode()
+    assert "This batch cannot run now: $0.00 of the team&#x27;s" in page
+    assert "Confirm and run" not in page
+    refused = client.post(reverse("batches:batch-action", args=[batch.pk, "confirm"]))
+    assert refused.status_code == 400 and "This batch cannot run now" in refused.content.decode()
+    batch.refresh_from_db()
+    assert batch.status == "draft"
+
+
+def test_items_the_budget_refused_are_retried_only_once_it_covers_them_again(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    client = client_for(actors.owner)
+    batch = _draft_of_forty(client, workers_connection)
+    budget = TeamBudget.objects.create(team=actors.team, monthly_limit_usd=Decimal(1))
+    batch_confirm(user=actors.owner, batch_id=batch.pk)
+    batch.items.update(state=ItemState.FAILED, error="Over budget.", error_code=BUDGET_EXCEEDED)
+    Batch.objects.filter(pk=batch.pk).update(finished_at=timezone.now())
+    BudgetLedger.objects.create(team=actors.team, month=budget_month(actors.team), spent_usd=Decimal(1))
+    batch.refresh_from_db()
+
+    progress = batch_progress(batch=batch)
+    assert (progress.budget_refused, progress.budget_blocked, progress.retryable) == (40, True, 0)
+    page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
+    assert "40 items were refused by the budget. It still cannot cover one item" in page
+    assert "Retry 40 failed" not in page
+    assert batch_retry_failed(user=actors.owner, batch_id=batch.pk) == 0
+
+    budget.monthly_limit_usd = Decimal(5)
+    budget.save()
+    page = client.get(reverse("batches:batch-detail", args=[batch.pk])).content.decode()
+    assert "The budget has room again: Retry sends them." in page and "Retry 40 failed" in page
 
 
 def test_an_outsider_gets_404_and_a_viewer_cannot_run(

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from playground.accounts.models import Membership
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.domain.attachments import attachments_link, image_refusal
@@ -23,9 +24,10 @@ from playground.chat.services.uploads import attachment_upload
 from playground.providers.images import IMAGE_PROMPT_CHARS
 from playground.providers.models import ProviderConnection
 from playground.providers.usage_normalize import NormalizedUsage
+from playground.usage.budgets import BudgetExceeded, budget_month, budget_reserve
 from playground.usage.budgets.worst_case import request_worst_case_cost
 from playground.usage.metering import estimate_tokens
-from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.models import BudgetLedger, TeamBudget, UsageRecord, UsageStatus
 from playground.usage.money import money
 from playground.usage.pricing import cost_for
 from tests.support.actors import Actors
@@ -72,7 +74,7 @@ def test_at_most_and_expected_are_the_cost_function_of_the_estimates(
         other_conversation, prompt=9000, cached=0, completion=900, status=UsageStatus.OK
     )  # not this one
 
-    preflight = preflight_for(conversation=conversation, text=DRAFT)
+    preflight = preflight_for(conversation=conversation, sender_id=actors.owner.pk, text=DRAFT)
 
     request = turn_request_build(conversation=conversation, text=DRAFT)
     prompt = estimate_tokens(request.prompt_chars)
@@ -90,6 +92,51 @@ def test_at_most_and_expected_are_the_cost_function_of_the_estimates(
     assert preflight.expected.cost == cost_for(usage=expected_usage, card=card).total
     assert preflight.expected.cost is not None and preflight.expected.cost < at_most
     assert (preflight.cache_percent, preflight.expected.output_tokens, preflight.so_far.turns) == (65, 100, 2)
+
+
+def test_a_budget_that_no_longer_covers_the_worst_case_says_send_will_be_refused_before_it_is(
+    actors: Actors, conversation: Conversation
+) -> None:
+    """The team's budget first, then the member's own (tighter) one; the message is the one the
+    admission gives when Send is pressed anyway."""
+    TeamBudget.objects.create(team=actors.team, monthly_limit_usd=Decimal(1))
+    month = budget_month(actors.team)
+    BudgetLedger.objects.create(team=actors.team, month=month, spent_usd=Decimal("0.25"))
+    client = client_for(actors.teammate)
+    url = reverse("chat:preflight", args=[conversation.pk])
+
+    assert "Send will be refused" not in client.post(url, {"message": DRAFT}).content.decode()
+
+    BudgetLedger.objects.filter(team=actors.team).update(spent_usd=Decimal(1))
+    preflight = preflight_for(conversation=conversation, sender_id=actors.teammate.pk, text=DRAFT)
+    worst = money(preflight.at_most.cost or 0)
+    assert preflight.budget_refusal == (
+        f"This request could cost up to {worst}; $0.00 of the team's $1.00 budget remains this month."
+    )
+    html = client.post(url, {"message": DRAFT}).content.decode()
+    assert 'id="preflight-budget"' in html and "Send will be refused: This request could cost up to" in html
+
+    # Room on the team's budget, none on the member's own limit: theirs is named.
+    BudgetLedger.objects.filter(team=actors.team).update(spent_usd=Decimal(0))
+    Membership.objects.filter(team=actors.team, user=actors.teammate).update(
+        monthly_budget_usd=Decimal("0.00001")
+    )
+    refusal = preflight_for(
+        conversation=conversation, sender_id=actors.teammate.pk, text=DRAFT
+    ).budget_refusal
+    assert refusal is not None and "of your $0.00 budget remains" in refusal
+    owner = preflight_for(conversation=conversation, sender_id=actors.owner.pk, text=DRAFT)
+    assert owner.budget_refusal is None  # the owner has no limit of their own
+
+    # What the admission answers when Send is pressed: the same words.
+    with pytest.raises(BudgetExceeded) as refused:
+        budget_reserve(
+            team_id=actors.team.pk,
+            user_id=actors.teammate.pk,
+            amount=preflight.at_most.cost or Decimal(0),
+            card=preflight.at_most.card,
+        )
+    assert str(refused.value) == refusal
 
 
 def test_the_line_names_the_teams_override_and_its_effective_date(
@@ -111,7 +158,7 @@ def test_the_line_names_the_teams_override_and_its_effective_date(
     )
 
     html = response.content.decode()
-    preflight = preflight_for(conversation=conversation, text=DRAFT)
+    preflight = preflight_for(conversation=conversation, sender_id=actors.owner.pk, text=DRAFT)
     assert preflight.at_most.card.card is not None and preflight.at_most.card.card.team_id == actors.team.pk
     assert f"at most {money(preflight.at_most.cost or 0)}" in html
     assert f"expected {money(preflight.expected.cost or 0)}" in html
@@ -178,7 +225,9 @@ def test_images_count_as_the_send_counts_them_without_reading_their_files(
     )
     ids = [attachment.pk for attachment in draft.accepted]
 
-    preflight = preflight_for(conversation=conversation, text="And this one?", attachment_ids=ids)
+    preflight = preflight_for(
+        conversation=conversation, sender_id=actors.owner.pk, text="And this one?", attachment_ids=ids
+    )
 
     request = turn_request_build(conversation=conversation, text="And this one?", attachments=draft.accepted)
     assert preflight.prompt_tokens == estimate_tokens(request.prompt_chars)

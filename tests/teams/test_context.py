@@ -61,10 +61,31 @@ def test_the_top_bar_reads_every_team_and_its_banner_in_one_query(
     assert banners == [
         (f"Alpha has spent $8.50 of its $10.00 budget for {month} (85%; the 80% alert was reached).", False),
         (
-            f"Bravo has spent $10.00 of its $10.00 budget for {month} (100%; the 100% alert was reached).",
+            f"Bravo has spent $10.00 of its $10.00 budget for {month} (100%; the 100% alert was reached)."
+            " Requests that cost anything are refused until the limit is raised or the month ends.",
             True,
         ),
     ], "Charlie's alert was last month: no banner"
+
+
+def test_a_limit_lowered_under_the_spend_shows_the_banner_before_any_request_fails(actors: Actors) -> None:
+    """No alert was raised (the spend was far under the old limit), yet nothing can run now."""
+    _budget(actors.team, spent="4", alerts=[])
+    client = client_for(actors.owner)
+    assert "has spent" not in client.get("/chat/").content.decode()
+
+    TeamBudget.objects.filter(team=actors.team).update(monthly_limit_usd=Decimal(3))
+    page = client.get("/chat/").content.decode()
+
+    month = f"{budget_month(actors.team):%B}"
+    assert (
+        f"Alpha has spent $4.00 of its $3.00 budget for {month} (133%). Every request is refused until "
+        "the limit is raised or the month ends." in page
+    )
+    assert "budget-banner-exhausted" in page
+
+    TeamBudget.objects.filter(team=actors.team).update(monthly_limit_usd=Decimal(20))  # raised: gone
+    assert "has spent" not in client.get("/chat/").content.decode()
 
 
 def test_a_full_page_asks_for_the_budget_alerts_once_whatever_the_number_of_teams(actors: Actors) -> None:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
 from playground.batches.models import Batch, BatchItem, BatchStatus, ItemState
-from playground.batches.selectors import batch_get
+from playground.batches.selectors import batch_budget_blocked, batch_budget_fit, batch_get
 from playground.batches.services.chain import finish_if_complete, start_chain
+from playground.batches.services.drafts import batch_estimate_today
+from playground.usage.budgets import BUDGET_EXCEEDED
 
 
 class BatchNotFound(Exception):
@@ -17,10 +22,15 @@ class BatchNotFound(Exception):
 
 
 def batch_confirm(*, user: User, batch_id: int) -> Batch:
-    """Queue a draft: it is submitted now, and its items are priced by today's cards."""
+    """Queue a draft: it is submitted now, and its items are priced by today's cards. Refused
+    (`ValidationError`) when the budget cannot cover even one item's worst case."""
     batch = _batch_for_run(user=user, batch_id=batch_id)
     if batch.status != BatchStatus.DRAFT:
         return batch
+    cost = batch_estimate_today(batch=batch).get("cost")
+    fit = batch_budget_fit(batch=batch, cost=Decimal(cost) if cost else None)
+    if fit is not None and fit.blocked:
+        raise ValidationError(fit.blocked)
     now = timezone.now()
     with transaction.atomic():
         batch.status = BatchStatus.RUNNING
@@ -57,13 +67,16 @@ def batch_retry_failed(*, user: User, batch_id: int) -> int:
     """Send the failed items again, each as a new attempt (a new usage record). Returns how many.
 
     Items the provider refused for their own input are left failed: the same request would be
-    refused again (the page says so, and which lines to fix).
+    refused again (the page says so, and which lines to fix); so are items the budget refused
+    while it still cannot cover one.
     """
     batch = _batch_for_run(user=user, batch_id=batch_id)
     if batch.status == BatchStatus.DRAFT:
         return 0
     with transaction.atomic():
         retryable = batch.items.filter(state=ItemState.FAILED, input_refused=False)
+        if batch_budget_blocked(batch):
+            retryable = retryable.exclude(error_code=BUDGET_EXCEEDED)
         failed = list(retryable.values_list("pk", "attempt"))
         for pk, attempt in failed:
             BatchItem.objects.filter(pk=pk, state=ItemState.FAILED).update(

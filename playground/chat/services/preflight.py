@@ -9,6 +9,9 @@ cost function (`usage.estimates`) and the card that would price the record:
   before sending (`usage.budgets.worst_case`);
 - expected: the prompt with the cached share this conversation's answered turns have had, and
   an answer as long as their average (at most `max_tokens`; before any answer, `max_tokens`).
+
+And whether Send would be refused before anything is sent: a prompt longer than the model's
+window, or a worst case the sender's budget (the team's or their own) no longer covers.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from playground.chat.models import Conversation
 from playground.chat.selectors import UsageSoFar, conversation_usage_so_far
 from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
+from playground.usage.budgets import budget_headroom
 from playground.usage.budgets.worst_case import request_max_tokens
 from playground.usage.estimates import CostEstimate, cost_estimate, worst_case_estimate
 from playground.usage.metering import estimate_tokens
+from playground.usage.pricing import ZERO
 from playground.usage.records import price_card_known
 
 # From this share of the context window on, the composer warns that the prompt nears it.
@@ -40,6 +45,7 @@ class Preflight:
     expected: CostEstimate
     so_far: UsageSoFar
     context_window: int | None  # None: the catalogue does not know the model's
+    budget_refusal: str | None = None  # what the budget would answer Send now; None: it fits
 
     @property
     def cache_share(self) -> Decimal:
@@ -88,10 +94,16 @@ class PreflightUnavailable(Exception):
 
 
 def preflight_for(
-    *, conversation: Conversation, text: str, attachment_ids: Sequence[int] = (), after: int = CURRENT_LEAF
+    *,
+    conversation: Conversation,
+    sender_id: int,
+    text: str,
+    attachment_ids: Sequence[int] = (),
+    after: int = CURRENT_LEAF,
 ) -> Preflight:
     """The next turn's figures for the draft `text` and images, after the message `after` (the
-    last one on the page). Raises `PreflightUnavailable`."""
+    last one on the page), sent by the user `sender_id` (whose budget it is held on). Raises
+    `PreflightUnavailable`."""
     if conversation.connection is None:
         raise PreflightUnavailable("This conversation's connection was deleted.")
     try:
@@ -112,13 +124,16 @@ def preflight_for(
     so_far = conversation_usage_so_far(conversation=conversation)
     answer = min(max_tokens, round(so_far.completion_tokens / so_far.turns)) if so_far.turns else max_tokens
     model = catalog_model_serving(model_id=conversation.model_id, day=today)
+    at_most = worst_case_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens)
+    headroom = budget_headroom(team_id=conversation.team_id, user_id=sender_id)
     return Preflight(
-        at_most=worst_case_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens),
+        at_most=at_most,
         expected=cost_estimate(
             card=card, prompt_tokens=prompt, output_tokens=answer, cache_share=_share(so_far)
         ),
         so_far=so_far,
         context_window=model.context_window if model is not None else None,
+        budget_refusal=headroom.refusal(at_most.cost or ZERO) if headroom is not None else None,
     )
 
 

@@ -75,6 +75,7 @@ def preflight_view(request: HtmxHttpRequest, conversation_id: int) -> HttpRespon
     try:
         preflight = preflight_for(
             conversation=conversation,
+            sender_id=request.user.pk,
             text=request.POST.get("message", ""),
             attachment_ids=_ids(request.POST),
             after=_after(request.POST),

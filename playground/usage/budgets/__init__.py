@@ -35,7 +35,14 @@ from playground.usage.budgets.settlement import (
     budget_settle_many,
     record_cost_for_budget,
 )
-from playground.usage.budgets.status import BudgetStatus, budget_status, key_spend, member_spend
+from playground.usage.budgets.status import (
+    BudgetStatus,
+    Headroom,
+    budget_headroom,
+    budget_status,
+    key_spend,
+    member_spend,
+)
 from playground.usage.budgets.worst_case import request_worst_case_cost
 
 __all__ = [
@@ -44,10 +51,12 @@ __all__ = [
     "BudgetExceeded",
     "BudgetRequest",
     "BudgetStatus",
+    "Headroom",
     "KeyBudget",
     "Reservation",
     "UnpricedRefused",
     "budget_alerts_after",
+    "budget_headroom",
     "budget_month",
     "budget_reconcile",
     "budget_reservations_sweep",

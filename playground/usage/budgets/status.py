@@ -6,13 +6,15 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from playground.accounts.models import Team
 from playground.usage.budgets.months import budget_month, month_bounds
 from playground.usage.models import BudgetAlert, BudgetLedger, TeamBudget, UsageRecord
+from playground.usage.money import money
 from playground.usage.pricing import ZERO
+from playground.usage.statements.admission import team_with_limits
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,51 @@ def budget_status(*, team: Team, now: dt.datetime | None = None) -> BudgetStatus
             .values_list("threshold", flat=True)
         ),
     )
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What is left this month of the tightest budget a member's requests are held on."""
+
+    whose: str  # "the team's" or "your", as the admission's refusal says it
+    limit: Decimal
+    spent: Decimal
+    reserved: Decimal
+
+    @property
+    def remaining(self) -> Decimal:
+        return max(ZERO, self.limit - self.spent - self.reserved)
+
+    def refusal(self, amount: Decimal) -> str | None:
+        """What the admission would answer a request holding `amount` now (its own conditional
+        UPDATE decides; this reads), or None when it fits."""
+        if self.spent + self.reserved + amount <= self.limit:
+            return None
+        return (
+            f"This request could cost up to {money(amount)}; {money(self.remaining)} of {self.whose} "
+            f"{money(self.limit)} budget remains this month."
+        )
+
+
+def budget_headroom(*, team_id: int, user_id: int | None) -> Headroom | None:
+    """The team's or the member's budget this month, whichever has less left (None: neither has a
+    limit), for pages that say before sending whether a request would be refused."""
+    team, team_limit, _, member_limit = team_with_limits(team_id=team_id, user_id=user_id)
+    if team_limit is None and member_limit is None:
+        return None
+    ledgers = BudgetLedger.objects.filter(team_id=team_id, month=budget_month(team), api_key__isnull=True)
+    owners = Q(user__isnull=True) | Q(user_id=user_id) if user_id is not None else Q(user__isnull=True)
+    rows = ledgers.filter(owners).values_list("user_id", "spent_usd", "reserved_usd")
+    held: dict[int | None, tuple[Decimal, Decimal]] = {
+        owner: (spent, reserved) for owner, spent, reserved in rows
+    }
+    budgets = [(None, team_limit, "the team's"), (user_id, member_limit, "your")]
+    rooms = [
+        Headroom(whose, limit, *held.get(owner, (ZERO, ZERO)))
+        for owner, limit, whose in budgets
+        if limit is not None
+    ]
+    return min(rooms, key=lambda room: room.limit - room.spent - room.reserved)
 
 
 def month_end_forecast(*, team: Team, spent: Decimal, now: dt.datetime) -> Decimal:
