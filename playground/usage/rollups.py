@@ -59,9 +59,11 @@ from playground.usage.models import (
     UsageTeamHourly,
 )
 from playground.usage.statements.rollups import (
+    BucketRow,
+    Extremes,
     records_lock_against_writes,
     rollup_insert_select,
-    rollup_upsert,
+    rollup_upsert_many,
 )
 
 UTC = dt.UTC
@@ -161,8 +163,9 @@ BucketKey = tuple[type[Any], tuple[tuple[str, Any], ...]]
 
 def rollups_add(records: Iterable[UsageRecord]) -> None:
     """Add freshly written records to their buckets (inside their transaction): one upsert per
-    bucket however many of the records fall into it, so records written together
-    (`usage_records_create_many`) cost a few statements, not ten each."""
+    table for all its buckets, however many records fall into them, so records written together
+    (`usage_records_create_many`) cost a few statements, not ten each, whatever the number of
+    models, keys and members among them."""
     sums: dict[BucketKey, dict[str, int]] = {}
     spans: dict[BucketKey, tuple[dt.datetime, dt.datetime]] = {}  # a conversation's first and last day
     for record in records:
@@ -175,12 +178,15 @@ def rollups_add(records: Iterable[UsageRecord]) -> None:
                 day = day_start(record.created_at)
                 first, last = spans.get(bucket, (day, day))
                 spans[bucket] = (min(first, day), max(last, day))
+    rows: dict[type[Any], list[BucketRow]] = {}
     for (table, items), totals in sums.items():
-        extremes = None
+        extremes: Extremes = {}
         if table is UsageConversationTotal:
             first, last = spans[(table, items)]
             extremes = {"first_bucket": (first, "<"), "last_bucket": (last, ">")}
-        rollup_upsert(table, dict(items), totals, extremes=extremes)
+        rows.setdefault(table, []).append((dict(items), totals, extremes))
+    for table in sorted(rows, key=lambda model: model.__name__):  # every writer in the same order
+        rollup_upsert_many(table, rows[table])
 
 
 def _buckets(record: UsageRecord) -> Iterator[tuple[type[Any], dict[str, Any], dict[str, int]]]:

@@ -1,9 +1,10 @@
-"""The rollups' statements: one bucket's upsert, the rebuild's INSERT ... SELECT, and its lock.
+"""The rollups' statements: the buckets' upsert, the rebuild's INSERT ... SELECT, and its lock.
 
-Each bucket is one upsert, `INSERT ... ON CONFLICT (key) DO UPDATE SET n = n + excluded.n`,
-the same statement on SQLite and PostgreSQL: concurrent writers of the same bucket serialize on
-its row and none of their increments is lost (no read-modify-write in Python). The rebuild
-inserts what an ORM `SELECT ... GROUP BY` returns, under its `r_<column>` aliases.
+A table's buckets are one upsert, `INSERT ... VALUES (...), (...) ON CONFLICT (key) DO UPDATE
+SET n = n + excluded.n`, the same statement on SQLite and PostgreSQL: concurrent writers of the
+same bucket serialize on its row and none of their increments is lost (no read-modify-write in
+Python). The rebuild inserts what an ORM `SELECT ... GROUP BY` returns, under its `r_<column>`
+aliases.
 """
 
 from __future__ import annotations
@@ -17,30 +18,55 @@ from django.db.models import Model, QuerySet
 from playground.usage.models import UsageRecord
 from playground.usage.statements import raw_sql
 
+# One bucket's row: its key (dimensions), what it adds (measures), and its extremes (a value and
+# "<" to keep the lower, ">" the higher).
+type Extremes = dict[str, tuple[Any, str]]
+type BucketRow = tuple[dict[str, Any], dict[str, int], Extremes]
+
+# Rows per statement: far under SQLite's 32,766 parameters for the widest table.
+ROWS_PER_STATEMENT = 200
+
 
 def rollup_upsert(
     model: type[Model],
     dimensions: dict[str, Any],
     measures: dict[str, int],
     *,
-    extremes: dict[str, tuple[Any, str]] | None = None,
+    extremes: Extremes | None = None,
 ) -> None:
     """Add `measures` to the row of `dimensions`; `extremes` columns keep the lower ("<") or higher (">")."""
-    extremes = extremes or {}
-    params = (
-        [raw_sql.db_value(model, name, value) for name, value in dimensions.items()]
-        + list(measures.values())
-        + [raw_sql.db_value(model, name, value) for name, (value, _) in extremes.items()]
-    )
-    sql = _upsert_sql(
-        model,
-        tuple(dimensions),
-        tuple((name, bool(value)) for name, value in measures.items()),
-        tuple((name, keep) for name, (_, keep) in extremes.items()),
-        connection.vendor,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    rollup_upsert_many(model, [(dimensions, measures, extremes or {})])
+
+
+def rollup_upsert_many(model: type[Model], rows: list[BucketRow]) -> None:
+    """`rollup_upsert` for several buckets of one table at once, in one statement: each row a
+    distinct key, all with the same columns. Rows are written in key order, so two writers
+    that share buckets lock them in the same order."""
+    if not rows:
+        return
+    dimensions, measures, extremes = (tuple(part) for part in rows[0])
+    rows = sorted(rows, key=lambda row: tuple(row[0].values()))
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start : start + ROWS_PER_STATEMENT]
+        params = [
+            value
+            for keys, adds, kept in chunk
+            for value in (
+                *(raw_sql.db_value(model, name, keys[name]) for name in dimensions),
+                *(adds[name] for name in measures),
+                *(raw_sql.db_value(model, name, kept[name][0]) for name in extremes),
+            )
+        ]
+        sql = _upsert_sql(
+            model,
+            dimensions,
+            tuple((name, any(adds[name] for _, adds, _ in chunk)) for name in measures),
+            tuple((name, rows[0][2][name][1]) for name in extremes),
+            connection.vendor,
+            len(chunk),
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
 
 
 @functools.cache
@@ -50,9 +76,10 @@ def _upsert_sql(
     measures: tuple[tuple[str, bool], ...],
     extremes: tuple[tuple[str, str], ...],
     vendor: str,
+    rows: int,
 ) -> str:
     """The upsert's statement, made once per shape (issue 24: quoting its 40 names each time
-    was a fifth of a settlement's time). `measures`: each name and whether its value is not 0."""
+    was a fifth of a settlement's time). `measures`: each name and whether any row adds to it."""
     quote, table = raw_sql.quoted, raw_sql.table(model)
     columns = [*dimensions, *(name for name, _ in measures), *(name for name, _ in extremes)]
     sets = [
@@ -64,12 +91,15 @@ def _upsert_sql(
         f"THEN excluded.{quote(name)} ELSE {table}.{quote(name)} END"
         for name, keep in extremes
     ]
-    increments = ", ".join(sets)
+    increments = ", ".join(sets)  # never empty: every bucket counts its requests
     # Only quoted identifiers from our own models are formatted in; every value is a parameter.
     column_list = ", ".join(quote(c) for c in columns)
-    placeholders = ", ".join(["%s"] * len(columns))
+    row = "(" + ", ".join(["%s"] * len(columns)) + ")"
     key = ", ".join(quote(c) for c in dimensions)
-    return f"INSERT INTO {table} ({column_list}) VALUES ({placeholders}) ON CONFLICT ({key}) DO UPDATE SET {increments}"  # noqa: S608, E501
+    return (
+        f"INSERT INTO {table} ({column_list}) VALUES {', '.join([row] * rows)} "  # noqa: S608
+        f"ON CONFLICT ({key}) DO UPDATE SET {increments}"
+    )
 
 
 def rollup_insert_select(model: type[Any], select: QuerySet[Any]) -> None:

@@ -8,13 +8,16 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce, TruncDay
+from django.test.utils import CaptureQueriesContext
 
 from playground.usage.models import UsageConversationDaily, UsageConversationTotal, UsageRecord
 from playground.usage.rollups import as_e10
 from playground.usage.statements.rollups import (
+    BucketRow,
     records_lock_against_writes,
     rollup_insert_select,
     rollup_upsert,
+    rollup_upsert_many,
 )
 from tests.support.actors import Actors
 from tests.usage.statements.orm import column_values
@@ -89,6 +92,53 @@ def test_upserts_of_one_bucket_add_up_to_the_row_the_orm_would_create(actors: Ac
         **{name: sum(measures[name] for measures, _ in adds) for name in adds[0][0]},
     )
     assert _row(UsageConversationTotal, conversation_id=1) == _row(UsageConversationTotal, conversation_id=2)
+
+
+def test_one_statement_for_several_buckets_writes_what_one_upsert_each_writes(actors: Actors) -> None:
+    """New buckets and existing ones mixed, given out of key order, each with its own extremes:
+    conversations 1-3 are written in one statement, 11-13 one by one, and the rows are equal."""
+    team = actors.team.pk
+
+    def bucket(conversation: int, day: dt.datetime, requests: int) -> BucketRow:
+        measures = {
+            "requests": requests,
+            "prompt_tokens": 10 * requests,
+            "cached_tokens": 0,
+            "completion_tokens": requests,
+            "total_cost_e10": 3 * requests,
+        }
+        return (
+            {"team_id": team, "conversation_id": conversation},
+            measures,
+            {
+                "first_bucket": (day, "<"),
+                "last_bucket": (day, ">"),
+            },
+        )
+
+    for base in (0, 10):  # conversation 2 (and 12) exists before
+        rollup_upsert(
+            UsageConversationTotal, *bucket(base + 2, DAY, 1)[:2], extremes=bucket(base + 2, DAY, 1)[2]
+        )
+    rows = [
+        bucket(3, DAY + dt.timedelta(days=1), 4),
+        bucket(1, DAY, 2),
+        bucket(2, DAY - dt.timedelta(days=3), 5),
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        rollup_upsert_many(UsageConversationTotal, rows)
+    for keys, measures, extremes in rows:
+        moved = {**keys, "conversation_id": keys["conversation_id"] + 10}
+        rollup_upsert(UsageConversationTotal, moved, measures, extremes=extremes)
+
+    assert len(queries.captured_queries) == 1
+    for conversation in (1, 2, 3):
+        assert _row(UsageConversationTotal, conversation_id=conversation) == _row(
+            UsageConversationTotal, conversation_id=conversation + 10
+        )
+    two = UsageConversationTotal.objects.get(conversation_id=2)
+    assert (two.requests, two.first_bucket, two.last_bucket) == (6, DAY - dt.timedelta(days=3), DAY)
 
 
 def test_an_insert_of_a_grouped_select_writes_the_rows_bulk_create_writes(actors: Actors) -> None:
