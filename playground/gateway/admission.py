@@ -180,7 +180,7 @@ def _admitted(prepared: _Prepared, rate: RateState) -> Admitted:
         held_at_admission=True,
     )
     if routed is not None:
-        call.context = replace(call.context, route=routed.begin(str(call.context.request_id)))
+        call.route = routed.begin(str(call.context.request_id))
     return Admitted(
         key=key,
         adapter=prepared.adapter,

@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import aclosing, suppress
-from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -184,7 +183,7 @@ class _Relay:
                         self.head = event
                         if routed is not None and event.status < 400:
                             # Its record says the status and how long the upstream took to answer.
-                            call.context = replace(call.context, route=routed.end(event.status, ""))
+                            call.route = routed.end(event.status, "")
                             routed_success(routed, self.admitted.key.team_id, self.admitted.request)
                     case WireBytes(data=data) if self.stream:
                         await self._stream_bytes(data)
@@ -204,7 +203,7 @@ class _Relay:
         step = routed.after_failure(error, refused=refused)
         status = BUDGET if refused else failure_kind(error)
         moved_on = "" if step is None else (BUDGET if refused else str(status))
-        call.context = replace(call.context, route=routed.end(status, moved_on))
+        call.route = routed.end(status, moved_on)
         return step
 
     async def _next_attempt(self, step: Next) -> None:
@@ -238,7 +237,7 @@ class _Relay:
             return adapter, call
 
         adapter, call = await db_run(build)
-        call.context = replace(call.context, route=routed.begin(str(call.context.request_id)))
+        call.route = routed.begin(str(call.context.request_id))
         self.head, self.error, self.body = None, None, bytearray()
         admitted.adapter, admitted.call = adapter, call
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BUDGET = "budget"
+# One generator for every backoff's jitter: seeding a new one per request read the OS's entropy
+# (about 14 µs, more than the rest of a routed request's bookkeeping); safe to share.
+_JITTER = random.Random()
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ class RoutedRequest:
         # them), and the target its session stuck to then: a success writes only what changed.
         self.failing = failing or set()
         self.sticky_was = sticky_was
-        self.rng = rng or random.Random()
+        self.rng = rng or _JITTER
         self.attempts: list[Attempt] = []
         self.target = plan.targets[0]
         self.position = 0  # of `target` in the plan's order

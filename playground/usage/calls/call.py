@@ -34,7 +34,7 @@ from playground.usage.calls.budget import (
     Refused,
     calls_hold_together,
 )
-from playground.usage.calls.context import RequestContext
+from playground.usage.calls.context import RequestContext, RouteRecord
 from playground.usage.calls.settlement import Grouped, Settlement, settle
 from playground.usage.metering import Outcome, UsageMeter
 from playground.usage.models import UsageRecord
@@ -66,6 +66,9 @@ class MeteredCall:
     # Set by the caller before it cancels the stream because the user asked to (Stop): the
     # record then says so, where a cancellation alone reads as a client that went away.
     stopped_by_user: bool = field(default=False, init=False)
+    # What a routing policy decided so far, set by the gateway as the attempt goes (a plain
+    # attribute: copying the frozen context for each step cost a routed request ~15 µs).
+    route: RouteRecord | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         # The record keeps the body as the adapter sends it (redacted), whatever path sent it,
@@ -75,6 +78,11 @@ class MeteredCall:
             request_body=self.adapter.body_as_sent(self.request),
             answer_format=answer_format(self.request.response_format),
         )
+
+    @property
+    def record_context(self) -> RequestContext:
+        """The context its record is written from: with the routing decision, when there is one."""
+        return self.context if self.route is None else replace(self.context, route=self.route)
 
     @property
     def reservation(self) -> Reservation | None:

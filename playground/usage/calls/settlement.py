@@ -78,10 +78,13 @@ type Settlement = Alone | Grouped
 class Settling(Protocol):
     """A call that has ended (`outcome` set) and waits for its record and settlement."""
 
-    context: RequestContext
     outcome: Outcome | None
     record: UsageRecord | None
     settlement: Settlement
+
+    @property
+    def record_context(self) -> RequestContext:
+        """What its record says of the request (its context, with what was decided as it ran)."""
 
     @property
     def reservation(self) -> Reservation | None:
@@ -117,13 +120,13 @@ def _store(call: Settling, outcome: Outcome) -> None:
     settlement = call.settlement
     if isinstance(settlement, Alone) and settlement.atomic:
         with transaction.atomic():
-            call.record = usage_record_create(context=call.context, outcome=outcome)
+            call.record = usage_record_create(context=call.record_context, outcome=outcome)
             settlement.keep(call.record, outcome)
         return
     try:
-        call.record = usage_record_create(context=call.context, outcome=outcome)
+        call.record = usage_record_create(context=call.record_context, outcome=outcome)
     except Exception:  # even the minimal record failed; the result is still worth keeping
-        logger.exception("no usage record could be written for a %s request", call.context.path)
+        logger.exception("no usage record could be written for a %s request", call.record_context.path)
     if isinstance(settlement, Alone):
         settlement.keep(call.record, outcome)
 
@@ -133,7 +136,7 @@ def calls_settle_together(calls: Sequence[Settling]) -> None:
     settled = []
     for call in calls:
         assert call.outcome is not None
-        settled.append((call.context, call.outcome))
+        settled.append((call.record_context, call.outcome))
     try:
         with transaction.atomic():
             records = usage_records_create_many(settled)
