@@ -27,6 +27,7 @@ from playground.routing.plan import RequestFacts, Target
 from playground.routing.problems import RouteUnavailable
 from playground.routing.resolve import plan_make
 from playground.routing.selectors import routing_budget_used, team_routing
+from playground.routing.session_infer import session_inferred
 from playground.routing.sticky import sticky_target
 from playground.usage.api_keys import api_key_for_secret, api_key_touch, api_keys_for_secrets
 from playground.usage.calls.budget import calls_hold_together
@@ -147,9 +148,7 @@ def _prepared(request: AdmissionRequest, keys: dict[str, ApiKey]) -> _Prepared |
     routed = _routed(key, request) if key.follows_policy else None
     chat = client.chat
     if routed is not None and routed.affinity_added:
-        chat = replace(
-            chat, affinity_key=session_affinity_key(key.team_id, request.headers.attribution.session)
-        )
+        chat = replace(chat, affinity_key=session_affinity_key(key.team_id, routed.session))
     adapter, chat = attempt_adapter(
         key,
         routed.target if routed is not None else None,
@@ -201,7 +200,11 @@ def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
         return None
     assert key.connection is not None
     client, attribution = request.client, request.headers.attribution
-    session = attribution.session
+    policy = routing.policy
+    session, inferred = attribution.session, False
+    if not session and not request.headers.affinity_key and (policy.auto_affinity or policy.sticky_sessions):
+        session = session_inferred(key_id=key.pk, end_user=attribution.end_user, body=client.body)
+        inferred = bool(session)
     health: dict[Target, TargetHealth] = {}  # each target the plan looks at, read once
 
     def cooling(target: Target) -> bool:
@@ -209,7 +212,7 @@ def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
             health[target] = target_health(target)
         return health[target].cooling
 
-    sticky = sticky_target(key.team_id, session) if routing.policy.sticky_sessions and session else None
+    sticky = sticky_target(key.team_id, session) if policy.sticky_sessions and session else None
     try:
         plan = plan_make(
             routing,
@@ -236,4 +239,11 @@ def _routed(key: ApiKey, request: AdmissionRequest) -> RoutedRequest | None:
         raise GatewayError(503, "route_unavailable", str(exc)) from None
     affinity_added = plan.auto_affinity and bool(session) and not request.headers.affinity_key
     failing = {target for target, state in health.items() if state.failing}
-    return RoutedRequest(plan, affinity_added=affinity_added, failing=failing, sticky_was=sticky)
+    return RoutedRequest(
+        plan,
+        session=session,
+        session_inferred=inferred,
+        affinity_added=affinity_added,
+        failing=failing,
+        sticky_was=sticky,
+    )

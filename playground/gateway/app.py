@@ -184,7 +184,7 @@ class _Relay:
                         if routed is not None and event.status < 400:
                             # Its record says the status and how long the upstream took to answer.
                             call.route = routed.end(event.status, "")
-                            routed_success(routed, self.admitted.key.team_id, self.admitted.request)
+                            routed_success(routed, self.admitted.key.team_id)
                     case WireBytes(data=data) if self.stream:
                         await self._stream_bytes(data)
                     case WireBytes(data=data):

@@ -18,16 +18,13 @@ import logging
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from playground.providers.events import UpstreamError
 from playground.routing.cooldown import target_succeeded
 from playground.routing.plan import CONNECT_ERROR, TIMEOUT, RoutePlan, Target
 from playground.routing.sticky import sticky_keep
 from playground.usage.calls.context import RouteRecord
-
-if TYPE_CHECKING:
-    from playground.gateway.admission import AdmissionRequest
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +82,17 @@ class RoutedRequest:
         self,
         plan: RoutePlan,
         *,
+        session: str = "",
+        session_inferred: bool = False,
         affinity_added: bool,
         failing: set[Target] | None = None,
         sticky_was: Target | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.plan = plan
+        # The session its affinity key and stickiness follow: the one the client named, or one
+        # inferred from its messages (`routing.session_infer`); "" for none.
+        self.session, self.session_inferred = session, session_inferred
         self.affinity_added = affinity_added
         # Targets with failures counted when the request was admitted (its success forgets
         # them), and the target its session stuck to then: a success writes only what changed.
@@ -180,6 +182,7 @@ class RoutedRequest:
                 else None
             ),
             "affinity_added": self.affinity_added,
+            "session_inferred": self.session_inferred,
         }
         return RouteRecord(
             rule=self.plan.rule, fell_back=self.fell_back, downgraded=self.downgraded, detail=detail
@@ -199,11 +202,11 @@ class RoutedRequest:
 _after_success: set[asyncio.Task[None]] = set()
 
 
-def routed_success(routed: RoutedRequest, team_id: int, request: AdmissionRequest | None) -> None:
+def routed_success(routed: RoutedRequest, team_id: int) -> None:
     """The target answered: its failures are forgotten, and a sticky session keeps it. Only what
     changed is written (most requests: nothing), in a task of its own: off the answer's path,
     and not cancelled with the relay when the client, answered, hangs up."""
-    session = request.headers.attribution.session if request is not None else ""
+    session = routed.session
     forget = routed.target in routed.failing or len(routed.attempts) > 1
     keep = routed.plan.sticky and bool(session) and routed.sticky_was != routed.target
     if not forget and not keep:

@@ -274,10 +274,42 @@ def test_a_session_without_an_affinity_key_gets_one_on_every_attempt(
 
     keys = [request.headers.get("x-session-affinity") for request in fake_upstream.requests]
     assert keys[0] is not None and keys[0].startswith("pg-") and keys[0] == keys[1]
-    assert keys[2:] == ["mine", None]
+    assert keys[2] == "mine"
+    # No session named at all: one inferred from its messages (another one, another key).
+    assert keys[3] is not None and keys[3].startswith("pg-") and keys[3] != keys[0]
     records = records_written(4)
     assert records[1].affinity_key == keys[0] and decision(records[1])["affinity_added"] is True
+    assert decision(records[1])["session_inferred"] is False
     assert decision(records[2])["affinity_added"] is False
+    assert decision(records[3])["affinity_added"] is True and decision(records[3])["session_inferred"] is True
+
+
+def test_a_client_that_names_no_session_gets_one_affinity_key_per_conversation(
+    gateway: LiveApp, routed_key: IssuedKey, actors: Actors, fake_upstream: FakeUpstream
+) -> None:
+    """Two conversations of one key, interleaved, neither naming a session nor an affinity key:
+    each turn extends its own conversation's messages, so each conversation keeps one key, and
+    the two differ. With `auto_affinity` off, nothing is added."""
+    policy(actors, rules=[fallback_rule(PRIMARY)])
+
+    def turn(history: list[dict[str, str]], question: str) -> list[dict[str, str]]:
+        messages = [*history, {"role": "user", "content": question}]
+        assert post(gateway, routed_key, {**BODY, "messages": messages}).status_code == 200
+        return [*messages, {"role": "assistant", "content": f"About {question}."}]
+
+    system = {"role": "system", "content": "You are terse."}
+    paris, rome = [system], [system]
+    for step in range(3):
+        paris = turn(paris, f"Paris, part {step}")
+        rome = turn(rome, f"Rome, part {step}")
+    keys = [request.headers.get("x-session-affinity") for request in fake_upstream.requests]
+    assert all(key is not None and key.startswith("pg-") for key in keys)
+    assert len(set(keys[0::2])) == 1 and len(set(keys[1::2])) == 1 and keys[0] != keys[1]
+    assert all(decision(record)["session_inferred"] for record in records_written(6))
+
+    policy(actors, rules=[fallback_rule(PRIMARY)], auto_affinity=False)
+    turn(paris, "Paris, part 3")
+    assert "x-session-affinity" not in fake_upstream.requests[-1].headers
 
 
 def test_a_target_that_keeps_failing_cools_down(
