@@ -36,6 +36,7 @@ class RoutingView:
     requested_model: str
     downgrade: dict[str, Any] | None
     affinity_added: bool
+    session_inferred: bool  # its session was inferred from its messages (the client named none)
 
 
 def record_routing(record: UsageRecord) -> RoutingView | None:
@@ -71,6 +72,7 @@ def record_routing(record: UsageRecord) -> RoutingView | None:
         requested_model=str(decision.get("requested_model") or ""),
         downgrade=decision.get("downgrade") if isinstance(decision.get("downgrade"), dict) else None,
         affinity_added=bool(decision.get("affinity_added")),
+        session_inferred=bool(decision.get("session_inferred")),
     )
 
 

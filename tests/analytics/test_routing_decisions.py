@@ -78,6 +78,12 @@ def test_the_record_page_shows_the_decision_and_links_each_attempt(actors: Actor
     outsider = client_for(actors.outsider).get(reverse("analytics:record-detail", args=[answered.request_id]))
     assert outsider.status_code == 404
 
+    UsageRecord.objects.filter(pk=answered.pk).update(
+        routing={**(answered.routing or {}), "session_inferred": True}
+    )
+    page = client_for(actors.owner).get(reverse("analytics:record-detail", args=[answered.request_id]))
+    assert "added by the gateway from a session inferred from the messages" in page.content.decode()
+
 
 def test_the_log_filters_by_rule_fell_back_and_downgraded(actors: Actors) -> None:
     main = routed_request(actors, rule="main")
