@@ -9,12 +9,15 @@ Screenshots go to `test-artifacts/layout-*.png`.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import FloatRect, Locator, Page, ViewportSize, expect
 
 from playground.chat.models import Conversation, MessageRole
+from playground.usage.budgets import budget_month
+from playground.usage.models import BudgetLedger, TeamBudget
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
@@ -245,3 +248,30 @@ def test_the_top_bar_links_are_reachable_on_a_phone(
         page.screenshot(path=artifacts / f"layout-laptop-{name}.png", full_page=True)
 
     assert console.problems == []
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1280x800", "390x844"])
+def test_with_a_budget_banner_the_chat_still_fits_and_says_send_will_be_refused(
+    live_app: LiveApp,
+    actors: Actors,
+    fake_upstream: FakeUpstream,
+    chromium_path: str,
+    artifacts: Path,
+    viewport: ViewportSize,
+) -> None:
+    """The banner takes height from the chat, not from below the fold: the composer's pre-flight
+    line, which says Send will be refused, is in view (issue 36, point 3)."""
+    conversation = a_conversation_with_history(actors, fake_upstream)
+    TeamBudget.objects.create(team=actors.team, monthly_limit_usd=Decimal(1))
+    BudgetLedger.objects.create(team=actors.team, month=budget_month(actors.team), spent_usd=Decimal(2))
+
+    with browser_page(chromium_path, viewport=viewport) as page:
+        log_in(page, live_app.url)
+        open_chat(page, live_app.url, conversation)
+        expect(page.locator(".budget-banner-exhausted")).to_contain_text("Every request is refused")
+        page.get_by_label("Message").fill("One more question?")
+        refusal = page.locator("#preflight-budget")
+        expect(refusal).to_contain_text("Send will be refused: This request could cost up to")
+        assert_fully_in_view(page, refusal)
+        assert page.evaluate("document.documentElement.scrollHeight") <= viewport["height"]
+        page.screenshot(path=artifacts / f"layout-budget-refused-{viewport['width']}.png")
