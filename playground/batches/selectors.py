@@ -106,6 +106,7 @@ class Progress:
     completion_tokens: int
     unpriced: int
     refused: int  # failed items the provider refused for their own input (a retry fails again)
+    refused_reason: str  # what the provider said of the first of them ("" when none)
     budget_refused: int  # failed items the budget refused
     budget_blocked: bool  # the budget still cannot cover one item: a retry of those fails again
     label: str  # the batch's state as the pages say it: "Failed", "Finished, 2 failed", ...
@@ -166,11 +167,20 @@ def batch_progress(*, batch: Batch, now: dt.datetime | None = None) -> Progress:
         completion_tokens=totals["completion"] or 0,
         unpriced=totals["unpriced"] or 0,
         refused=refused,
+        refused_reason=_first_refusal(batch) if refused else "",
         budget_refused=budget_refused,
         budget_blocked=bool(budget_refused) and batch_budget_blocked(batch),
         label=label,
         tone=tone,
     )
+
+
+def _first_refusal(batch: Batch) -> str:
+    """The provider's words for the first item it refused for its own input (too long, a
+    parameter it does not take, ...): the page names the real cause, not a guess."""
+    refused = batch.items.filter(state=ItemState.FAILED, input_refused=True).order_by("index")
+    error = refused.values_list("error", flat=True).first() or ""
+    return error if len(error) <= 300 else error[:299] + "…"
 
 
 def _state(batch: Batch, counts: dict[str, int], *, finished: int, total: int) -> tuple[str, str]:

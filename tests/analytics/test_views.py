@@ -21,7 +21,7 @@ from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.usage.calls.context import RequestContext
-from playground.usage.models import RequestPath, UsageRecord
+from playground.usage.models import RequestPath, UsageRecord, UsageStatus
 from playground.usage.rollups import rollups_rebuild
 from tests.support.analytics import NOW, GatewayKnown, Known, body, filters_for, record_write
 from tests.support.clients import client_for
@@ -327,6 +327,24 @@ def test_the_headline_figures_add_up_the_filtered_period(actors: Any, known: Kno
         "ttft": "875 ms",  # the middle of 420, 900 and 2,500 ms, in its [750, 1000) bucket
     }
     assert "13,000 in · 1,300 out" in html and "1 of 3 requests" in html
+
+
+def test_the_unpriced_requests_the_headline_names_are_only_those_that_were_sent(
+    actors: Any, known: Known
+) -> None:
+    """A request refused before it was sent (a budget, a rate) cost nothing: it is not one the
+    spend leaves out. One sent to a model no card prices is, errors included."""
+    context = RequestContext(
+        team_id=actors.team.pk, user_id=actors.owner.pk, connection_id=None, model_id="x/raw"
+    )
+    at = NOW - dt.timedelta(hours=2)
+    for status in (UsageStatus.OK, UsageStatus.UPSTREAM_ERROR, UsageStatus.REJECTED, UsageStatus.REJECTED):
+        record_write(at, context, prompt=100, cached=None, out=10, ttft=300, latency=900, status=status)
+
+    with clock(NOW):
+        html = client_for(actors.owner).get(reverse("analytics:headline"), {"range": "24h"}).content.decode()
+
+    assert "2 unpriced requests not in it" in html
 
 
 def test_the_headline_follows_the_filters(actors: Any, known: Known) -> None:

@@ -153,6 +153,7 @@ def test_the_list_and_detail_fit_1280_and_show_failure(
         expect(detail.locator("dt", has_text="Cost so far")).to_have_count(0)
         expect(page.get_by_role("button", name="Retry")).to_have_count(0)  # each would be refused again
         expect(page.locator("#refused-note")).to_contain_text("would fail the same way")
+        expect(page.locator("#refused-note")).to_contain_text(f"(the first: “{REFUSED}”)")  # its real cause
         _columns_fit(page, detail, detail.locator(".batch-items table"))
         page.screenshot(path=artifacts / "batch-states-failed-detail-1280.png", full_page=True)
 

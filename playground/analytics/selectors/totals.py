@@ -26,6 +26,9 @@ from playground.usage.models import TTFT_COLUMNS, CacheState, UsageStatus
 from playground.usage.rollups import as_e10
 
 ERRORS = Q(status__in=[UsageStatus.UPSTREAM_ERROR, UsageStatus.TIMEOUT, UsageStatus.REJECTED])
+# Requests that were sent: a rejected one (a budget, a rate, an unpriced model refused) cost
+# nothing, so it is not one the spend leaves out when no card priced it.
+SENT = ~Q(status=UsageStatus.REJECTED)
 CACHE_STATE_OF_SHARE = {"none": CacheState.MISS, "unknown": CacheState.UNKNOWN}
 
 
@@ -41,7 +44,7 @@ class Totals:
 @dataclass(frozen=True)
 class Headline:
     totals: Totals
-    unpriced: int  # requests no price card priced (their cost is 0)
+    unpriced: int  # requests sent that no price card priced (their cost is 0); rejected ones are not
     cached_share: float | None  # cached / prompt tokens of the requests that reported caching
     savings: Decimal  # as the savings chart: cached tokens at the input price minus their cost
     errors: int  # upstream errors, timeouts and refusals (a client that went away is none)
@@ -127,6 +130,7 @@ def headline(filters: Filters) -> Headline:
             cached_cost=Sum("cached_input_cost_e10"),
             known=Sum("prompt_tokens", filter=KNOWN_CACHE),
             errors=Sum("requests", filter=ERRORS),
+            sent=Sum("requests", filter=SENT),
             **column_sums(TTFT_COLUMNS),
         )
         .order_by()
@@ -146,7 +150,7 @@ def headline(filters: Filters) -> Headline:
     ttft = [sum(row[column] or 0 for row in rows) for column in TTFT_COLUMNS]
     return Headline(
         totals=_totals(total),
-        unpriced=sum(row["count"] or 0 for row in rows if not row["price_card_id"]),
+        unpriced=sum(row["sent"] or 0 for row in rows if not row["price_card_id"]),
         cached_share=total["cached"] / known if known else None,
         savings=savings,
         errors=errors,
