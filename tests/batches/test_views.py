@@ -24,6 +24,7 @@ from playground.batches.views import csv_safe
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
+from playground.providers.services import connection_models_store
 from playground.usage.budgets import BUDGET_EXCEEDED, budget_month
 from playground.usage.models import BudgetLedger, TeamBudget, UsageRecord
 from tests.fakes.upstream import FakeUpstream
@@ -61,6 +62,23 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_stored(
     assert "Line 3: not valid JSON" in response.content.decode()
     assert "nothing was queued" in response.content.decode()
     assert not Batch.objects.exists() and not BatchItem.objects.exists()
+
+
+def test_a_model_the_connection_does_not_serve_is_refused_at_the_preview(
+    actors: Actors, openai_connection: ProviderConnection
+) -> None:
+    """Not item by item after Confirm: the connection's last test listed what it serves."""
+    connection_models_store(connection=openai_connection, models=["served/a", "served/b"])
+
+    response = _post(client_for(actors.owner), openai_connection, jsonl(prompts(2)), model="served/z")
+
+    assert response.status_code == 400
+    assert "does not serve served/z" in response.content.decode()
+    assert not Batch.objects.exists()
+    assert (
+        _post(client_for(actors.owner), openai_connection, jsonl(prompts(2)), model="served/a").status_code
+        == 302
+    )
 
 
 def test_a_valid_input_becomes_a_draft_with_a_preview_and_an_estimate(

@@ -23,6 +23,7 @@ from playground.presets.request_presets import RequestPreset, preset_source_setu
 from playground.presets.selectors import preset_version_setup
 from playground.presets.services import connection_ref, preset_version_reuse_or_save
 from playground.presets.setup import PresetSetup
+from playground.providers.connection_check import connection_model_check
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import request_capabilities
@@ -110,7 +111,8 @@ def batch_draft_create(
     an identical version reused: `preset_version_reuse_or_save`): one way either way. The
     version's connection and model run the batch instead of those given (a conversation whose
     connection was deleted runs on the one given), and its settings go with every item (see
-    `_with_preset`). Raises `ValidationError` (conversation, version, connection, model),
+    `_with_preset`). Raises `ValidationError` (conversation, version, connection, a model the
+    connection does not serve when it lists its models),
     `PermissionDenied` (viewers) or `BatchInputInvalid` with the bad lines; in every error case
     nothing is stored, no version either.
     """
@@ -118,6 +120,7 @@ def batch_draft_create(
     if setup is not None:  # its connection and model run the batch
         connection_id, model_id = setup.connection.id or connection_id, setup.model_id
     connection, model_id = connection_for_run(user=user, connection_id=connection_id, model_id=model_id)
+    connection_model_check(connection=connection, model_id=model_id)  # at the preview, not item by item
     if setup is not None and setup.connection.id is None:
         setup = dataclasses.replace(setup, connection=connection_ref(connection))
     shared = _with_preset(source.shared, setup.request_preset() if setup else None, connection)
