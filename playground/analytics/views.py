@@ -68,6 +68,7 @@ from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest, refusal
+from playground.presets.selectors import preset_version_labels, preset_version_ref
 from playground.usage.insights.cache_break_selectors import break_shown, record_break
 from playground.usage.models import UsageRecord
 from playground.usage.sources import record_source_links
@@ -410,11 +411,20 @@ def log_view(request: HtmxHttpRequest) -> HttpResponse:
         next_query = request.GET.copy()
         next_query["after"] = page.next_cursor
         sources = record_source_links(team_id=filters.team.pk, records=page.records)
+        presets = preset_version_labels(
+            team_id=filters.team.pk,
+            ids=[record.preset_version_id for record in page.records if record.preset_version_id],
+        )
         context.update(
             {
                 "page": page,
                 "rows": [
-                    (record, source, _attribution_queries(request.GET, record))
+                    (
+                        record,
+                        source,
+                        _attribution_queries(request.GET, record),
+                        presets.get(record.preset_version_id or 0),
+                    )
                     for record, source in zip(page.records, sources, strict=True)
                 ],
                 "next_query": _query(next_query) if page.next_cursor else "",
@@ -457,6 +467,7 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
     found = record_break(record)
     context = {
         "record": record,
+        "preset": preset_version_ref(team_id=record.team_id, version_id=record.preset_version_id),
         "cache_break": break_shown(found) if found is not None else None,
         "formula": cost_formula(record),
         "attribution": record_attribution(record),

@@ -4,6 +4,7 @@ version is None here, and a 404 in every view."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db.models import Max, QuerySet
 
@@ -91,6 +92,26 @@ def preset_version_labels(*, team_id: int, ids: Iterable[int]) -> dict[int, str]
         "pk", "preset__name", "number"
     )
     return {pk: f"{name} v{number}" for pk, name, number in rows}
+
+
+@dataclass(frozen=True)
+class PresetVersionRef:
+    label: str  # "Preset v2"
+    preset_id: int
+    number: int
+
+
+def preset_version_ref(*, team_id: int, version_id: int | None) -> PresetVersionRef | None:
+    """The team's preset version `version_id` (what a record names), for a link to it; None for
+    none, a deleted one or another team's."""
+    if not version_id:
+        return None
+    row = (
+        PresetVersion.objects.filter(pk=version_id, preset__team_id=team_id)
+        .values_list("preset__name", "preset_id", "number")
+        .first()
+    )
+    return PresetVersionRef(f"{row[0]} v{row[2]}", row[1], row[2]) if row is not None else None
 
 
 def team_version_choices(*, team_id: int) -> list[tuple[int, str]]:

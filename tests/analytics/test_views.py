@@ -20,6 +20,7 @@ from playground.analytics.selectors.totals import log_totals
 from playground.batches.models import Batch, BatchItem, BatchPath
 from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
+from playground.presets.models import Preset, PresetVersion
 from playground.usage.calls.context import RequestContext
 from playground.usage.models import RequestPath, UsageRecord, UsageStatus
 from playground.usage.rollups import rollups_rebuild
@@ -345,6 +346,28 @@ def test_the_unpriced_requests_the_headline_names_are_only_those_that_were_sent(
         html = client_for(actors.owner).get(reverse("analytics:headline"), {"range": "24h"}).content.decode()
 
     assert "2 unpriced requests not in it" in html
+
+
+def test_the_record_page_and_the_log_name_the_preset_version_that_sent_a_request(
+    actors: Any, known: Known
+) -> None:
+    version = PresetVersion.objects.create(
+        preset=Preset.objects.create(team=actors.team, name="Triage"), number=3, model_id="m", setup={}
+    )
+    record = known.records[0]
+    UsageRecord.objects.filter(pk=record.pk).update(preset_version_id=version.pk)
+    client = client_for(actors.owner)
+
+    page = client.get(reverse("analytics:record-detail", args=[record.request_id])).content.decode()
+    link = reverse("presets:preset-detail", args=[version.preset_id])
+    assert f'<dd id="record-preset"><a href="{link}#version-3">Triage v3</a></dd>' in page
+    with clock(NOW):
+        log = client.get(reverse("analytics:log"), {"range": "7d"}).content.decode()
+    assert log.count('class="badge log-preset"') == 1 and ">Triage v3</span>" in log
+
+    version.preset.delete()  # the record stays; the page says what it was
+    page = client.get(reverse("analytics:record-detail", args=[record.request_id])).content.decode()
+    assert "a preset version since deleted" in page
 
 
 def test_the_headline_follows_the_filters(actors: Any, known: Known) -> None:
