@@ -12,6 +12,7 @@ from itertools import batched, islice
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
@@ -19,7 +20,7 @@ from playground.chat.domain.branches import MessageTree, branch_leaf_id
 from playground.chat.models import Attachment, Conversation, Message
 from playground.chat.search.matching import matching_conversation_ids, recent_matches, search_terms
 from playground.presets.setup import ConnectionRef, PresetSetup
-from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.models import RequestPath, UsageRecord, UsageStatus
 
 
 def conversation_list(*, user: AnyUser) -> QuerySet[Conversation]:
@@ -283,9 +284,34 @@ class UsageSoFar:
 
 def conversation_usage_so_far(*, conversation: Conversation) -> UsageSoFar:
     """Sums over the conversation's answered (`ok`) turns (the caller already checked access)."""
-    totals = UsageRecord.objects.filter(
-        team_id=conversation.team_id, conversation_id=conversation.pk, status=UsageStatus.OK
-    ).aggregate(
+    return _usage_of(
+        UsageRecord.objects.filter(
+            team_id=conversation.team_id, conversation_id=conversation.pk, status=UsageStatus.OK
+        )
+    )
+
+
+# How far back the team's own turns on a model stand in for a conversation that has none yet.
+TEAM_RECENT = dt.timedelta(days=7)
+
+
+def team_recent_chat_usage(*, team_id: int, model_id: str) -> UsageSoFar:
+    """Sums over the team's answered chat turns on `model_id` in the last `TEAM_RECENT`: what a
+    conversation's first turn (or a fork's) is expected from."""
+    since = timezone.now() - TEAM_RECENT
+    return _usage_of(
+        UsageRecord.objects.filter(
+            team_id=team_id,
+            model_id=model_id,
+            path=RequestPath.CHAT,
+            status=UsageStatus.OK,
+            created_at__gte=since,
+        )
+    )
+
+
+def _usage_of(records: QuerySet[UsageRecord]) -> UsageSoFar:
+    totals = records.aggregate(
         turns=Count("pk"),
         prompt=Coalesce(Sum("prompt_tokens"), 0),
         cached=Coalesce(Sum("cached_tokens"), 0),

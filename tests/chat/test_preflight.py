@@ -42,8 +42,8 @@ DRAFT = "Summarise the plan in three bullet points, please." * 4
 
 def turn_record(
     conversation: Conversation, *, prompt: int, cached: int | None, completion: int, status: str
-) -> None:
-    UsageRecord.objects.create(
+) -> UsageRecord:
+    return UsageRecord.objects.create(
         team_id=conversation.team_id,
         model_id=conversation.model_id,
         conversation_id=conversation.pk,
@@ -92,6 +92,41 @@ def test_at_most_and_expected_are_the_cost_function_of_the_estimates(
     assert preflight.expected.cost == cost_for(usage=expected_usage, card=card).total
     assert preflight.expected.cost is not None and preflight.expected.cost < at_most
     assert (preflight.cache_percent, preflight.expected.output_tokens, preflight.so_far.turns) == (65, 100, 2)
+
+
+def test_a_first_turn_is_expected_from_the_teams_recent_turns_on_the_model_and_says_so(
+    actors: Actors, conversation: Conversation, other_conversation: Conversation
+) -> None:
+    """Not "at most": the team's chat turns on this model this week stand in, and the line says
+    whose figures they are. Another team's turns, another model's, and old ones do not count."""
+    fresh = conversation_create(
+        user=actors.owner, connection_id=conversation.connection_id, model_id=KIMI_K26
+    )
+    url = reverse("chat:preflight", args=[fresh.pk])
+    assert preflight_for(conversation=fresh, sender_id=actors.owner.pk, text=DRAFT).basis == "nothing"
+
+    turn_record(conversation, prompt=1000, cached=800, completion=40, status=UsageStatus.OK)
+    turn_record(conversation, prompt=3000, cached=2200, completion=80, status=UsageStatus.OK)
+    turn_record(other_conversation, prompt=5000, cached=0, completion=900, status=UsageStatus.OK)  # Bravo's
+    old = turn_record(conversation, prompt=9000, cached=0, completion=900, status=UsageStatus.OK)
+    UsageRecord.objects.filter(pk=old.pk).update(created_at=timezone.now() - dt.timedelta(days=8))
+    UsageRecord.objects.create(
+        team_id=actors.team.pk,
+        model_id="@cf/other/model",
+        status=UsageStatus.OK,
+        prompt_tokens=10,
+        completion_tokens=5,
+    )
+
+    preflight = preflight_for(conversation=fresh, sender_id=actors.owner.pk, text=DRAFT)
+
+    assert (preflight.basis, preflight.so_far.turns, preflight.cache_percent) == ("team", 2, 75)
+    assert preflight.expected.output_tokens == 60
+    assert preflight.expected.cost is not None and preflight.at_most.cost is not None
+    assert preflight.expected.cost < preflight.at_most.cost
+    html = client_for(actors.owner).post(url, {"message": DRAFT}).content.decode()
+    assert "75% cached, ~60 out in the team's 2 recent turns" in html
+    assert "(this conversation has no answered turn yet)" in html
 
 
 def test_a_budget_that_no_longer_covers_the_worst_case_says_send_will_be_refused_before_it_is(

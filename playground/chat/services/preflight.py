@@ -8,7 +8,10 @@ cost function (`usage.estimates`) and the card that would price the record:
   prices writes above input) and `max_tokens` of output, which is also what the budget holds
   before sending (`usage.budgets.worst_case`);
 - expected: the prompt with the cached share this conversation's answered turns have had, and
-  an answer as long as their average (at most `max_tokens`; before any answer, `max_tokens`).
+  an answer as long as their average (at most `max_tokens`). A conversation with no answered
+  turn yet (a first turn, a fork) is expected from the team's chat turns on the same model in
+  the last week; with none of those either, from `max_tokens` and no cached token. The line says
+  which (`Preflight.basis`).
 
 And whether Send would be refused before anything is sent: a prompt longer than the model's
 window, or a worst case the sender's budget (the team's or their own) no longer covers.
@@ -25,7 +28,7 @@ from django.utils import timezone
 
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.models import Conversation
-from playground.chat.selectors import UsageSoFar, conversation_usage_so_far
+from playground.chat.selectors import UsageSoFar, conversation_usage_so_far, team_recent_chat_usage
 from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
 from playground.usage.budgets import budget_headroom
@@ -39,11 +42,16 @@ from playground.usage.records import price_card_known
 CONTEXT_WARNING_SHARE = 0.8
 
 
+# What "expected" is taken from.
+CONVERSATION, TEAM, NOTHING = "conversation", "team", "nothing"
+
+
 @dataclass(frozen=True)
 class Preflight:
     at_most: CostEstimate
     expected: CostEstimate
-    so_far: UsageSoFar
+    so_far: UsageSoFar  # the turns "expected" is taken from: the conversation's, else the team's
+    basis: str  # CONVERSATION, TEAM or NOTHING
     context_window: int | None  # None: the catalogue does not know the model's
     budget_refusal: str | None = None  # what the budget would answer Send now; None: it fits
 
@@ -121,7 +129,10 @@ def preflight_for(
     card = price_card_known(model_id=conversation.model_id, day=today, team_id=conversation.team_id)
     prompt = estimate_tokens(request.prompt_chars)
     max_tokens = request_max_tokens(request)
-    so_far = conversation_usage_so_far(conversation=conversation)
+    so_far, basis = conversation_usage_so_far(conversation=conversation), CONVERSATION
+    if not so_far.turns:
+        so_far = team_recent_chat_usage(team_id=conversation.team_id, model_id=conversation.model_id)
+        basis = TEAM if so_far.turns else NOTHING
     answer = min(max_tokens, round(so_far.completion_tokens / so_far.turns)) if so_far.turns else max_tokens
     model = catalog_model_serving(model_id=conversation.model_id, day=today)
     at_most = worst_case_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens)
@@ -132,6 +143,7 @@ def preflight_for(
             card=card, prompt_tokens=prompt, output_tokens=answer, cache_share=_share(so_far)
         ),
         so_far=so_far,
+        basis=basis,
         context_window=model.context_window if model is not None else None,
         budget_refusal=headroom.refusal(at_most.cost or ZERO) if headroom is not None else None,
     )
