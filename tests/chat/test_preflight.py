@@ -95,13 +95,14 @@ def test_at_most_and_expected_are_the_cost_function_of_the_estimates(
 
 
 def test_a_first_turn_is_expected_from_the_teams_recent_turns_on_the_model_and_says_so(
-    actors: Actors, conversation: Conversation, other_conversation: Conversation
+    actors: Actors,
+    conversation: Conversation,
+    other_conversation: Conversation,
+    workers_connection: ProviderConnection,
 ) -> None:
     """Not "at most": the team's chat turns on this model this week stand in, and the line says
     whose figures they are. Another team's turns, another model's, and old ones do not count."""
-    fresh = conversation_create(
-        user=actors.owner, connection_id=conversation.connection_id, model_id=KIMI_K26
-    )
+    fresh = conversation_create(user=actors.owner, connection_id=workers_connection.pk, model_id=KIMI_K26)
     url = reverse("chat:preflight", args=[fresh.pk])
     assert preflight_for(conversation=fresh, sender_id=actors.owner.pk, text=DRAFT).basis == "nothing"
 
