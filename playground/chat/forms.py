@@ -19,6 +19,7 @@ from playground.providers.request_rules import (
     STOP_SEQUENCES_MAX,
     Capabilities,
 )
+from playground.providers.selectors import connection_models_listed
 
 SYSTEM_PROMPT_MAX_CHARS = 20_000
 AFFINITY_HELP = (
@@ -78,11 +79,19 @@ class ModelChoiceForm(forms.Form):
             cleaned["model"] = custom
         elif not chosen:
             self.add_error("model_id", "Choose a model.")
-        elif not catalog_models_for_kind(kind=connection.kind).filter(model_id=chosen).exists():
+        elif not _offered(connection, chosen):
             self.add_error("model_id", "Choose one of the models this connection serves.")
         else:
             cleaned["model"] = chosen
         return cleaned
+
+
+def _offered(connection: ProviderConnection, model_id: str) -> bool:
+    """Whether the model picker offers `model_id` for `connection` (`model_picker`)."""
+    listed = connection_models_listed(connection)
+    if listed is not None:
+        return model_id in listed
+    return catalog_models_for_kind(kind=connection.kind).filter(model_id=model_id).exists()
 
 
 class ConversationCreateForm(ModelChoiceForm):

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from playground.accounts.models import ROLES_THAT_CAN_RUN
 from playground.accounts.permissions import require_run_role
 from playground.accounts.selectors import AnyUser
+from playground.providers.kinds import ConnectionKind
 from playground.providers.model_ids import model_id_validate
 from playground.providers.models import ProviderConnection
 
@@ -30,6 +31,16 @@ def connection_list_runnable(*, user: AnyUser) -> QuerySet[ProviderConnection]:
         .select_related("team")
         .order_by("team__name", "-is_default", "name")
     )
+
+
+def connection_models_listed(connection: ProviderConnection) -> list[str] | None:
+    """The model ids a picker offers for an endpoint that serves any id (OpenAI-compatible): the
+    ones its last test listed, not the catalogue's, which it may not serve. None when the kind
+    serves the catalogue's (Workers AI, the engine) or the endpoint listed none (never tested):
+    the picker then offers the catalogue's, with nothing preselected for such an endpoint."""
+    if not connection.spec.free_model_id or connection.kind == ConnectionKind.ENGINE:
+        return None
+    return list(connection.listed_models) if connection.listed_models else None
 
 
 def connection_get(*, user: AnyUser, connection_id: int) -> ProviderConnection | None:

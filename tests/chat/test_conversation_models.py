@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import LazySettings
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.chat.services.conversations import conversation_create
 from playground.providers.models import ProviderConnection
+from playground.providers.services import connection_models_store
 from tests.fakes.upstream import FakeUpstream, JsonReply, json_reply
 from tests.support.actors import Actors
 from tests.support.clients import client_for
@@ -82,3 +85,33 @@ def test_an_untested_connection_takes_any_id_it_may_take(
     )
 
     assert conversation.model_id == "any/id" and fake_upstream.requests == []
+
+
+def test_an_openai_compatible_connection_offers_what_its_test_listed_and_preselects_nothing_untested(
+    actors: Actors, openai_connection: ProviderConnection, catalogue: None
+) -> None:
+    """Not the Workers AI catalogue, which the endpoint may not serve: once tested, its own list;
+    before, the catalogue's with nothing preselected (the user picks or types the id)."""
+    client = client_for(actors.owner)
+    url = reverse("chat:model-options")
+
+    untested = client.get(url, {"connection": openai_connection.pk}).content.decode()
+    assert '<option value="" selected>Choose a catalogued model, or type its id below</option>' in untested
+    assert f'value="{KIMI_K26}"' in untested and f'value="{KIMI_K26}" selected' not in untested
+
+    connection_models_store(connection=openai_connection, models=["served/a", KIMI_K26])
+    tested = client.get(url, {"connection": openai_connection.pk}).content.decode()
+    options = re.findall(r'<option value="([^"]*)"', tested)
+    assert options == ["served/a", KIMI_K26]
+    assert '<option value="served/a" selected>served/a</option>' in tested  # the first it serves
+    assert f'<option value="{KIMI_K26}">Kimi K2.6</option>' in tested  # named as the catalogue names it
+
+    refused = client.post(
+        reverse("chat:conversation-create"),
+        {"connection": openai_connection.pk, "model_id": "@cf/meta/llama-4-scout-17b-16e-instruct"},
+    )
+    assert refused.status_code == 400 and "Choose one of the models this connection serves." in refused.text
+    made = client.post(
+        reverse("chat:conversation-create"), {"connection": openai_connection.pk, "model_id": "served/a"}
+    )
+    assert made.status_code == 302 and Conversation.objects.get().model_id == "served/a"

@@ -35,14 +35,14 @@ from playground.chat.compare.services import (
 )
 from playground.chat.forms import connection_label
 from playground.chat.models import Conversation
-from playground.chat.presenters.conversations import model_choices
+from playground.chat.presenters.conversations import listed_model_choices, model_choices
 from playground.chat.sockets.paths import compare_socket_path
 from playground.chat.views.lookups import conversation_or_404, found_or_404
 from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
 from playground.providers.models import ProviderConnection
-from playground.providers.selectors import connection_list_runnable
+from playground.providers.selectors import connection_list_runnable, connection_models_listed
 
 TargetChoices = list[tuple[str, list[tuple[str, str]]]]
 
@@ -145,7 +145,8 @@ def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
 
 
 def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:
-    """Every catalogued model of every connection the user may run, grouped by connection."""
+    """Every model of every connection the user may run, grouped by connection: the catalogue's,
+    or what an OpenAI-compatible endpoint listed at its last test."""
     today = timezone.now().date()
     by_kind = {
         kind: model_choices(catalog_models_for_kind(kind=kind), today=today)
@@ -153,7 +154,12 @@ def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:
     }
     groups: TargetChoices = []
     for connection in connections:
-        models = by_kind[connection.kind]
+        listed = connection_models_listed(connection)
+        models = (
+            listed_model_choices(listed, catalog_models_for_kind(kind=connection.kind))
+            if listed is not None
+            else by_kind[connection.kind]
+        )
         label = connection_label(connection)
         if len({c.team_id for c in connections}) > 1:
             label = f"{connection.team.name}: {label}"

@@ -31,6 +31,12 @@ def model_choices(models: Iterable[CatalogModel], *, today: dt.date) -> list[Mod
     return choices
 
 
+def listed_model_choices(listed: Iterable[str], catalogue: Iterable[CatalogModel]) -> list[ModelChoice]:
+    """The ids an endpoint listed as select options, named as the catalogue names them."""
+    names = {model.model_id: model.display_name for model in catalogue}
+    return [ModelChoice(value=model_id, label=names.get(model_id, model_id)) for model_id in listed]
+
+
 @dataclass(frozen=True)
 class ConversationRow:
     id: int

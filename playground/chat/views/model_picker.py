@@ -9,8 +9,10 @@ from django.utils import timezone
 
 from playground.catalog.selectors import catalog_models_for_kind, model_preselected
 from playground.chat.forms import ModelChoiceForm
-from playground.chat.presenters.conversations import model_choices
+from playground.chat.presenters.conversations import listed_model_choices, model_choices
+from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
+from playground.providers.selectors import connection_models_listed
 
 
 def model_field_context(
@@ -18,8 +20,16 @@ def model_field_context(
 ) -> dict[str, Any]:
     """What `conversation_list.html#model_field` shows for `connection`. `current`: the model
     to preselect when no form says otherwise (a conversation's own)."""
-    choices = model_choices(catalog_models_for_kind(kind=connection.kind), today=timezone.now().date())
+    catalogue = catalog_models_for_kind(kind=connection.kind)
+    listed = connection_models_listed(connection)
+    if listed is not None:  # what the endpoint said it serves
+        choices = listed_model_choices(listed, catalogue)
+    else:
+        choices = model_choices(catalogue, today=timezone.now().date())
     values = [choice.value for choice in choices]
+    # An endpoint that serves any id and never listed its own: the catalogue's are offered, none
+    # preselected (it may serve none of them); the user picks one or types the id.
+    unlisted = listed is None and connection.spec.free_model_id and connection.kind != ConnectionKind.ENGINE
     selected = (form["model_id"].value() if form is not None else "") or ""
     custom = (form["custom_model_id"].value() if form is not None else "") or ""
     if not selected and not custom and current:
@@ -27,11 +37,12 @@ def model_field_context(
             selected = current
         elif connection.spec.free_model_id:
             custom = current
-    if not selected and choices:
+    if not selected and choices and not unlisted:
         selected = model_preselected(values) or ""
     return {
         "model_choices": choices,
         "selected_model": selected,
+        "model_unlisted": unlisted,
         "custom_model_id": custom,
         "allows_custom_model": connection.spec.free_model_id,
         "kind_help": connection.spec.help,
