@@ -578,10 +578,14 @@ def cache_breaks(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) 
             for i in range(len(x))
         ],
     )
-    costliest = sorted(order, key=lambda cause: -totals[cause])[:3]
+    # Every cause the bars show, the costliest first, each with its breaks: a cause left out
+    # of the words would be one the reader sees stacked and cannot account for.
+    by_cost = sorted(order, key=lambda cause: -totals[cause])
     note = (
         f"{breaks:,} break{'' if breaks == 1 else 's'} lost {money(total, places=places)} of cache savings: "
-        + ", ".join(f"{CAUSE_LABELS[c].lower()} {money(totals[c], places=places)}" for c in costliest)
+        + ", ".join(
+            f"{CAUSE_LABELS[c].lower()} {money(totals[c], places=places)} ({sum(counts[c]):,})" for c in by_cost
+        )
         + ". A break is a request of a session (conversation, gateway session or affinity key) whose "
         "cached tokens fell short of the previous request's prompt."
         if rows

@@ -156,7 +156,7 @@ def test_the_dashboard_counts_breaks_by_cause_and_what_they_cost(actors: Actors)
             .content.decode()
         )
     # 397 tokens x ($0.95 - $0.16) per million at K2.6's card: $0.00031363
-    assert "1 break lost $0.00031 of cache savings: tools changed $0.00031." in fragment
+    assert "1 break lost $0.00031 of cache savings: tools changed $0.00031 (1)." in fragment
     assert "&quot;name&quot;: &quot;Tools changed&quot;" in fragment  # the trace, in the figure's JSON
 
 

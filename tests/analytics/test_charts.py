@@ -10,6 +10,7 @@ import pytest
 
 from playground.analytics import charts
 from playground.analytics.histograms import percentile
+from playground.usage.insights.cache_breaks import CAUSE_LABELS, Cause
 from playground.usage.money import money
 
 B0 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
@@ -203,3 +204,28 @@ def test_percentiles_interpolate_inside_a_bucket_and_floor_the_open_one(
 ) -> None:
     counts = counts + [0] * (20 - len(counts)) if len(counts) < 20 else counts
     assert percentile(counts, q) == expected
+
+
+def test_the_cache_break_note_names_every_cause_the_bars_show_costliest_first() -> None:
+    """Five causes stacked: the words account for each of them, not the three costliest."""
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    buckets = [start + dt.timedelta(hours=h) for h in range(3)]
+    losses = {
+        Cause.EVICTED: ("0.004", 3),
+        Cause.SYSTEM_CHANGED: ("0.003", 2),
+        Cause.TOOLS_CHANGED: ("0.002", 1),
+        Cause.AFFINITY_MISSING: ("0.001", 1),
+        Cause.ROUTE_CHANGED: ("0.0005", 1),
+    }
+    rows = [
+        {"bucket": buckets[i % 3], "cause": cause, "breaks": breaks, "lost": Decimal(lost)}
+        for i, (cause, (lost, breaks)) in enumerate(losses.items())
+    ]
+
+    chart = charts.cache_breaks(rows, buckets=buckets)
+
+    named = [CAUSE_LABELS[cause].lower() for cause in losses]
+    positions = [chart.note.index(f"{name} $") for name in named]
+    assert positions == sorted(positions), "costliest first"
+    assert chart.note.startswith("8 breaks lost $0.01050 of cache savings: ")
+    assert f"{named[0]} $0.00400 (3)" in chart.note and f"{named[4]} $0.00050 (1)" in chart.note
