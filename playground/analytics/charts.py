@@ -584,7 +584,8 @@ def cache_breaks(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) 
     note = (
         f"{breaks:,} break{'' if breaks == 1 else 's'} lost {money(total, places=places)} of cache savings: "
         + ", ".join(
-            f"{CAUSE_LABELS[c].lower()} {money(totals[c], places=places)} ({sum(counts[c]):,})" for c in by_cost
+            f"{CAUSE_LABELS[c].lower()} {money(totals[c], places=places)} ({sum(counts[c]):,})"
+            for c in by_cost
         )
         + ". A break is a request of a session (conversation, gateway session or affinity key) whose "
         "cached tokens fell short of the previous request's prompt."

@@ -138,6 +138,12 @@ class ComposerForm(forms.Form):
     thinking = forms.ChoiceField(
         required=False, choices=[("", "Model default"), ("on", "On"), ("off", "Off")]
     )
+    # Absent from a post (a client that sends only parameters): the system prompt stays as it is.
+    system_prompt = forms.CharField(
+        required=False,
+        max_length=SYSTEM_PROMPT_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "You are a concise, helpful assistant."}),
+    )
     response_format = forms.ChoiceField(
         choices=[("text", "Text"), ("json_object", "JSON object"), ("json_schema", "JSON schema")]
     )
@@ -189,10 +195,11 @@ class ComposerForm(forms.Form):
 
     @classmethod
     def initial_for(
-        cls, *, parameters: dict[str, Any], response_format: dict[str, Any] | None
+        cls, *, parameters: dict[str, Any], response_format: dict[str, Any] | None, system_prompt: str = ""
     ) -> dict[str, Any]:
         """The form's values from what the conversation stores."""
         initial: dict[str, Any] = {name: parameters.get(name) for name in cls.PARAMETER_FIELDS}
+        initial["system_prompt"] = system_prompt
         initial["stop"] = "\n".join(parameters.get("stop") or [])
         thinking = parameters.get("thinking")
         initial["thinking"] = "" if thinking is None else ("on" if thinking else "off")

@@ -66,6 +66,24 @@ class Conversation(models.Model):
         return self.title or f"Conversation {self.pk}"
 
 
+class SystemPromptChange(models.Model):
+    """A new version of a conversation's system prompt, made mid-conversation: the turns after
+    `created_at` send `after` (the history shows the change between the turns it falls between;
+    the cache-break detector names the break it causes `system_changed`)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="system_changes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.TextField(blank=True)
+    after = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"System prompt of conversation {self.conversation_id} changed at {self.created_at}"
+
+
 class MessageRole(models.TextChoices):
     USER = "user", "User"
     ASSISTANT = "assistant", "Assistant"

@@ -17,7 +17,7 @@ from django.utils import timezone
 from playground.accounts.models import Membership
 from playground.accounts.selectors import AnyUser
 from playground.chat.domain.branches import MessageTree, branch_leaf_id
-from playground.chat.models import Attachment, Conversation, Message
+from playground.chat.models import Attachment, Conversation, Message, SystemPromptChange
 from playground.chat.search.matching import matching_conversation_ids, recent_matches, search_terms
 from playground.presets.setup import ConnectionRef, PresetSetup
 from playground.usage.models import RequestPath, UsageRecord, UsageStatus
@@ -323,3 +323,8 @@ def _usage_of(records: QuerySet[UsageRecord]) -> UsageSoFar:
         cached_tokens=totals["cached"],
         completion_tokens=totals["completion"],
     )
+
+
+def conversation_system_changes(*, conversation: Conversation) -> list[SystemPromptChange]:
+    """The conversation's system prompt changes, oldest first (the caller already checked access)."""
+    return list(SystemPromptChange.objects.filter(conversation=conversation).select_related("user"))

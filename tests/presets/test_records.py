@@ -16,7 +16,7 @@ from playground.batches.services.step import batch_step_run
 from playground.catalog.seed import KIMI_K26
 from playground.chat.compare.forms import target_value
 from playground.chat.compare.services import comparison_run_start
-from playground.chat.models import Comparison, Conversation
+from playground.chat.models import Comparison, Conversation, SystemPromptChange
 from playground.chat.services.conversations import conversation_composer_update, conversation_model_change
 from playground.chat.services.preset_setups import conversation_from_preset
 from playground.chat.services.turns import chat_turn_start
@@ -84,6 +84,38 @@ def test_changing_a_setting_detaches_the_conversation_so_its_next_turn_names_no_
 
     assert conversation.preset_version is None
     assert _turn(actors, conversation, "Again?").preset_version_id is None
+
+
+def test_a_new_system_prompt_is_kept_as_a_change_and_detaches_the_conversation(
+    actors: Actors, version_one: PresetVersion, fake_upstream: FakeUpstream
+) -> None:
+    """None leaves the prompt (and the version) as they are; the same text changes nothing; a new
+    text is a `SystemPromptChange` with both versions, the next turn sends it and names no version."""
+    conversation = conversation_from_preset(user=actors.teammate, version_id=version_one.pk)
+    settings = {"parameters": {"temperature": 0.2, "max_tokens": 64}, "response_format": "json_object"}
+    for unchanged in (None, "Answer in French."):
+        conversation_composer_update(
+            user=actors.teammate, conversation_id=conversation.pk, system_prompt=unchanged, **settings
+        )
+    conversation.refresh_from_db()
+    assert conversation.preset_version == version_one and not SystemPromptChange.objects.exists()
+
+    conversation_composer_update(
+        user=actors.teammate, conversation_id=conversation.pk, system_prompt="Answer in Dutch.", **settings
+    )
+
+    conversation.refresh_from_db()
+    change = SystemPromptChange.objects.get()
+    assert (change.before, change.after, change.user) == (
+        "Answer in French.",
+        "Answer in Dutch.",
+        actors.teammate,
+    )
+    assert conversation.system_prompt == "Answer in Dutch." and conversation.preset_version is None
+    record = _turn(actors, conversation, "Hello?")
+    assert record.preset_version_id is None
+    sent = [m["content"] for m in fake_upstream.requests[-1].json["messages"] if m["role"] == "system"]
+    assert sent == ["Answer in Dutch."]
 
 
 def test_a_batch_configured_by_a_version_runs_its_model_with_its_settings_and_its_items_name_it(

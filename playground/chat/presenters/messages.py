@@ -7,15 +7,16 @@ objects whose relations are already loaded (`message_list` selects them).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
-from playground.chat.models import Attachment, Message, MessageRole
+from playground.chat.models import Attachment, Message, MessageRole, SystemPromptChange
 from playground.chat.presenters.rendering import render_markdown
 from playground.chat.presenters.tools import ToolCallView, tool_call_views
 from playground.chat.presenters.usage import UsageLine, usage_line
@@ -89,6 +90,16 @@ def branch_view(message_id: int, alternatives: Sequence[int]) -> BranchView | No
 
 
 @dataclass(frozen=True)
+class SystemChangeView:
+    """Where the history says the system prompt changed, and from what to what."""
+
+    before: str
+    after: str
+    at: dt.datetime
+    by: str  # the user's name ("" when since deleted)
+
+
+@dataclass(frozen=True)
 class MessageView:
     id: int
     role: str
@@ -107,6 +118,7 @@ class MessageView:
     model_label: str = ""  # the model that wrote this answer, shown once a conversation's model changed
     branch: BranchView | None = None  # its alternatives, when it has some
     cache_break: BreakShown | None = None  # its request lost the prefix the one before it cached
+    system_changes: tuple[SystemChangeView, ...] = ()  # made between the message before and this one
 
     @property
     def is_user(self) -> bool:
@@ -195,11 +207,14 @@ def message_views(
     current_model: str = "",
     alternatives: Mapping[int, Sequence[int]] | None = None,
     breaks: Mapping[int, BreakShown] | None = None,
+    system_changes: Sequence[SystemPromptChange] = (),
 ) -> list[MessageView]:
     """The branch's messages to show; tool results are shown on the answer they reply to.
     `current_model`: the conversation's model now (answers name theirs once it changed);
     `alternatives`: for messages where branches fork, every alternative's id (`branch_shown`);
-    `breaks`: the conversation's cache breaks by usage record id."""
+    `breaks`: the conversation's cache breaks by usage record id; `system_changes`: the
+    conversation's system prompt changes, each shown before the first message made after it
+    (`system_changes_after` lists those made after the last)."""
     shown: list[Message] = []
     results: dict[int, list[Message]] = {}
     for message in messages:
@@ -210,7 +225,7 @@ def message_views(
     last = shown[-1].pk if shown else None
     models = answer_models(shown, current_model=current_model) if current_model else {}
     forks = alternatives or {}
-    return [
+    views = [
         message_view(
             message,
             tools=tools,
@@ -222,3 +237,34 @@ def message_views(
         )
         for message in shown
     ]
+    if not system_changes:
+        return views
+    made_before = [message.created_at for message in shown]
+    return [
+        replace(
+            view,
+            system_changes=tuple(
+                system_change_view(change)
+                for change in system_changes
+                if (index == 0 or change.created_at > made_before[index - 1]) and change.created_at <= at
+            ),
+        )
+        for index, (view, at) in enumerate(zip(views, made_before, strict=True))
+    ]
+
+
+def system_changes_after(
+    messages: Sequence[Message], system_changes: Sequence[SystemPromptChange]
+) -> list[SystemChangeView]:
+    """The changes made after the branch's last message: what its next turn will send."""
+    last = messages[-1].created_at if messages else None
+    return [system_change_view(c) for c in system_changes if last is None or c.created_at > last]
+
+
+def system_change_view(change: SystemPromptChange) -> SystemChangeView:
+    return SystemChangeView(
+        before=change.before,
+        after=change.after,
+        at=change.created_at,
+        by=change.user.get_username() if change.user is not None else "",
+    )

@@ -14,7 +14,7 @@ from django.utils import timezone
 from playground.accounts.permissions import require_run_role
 from playground.chat.domain.composer import composer_capabilities, parameters_check, response_format_check
 from playground.chat.domain.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool_choice_parse, tools_parse
-from playground.chat.models import Attachment, Conversation
+from playground.chat.models import Attachment, Conversation, SystemPromptChange
 from playground.chat.selectors import conversation_get
 from playground.lib.storable import is_storable
 from playground.providers.connection_check import connection_model_check
@@ -27,6 +27,7 @@ from playground.providers.selectors import connection_for_run
 SETUP_FIELDS = (
     "connection_id",
     "model_id",
+    "system_prompt",
     "parameters",
     "response_format",
     "tools",
@@ -108,9 +109,12 @@ def conversation_composer_update(
     schema_name: str = "",
     schema_strict: bool = False,
     schema_text: str = "",
+    system_prompt: str | None = None,
 ) -> Conversation:
-    """Save the composer's settings, all or nothing.
+    """Save the composer's settings, all or nothing; `system_prompt` None leaves it as it is.
 
+    A changed system prompt is a new version of the conversation's setup, kept as a
+    `SystemPromptChange`: the next turn sends it and the history shows where it changed.
     Raises `ValidationError` keyed by field: a parameter the model or connection does not
     take, `json_schema` for a model the catalogue does not say can follow one, a schema
     that is not JSON or breaks the 2020-12 meta-schema (each error with its JSON path).
@@ -135,7 +139,15 @@ def conversation_composer_update(
     before = _setup_now(conversation)
     conversation.parameters = kept
     conversation.response_format = stored_format
-    _setup_save(conversation, before, ["parameters", "response_format"])
+    fields = ["parameters", "response_format"]
+    with transaction.atomic():
+        if system_prompt is not None and system_prompt != conversation.system_prompt:
+            SystemPromptChange.objects.create(
+                conversation=conversation, user=user, before=conversation.system_prompt, after=system_prompt
+            )
+            conversation.system_prompt = system_prompt
+            fields.append("system_prompt")
+        _setup_save(conversation, before, fields)
     return conversation
 
 

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from playground.chat.models import Conversation
-from playground.chat.presenters.messages import message_views
-from playground.chat.selectors import branch_shown
+from playground.chat.presenters.messages import message_views, system_changes_after
+from playground.chat.selectors import branch_shown, conversation_system_changes
 from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
 from playground.lib.web import HtmxHttpRequest, refusal
@@ -30,6 +30,7 @@ from playground.usage.insights.cache_break_selectors import conversation_breaks_
 def branch_context(conversation: Conversation) -> dict[str, Any]:
     """What the messages partial shows: the branch on screen, with its forks' switchers."""
     shown = branch_shown(conversation=conversation)
+    changes = conversation_system_changes(conversation=conversation)
     return {
         "messages_list": message_views(
             shown.messages,
@@ -37,7 +38,9 @@ def branch_context(conversation: Conversation) -> dict[str, Any]:
             current_model=conversation.model_id,
             alternatives=shown.alternatives,
             breaks=conversation_breaks_shown(team_id=conversation.team_id, conversation_id=conversation.pk),
+            system_changes=changes,
         ),
+        "system_changes_after": system_changes_after(shown.messages, changes),
         "last_message_id": shown.messages[-1].pk if shown.messages else "",
     }
 

@@ -197,6 +197,7 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     conversation = conversation_or_404(request, conversation_id)
     form = ComposerForm(request.POST, caps=conversation_capabilities(conversation=conversation))
     saved = False
+    prompt_before = conversation.system_prompt
     if form.is_valid():
         try:
             conversation = conversation_composer_update(
@@ -207,6 +208,7 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
                 schema_name=form.cleaned_data["schema_name"],
                 schema_strict=form.cleaned_data["schema_strict"],
                 schema_text=form.cleaned_data["schema"],
+                system_prompt=form.cleaned_data["system_prompt"] if "system_prompt" in request.POST else None,
             )
         except ValidationError as exc:
             form_errors_add(form, exc)
@@ -221,7 +223,9 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
         **_composer_context(conversation, can_run=True, form=None if saved else form, saved=saved),
     }
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
-        return render(request, "chat/conversation_detail.html#composer_settings", context)
+        if saved and conversation.system_prompt != prompt_before:
+            context |= {"messages_redrawn": True, "can_send": True, **branch_context(conversation)}
+        return render(request, "chat/composer_saved.html", context)
     return render(request, "chat/composer_settings_page.html", context, status=400)
 
 
@@ -267,7 +271,9 @@ def _composer_context(
     caps = conversation_capabilities(conversation=conversation)
     if form is None:
         initial = ComposerForm.initial_for(
-            parameters=conversation.parameters or {}, response_format=conversation.response_format
+            parameters=conversation.parameters or {},
+            response_format=conversation.response_format,
+            system_prompt=conversation.system_prompt,
         )
         form = ComposerForm(initial=initial, caps=caps)
     fields = [(form[control.name], control) for control in caps.controls.values()]
