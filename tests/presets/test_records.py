@@ -5,6 +5,7 @@ filters by it."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -92,7 +93,10 @@ def test_a_new_system_prompt_is_kept_as_a_change_and_detaches_the_conversation(
     """None leaves the prompt (and the version) as they are; the same text changes nothing; a new
     text is a `SystemPromptChange` with both versions, the next turn sends it and names no version."""
     conversation = conversation_from_preset(user=actors.teammate, version_id=version_one.pk)
-    settings = {"parameters": {"temperature": 0.2, "max_tokens": 64}, "response_format": "json_object"}
+    settings: dict[str, Any] = {
+        "parameters": {"temperature": 0.2, "max_tokens": 64},
+        "response_format": "json_object",
+    }
     for unchanged in (None, "Answer in French."):
         conversation_composer_update(
             user=actors.teammate, conversation_id=conversation.pk, system_prompt=unchanged, **settings
