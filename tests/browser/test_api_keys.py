@@ -103,7 +103,7 @@ def test_an_owner_creates_a_key_copies_it_once_and_revokes_it(
             secret = page.locator("#new-key-secret").input_value()
             assert secret.startswith("pgk_")
             expect(page.locator("#new-key-snippet")).to_contain_text(
-                f"curl {live_app.url}/v1/chat/completions"
+                f"curl -sS {live_app.url}/v1/chat/completions"
             )
             expect(page.locator("#new-key-snippet")).to_contain_text('"model": "gpt-4.1-mini"')
             page.get_by_role("button", name="Copy key").click()
