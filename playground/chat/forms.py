@@ -94,6 +94,17 @@ def _offered(connection: ProviderConnection, model_id: str) -> bool:
     return catalog_models_for_kind(kind=connection.kind).filter(model_id=model_id).exists()
 
 
+class MessageWriteForm(forms.Form):
+    """A message written by hand: its role and text, and where (`chat_message_write`)."""
+
+    role = forms.CharField(max_length=20)  # which roles: the service says
+    text = forms.CharField(
+        strip=False, error_messages={"required": "Type a message first."}
+    )  # length: the service
+    replacing = forms.IntegerField(required=False, min_value=1)
+    after = forms.IntegerField(required=False, min_value=1)
+
+
 class ConversationCreateForm(ModelChoiceForm):
     system_prompt = forms.CharField(
         required=False,

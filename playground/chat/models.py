@@ -116,6 +116,9 @@ class Message(models.Model):
     usage_record = models.OneToOneField(
         "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="message"
     )
+    # Written by the user, not sent or answered: an example answer (few-shot), a message inserted
+    # into the history (`chat.services.branching.chat_message_write`).
+    written = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

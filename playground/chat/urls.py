@@ -70,6 +70,7 @@ urlpatterns: list[URLPattern] = [
         branches.turn_delete_view,
         name="turn-delete",
     ),
+    path("<int:conversation_id>/messages/write/", branches.message_write_view, name="message-write"),
     path(
         "<int:conversation_id>/messages/<int:message_id>/switch/",
         branches.branch_switch_view,

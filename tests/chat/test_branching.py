@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
@@ -21,6 +22,7 @@ from playground.chat.services.branching import (
     chat_branch_switch,
     chat_edit_start,
     chat_fork,
+    chat_message_write,
     chat_regenerate_start,
     chat_turn_delete,
 )
@@ -534,3 +536,126 @@ def test_view_code_and_the_preflight_follow_the_last_message_the_page_shows(
 
     assert "Three" in whole and "Three" not in shorter and "One" in shorter
     assert estimates[0] != estimates[1]
+
+
+# --- written messages: an edited answer, a message inserted anywhere ----------------------------
+
+
+def answer_to(question: Message) -> Message:
+    return Message.objects.get(parent=question, role=MessageRole.ASSISTANT)
+
+
+def test_an_answer_rewritten_by_hand_is_a_new_branch_the_next_turn_sends_as_the_models_own(
+    actors: Actors, conversation: Conversation, three_turns: list[Message], fake_upstream: FakeUpstream
+) -> None:
+    """A few-shot example: saved, nothing sent; the original answer stays beside it."""
+    original = answer_to(three_turns[1])
+    requests = len(fake_upstream.requests)
+    url = reverse("chat:message-write", args=[conversation.pk])
+
+    response = client_for(actors.owner).post(
+        url,
+        {"role": "assistant", "text": '  Two, in JSON: {"n": 2}  ', "replacing": original.pk},
+        headers={"HX-Request": "true"},
+    )
+
+    assert response.status_code == 200 and "Written by you" in response.text
+    assert len(fake_upstream.requests) == requests  # nothing was sent
+    written = Message.objects.get(written=True)
+    assert (written.parent_id, written.role, written.content) == (
+        three_turns[1].pk,
+        "assistant",
+        'Two, in JSON: {"n": 2}',
+    )
+    assert shown(conversation) == ["One", "answer to One", "Two", 'Two, in JSON: {"n": 2}']
+    answered(actors, conversation, "Four", fake_upstream)
+    assert sent(fake_upstream)[-3:] == [
+        ("user", "Two"),
+        ("assistant", 'Two, in JSON: {"n": 2}'),
+        ("user", "Four"),
+    ]
+    assert Message.objects.filter(pk=original.pk).exists() and written.usage_record_id is None
+
+
+def test_a_message_inserted_after_any_message_starts_a_branch_from_there(
+    actors: Actors, conversation: Conversation, three_turns: list[Message], fake_upstream: FakeUpstream
+) -> None:
+    first_answer = answer_to(three_turns[0])
+
+    inserted = chat_message_write(
+        user=actors.owner,
+        conversation_id=conversation.pk,
+        role="user",
+        text="One more thing?",
+        after_id=first_answer.pk,
+    )
+    example = chat_message_write(
+        user=actors.owner,
+        conversation_id=conversation.pk,
+        role="assistant",
+        text="Yes.",
+        after_id=inserted.pk,
+    )
+
+    assert shown(conversation) == ["One", "answer to One", "One more thing?", "Yes."]
+    assert example.parent_id == inserted.pk and inserted.parent_id == first_answer.pk
+    answered(actors, conversation, "Go on.", fake_upstream)
+    assert [content for _, content in sent(fake_upstream)][-5:] == [
+        "One", "answer to One", "One more thing?", "Yes.", "Go on."
+    ]  # fmt: skip
+    # Before the first message too; and a written answer may be deleted alone.
+    chat_message_write(user=actors.owner, conversation_id=conversation.pk, role="user", text="Context first.")
+    assert shown(conversation) == ["Context first."]
+    chat_turn_delete(user=actors.owner, conversation_id=conversation.pk, message_id=example.pk)
+    assert not Message.objects.filter(pk=example.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("role", "text", "where", "refusal"),
+    [
+        ("assistant", "   ", "after", "Type a message first."),
+        ("tool", "42", "after", "A written message is a user message or an assistant message."),
+        ("user", "Hi", "replacing", "An edited copy of a assistant message is a assistant message."),
+        ("assistant", "x\u0000y", "after", "Null characters are not allowed."),
+    ],
+)
+def test_a_written_message_is_refused_with_the_reason_and_nothing_changes(
+    actors: Actors,
+    conversation: Conversation,
+    three_turns: list[Message],
+    role: str,
+    text: str,
+    where: str,
+    refusal: str,
+) -> None:
+    answer = answer_to(three_turns[2])
+    before = shown(conversation)
+
+    response = client_for(actors.owner).post(
+        reverse("chat:message-write", args=[conversation.pk]), {"role": role, "text": text, where: answer.pk}
+    )
+
+    assert response.status_code == 400 and refusal in response.text
+    assert shown(conversation) == before and not Message.objects.filter(written=True).exists()
+
+
+def test_nothing_is_inserted_between_a_tool_call_and_its_results(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream
+) -> None:
+    call = message_append(
+        conversation=conversation,
+        role=MessageRole.ASSISTANT,
+        content="",
+        tool_calls=[
+            {"index": 0, "id": "c1", "name": "clock", "arguments": "{}", "valid": True, "errors": []}
+        ],
+    )
+
+    with pytest.raises(ValidationError, match="tool calls wait for their results"):
+        chat_message_write(
+            user=actors.owner, conversation_id=conversation.pk, role="user", text="Hi", after_id=call.pk
+        )
+    outsider = client_for(actors.outsider).post(
+        reverse("chat:message-write", args=[conversation.pk]), {"role": "user", "text": "Hi"}
+    )
+    assert outsider.status_code == 404

@@ -119,6 +119,7 @@ class MessageView:
     branch: BranchView | None = None  # its alternatives, when it has some
     cache_break: BreakShown | None = None  # its request lost the prefix the one before it cached
     system_changes: tuple[SystemChangeView, ...] = ()  # made between the message before and this one
+    written: bool = False  # written by the user (an example answer, an inserted message), not sent
 
     @property
     def is_user(self) -> bool:
@@ -158,6 +159,7 @@ def message_view(
         model_label=model_label,
         branch=branch_view(message.pk, alternatives),
         cache_break=cache_break,
+        written=message.written,
     )
 
 

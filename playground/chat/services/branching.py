@@ -1,5 +1,6 @@
-"""Branches: a question edited and sent again, an answer regenerated, another branch shown, a
-turn deleted, a conversation forked from a message.
+"""Branches: a question edited and sent again, an answer regenerated, a message written by hand
+(an example answer, a message inserted anywhere), another branch shown, a turn deleted, a
+conversation forked from a message.
 
 Every message keeps the one before it on its branch (`Message.parent`); an edited question is
 a sibling of the original, a regenerated answer a sibling of the one it replaces, and the
@@ -93,6 +94,58 @@ def chat_regenerate_start(*, user: User, conversation_id: int, message_id: int) 
     )
 
 
+WRITABLE_ROLES = (MessageRole.USER, MessageRole.ASSISTANT)
+
+
+def chat_message_write(
+    *,
+    user: User,
+    conversation_id: int,
+    role: str,
+    text: str,
+    replacing_id: int | None = None,
+    after_id: int | None = None,
+) -> Message:
+    """A message written by hand, as a new branch that the page then shows; nothing is sent.
+
+    `replacing_id`: an edited copy of that message (its sibling, as an edited question is): an
+    answer rewritten as the example the model should follow. Else `after_id`: inserted after
+    that message (its child; what followed it stays on the old branch); neither: before the
+    first message. The next Send continues from it.
+
+    Raises `MessageNotFound`, `ConversationNotFound`, `PermissionDenied` or `ValidationError`
+    (an empty text, a role other than user or assistant, a place that would split a tool call
+    from its results).
+    """
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    if role not in WRITABLE_ROLES:
+        raise ValidationError("A written message is a user message or an assistant message.")
+    text = message_text_check(text, images=False)
+    with transaction.atomic():
+        if replacing_id is not None:
+            original = _message(conversation, replacing_id)
+            if original.role != role:
+                raise ValidationError(
+                    f"An edited copy of a {original.role} message is a {original.role} message."
+                )
+            parent_id = original.parent_id
+        elif after_id is not None:
+            parent_id = _message(conversation, after_id).pk
+        else:
+            parent_id = None
+        if parent_id is not None and Message.objects.filter(pk=parent_id).exclude(tool_calls=[]).exists():
+            raise ValidationError(
+                "Its tool calls wait for their results: answer them before adding a message."
+            )
+        message = Message.objects.create(
+            conversation=conversation, parent_id=parent_id, role=role, content=text, written=True
+        )
+        Conversation.objects.filter(pk=conversation.pk).update(
+            current_leaf=message, updated_at=timezone.now()
+        )
+    return message
+
+
 def chat_branch_switch(*, user: User, conversation_id: int, message_id: int) -> Conversation:
     """Show the branch through `message_id` (a fork's other side): the current leaf becomes the
     last message written under it, where the user left that branch.
@@ -126,8 +179,10 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
         tree = MessageTree.load(conversation)
         roles = dict(conversation.messages.values_list("pk", "role"))
         if message.role == MessageRole.ASSISTANT:
-            if not message.is_failed_answer:
-                raise ValidationError("Only a failed answer is deleted alone: delete its question.")
+            if not (message.is_failed_answer or message.written):
+                raise ValidationError(
+                    "Only a failed or written answer is deleted alone: delete its question."
+                )
             top = _trigger_top(tree, roles, message.pk)
         elif message.role == MessageRole.USER:
             top = message.pk
@@ -189,6 +244,7 @@ def chat_fork(*, user: User, conversation_id: int, message_id: int) -> Conversat
                 tool_call_index=message.tool_call_index,
                 tool_call_id=message.tool_call_id,
                 structured=message.structured,
+                written=message.written,
             )
             copies[message.pk] = parent
             for attachment in message.attachments.all():

@@ -18,10 +18,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from playground.chat.forms import MessageWriteForm
 from playground.chat.models import Conversation
 from playground.chat.presenters.messages import message_views, system_changes_after
 from playground.chat.selectors import branch_shown, conversation_system_changes
-from playground.chat.services.branching import chat_branch_switch, chat_fork, chat_turn_delete
+from playground.chat.services.branching import (
+    chat_branch_switch,
+    chat_fork,
+    chat_message_write,
+    chat_turn_delete,
+)
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
 from playground.lib.web import HtmxHttpRequest, refusal
 from playground.usage.insights.cache_break_selectors import conversation_breaks_shown
@@ -70,6 +76,30 @@ def turn_delete_view(request: HtmxHttpRequest, conversation_id: int, message_id:
         return refusal(request, " ".join(exc.messages))
     conversation = conversation_for_run(user=request.user, conversation_id=conversation_id)
     return _messages(request, conversation)
+
+
+@login_required
+@require_POST
+def message_write_view(request: HtmxHttpRequest, conversation_id: int) -> HttpResponse:
+    """A message written by hand (`chat_message_write`): an edited answer, or a message inserted
+    after another (or first); the messages are redrawn on the new branch."""
+    form = MessageWriteForm(request.POST)
+    if not form.is_valid():
+        return refusal(request, " ".join(str(m) for errors in form.errors.values() for m in errors))
+    try:
+        chat_message_write(
+            user=request.user,
+            conversation_id=conversation_id,
+            role=form.cleaned_data["role"],
+            text=form.cleaned_data["text"],
+            replacing_id=form.cleaned_data["replacing"],
+            after_id=form.cleaned_data["after"],
+        )
+    except ConversationNotFound:
+        raise Http404("No such message.") from None
+    except ValidationError as exc:
+        return refusal(request, " ".join(exc.messages))
+    return _messages(request, conversation_for_run(user=request.user, conversation_id=conversation_id))
 
 
 @login_required

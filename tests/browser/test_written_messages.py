@@ -1,0 +1,71 @@
+"""Messages written by hand, in a real browser against the loopback fake Workers AI (issue 36):
+an answer edited into the example the model should follow, and a message inserted after
+another; both are new branches, nothing is sent until the next question, which carries them.
+Screenshots at 1280x800 go to `test-artifacts/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.test_branches import DESKTOP, idle, send
+from tests.fakes.upstream import FakeUpstream
+from tests.support.actors import Actors
+from tests.support.browser import Console, LiveApp, browser_page, fake_workers_chat, log_in, open_chat
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+EXAMPLE = '{"tool": "rake", "price_usd": 24}'
+
+
+def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_sends(
+    live_app: LiveApp, actors: Actors, fake_upstream: FakeUpstream, chromium_path: str, artifacts: Path
+) -> None:
+    conversation = fake_workers_chat(actors, fake_upstream)
+    console = Console()
+
+    with browser_page(chromium_path, console=console, viewport=DESKTOP) as page:
+        log_in(page, live_app.url, then=f"/chat/{conversation.pk}/")
+        open_chat(page, live_app.url, conversation)
+        send(page, "Price of a rake, as JSON?")
+        answer = page.locator(".message-assistant").last
+        answer.locator(".message-edit > summary", has_text="Edit").click()
+        answer.get_by_label("Edited answer").fill(EXAMPLE)
+        answer.get_by_role("button", name="Save").click()
+
+        written = page.locator(".message-assistant").last
+        expect(written).to_contain_text("Written by you")
+        expect(written.locator(".branch-position")).to_have_text("2 / 2")  # the model's answer stays
+        requests = len(fake_upstream.requests)
+
+        written.locator(".message-insert > summary").click()
+        written.get_by_label("User").check()
+        written.get_by_label("Inserted message").fill("And of a hoe?")
+        written.get_by_role("button", name="Insert").click()
+        expect(page.locator(".message-user .bubble")).to_have_text(
+            ["Price of a rake, as JSON?", "And of a hoe?"]
+        )
+        # An example answer to the inserted question.
+        page.locator(".message-user").last.locator(".message-insert > summary").click()
+        inserted = page.locator(".message-user").last
+        inserted.get_by_label("Assistant").check()
+        inserted.get_by_label("Inserted message").fill('{"tool": "hoe", "price_usd": 19}')
+        inserted.get_by_role("button", name="Insert").click()
+        expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
+        assert len(fake_upstream.requests) == requests  # nothing was sent
+        page.screenshot(path=artifacts / "written-messages-1280.png")
+
+        send(page, "And of a spade?")
+        idle(page)
+        history = [(m["role"], m["content"]) for m in fake_upstream.requests[-1].json["messages"]]
+        assert history[-5:] == [
+            ("user", "Price of a rake, as JSON?"),
+            ("assistant", EXAMPLE),
+            ("user", "And of a hoe?"),
+            ("assistant", '{"tool": "hoe", "price_usd": 19}'),
+            ("user", "And of a spade?"),
+        ]
+    assert console.problems == []
