@@ -659,3 +659,24 @@ def test_nothing_is_inserted_between_a_tool_call_and_its_results(
         reverse("chat:message-write", args=[conversation.pk]), {"role": "user", "text": "Hi"}
     )
     assert outsider.status_code == 404
+
+
+def test_a_user_message_inserted_without_an_answer_still_goes_out(
+    actors: Actors, conversation: Conversation, three_turns: list[Message], fake_upstream: FakeUpstream
+) -> None:
+    """Unlike a question whose request failed (left out with its turn), the user put it there."""
+    chat_message_write(
+        user=actors.owner,
+        conversation_id=conversation.pk,
+        role="user",
+        text="Context: prices are in euros.",
+        after_id=answer_to(three_turns[2]).pk,
+    )
+
+    answered(actors, conversation, "Four", fake_upstream)
+
+    assert sent(fake_upstream)[-3:] == [
+        ("assistant", "answer to Three"),
+        ("user", "Context: prices are in euros."),
+        ("user", "Four"),
+    ]

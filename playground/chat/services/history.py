@@ -41,7 +41,8 @@ def upstream_messages(
     tool calls goes out with its `tool_calls`, followed by one `tool` message per call in
     index order (matched by the answer and the index: Kimi's ids repeat), but only when every
     call was answered; otherwise (the user typed a new message instead) it goes out as text,
-    or its turn not at all. Only the last `HISTORY_MAX_MESSAGES` messages are read.
+    or its turn not at all. A user message written into the history by hand (`Message.written`)
+    goes out even unanswered. Only the last `HISTORY_MAX_MESSAGES` messages are read.
     `image_bytes=False`: images without their data, for estimates (`attachments.user_content`).
     `tree`: the conversation's `MessageTree` when the caller has just loaded it (one query less).
     """
@@ -54,13 +55,15 @@ def upstream_messages(
         if message.role == MessageRole.TOOL and message.reply_to_id is not None:
             results.setdefault(message.reply_to_id, []).append(message)
     turn: list[dict[str, Any]] = []  # the turn being read, sent once an answer with text ends it
+    turn_written = False  # its user message was written into the history by hand: always sent
     for message in kept:
         if message.role == MessageRole.TOOL:
             continue  # sent right after the answer whose call it answers
         if message.role == MessageRole.USER:
-            turn = [
-                _user_part(message, image_bytes=image_bytes)
-            ]  # a turn still open here was never answered: left out
+            if turn_written:  # the user put it there, unanswered: it goes out as they wrote it
+                messages += turn
+            # Any other turn still open here was never answered: left out.
+            turn, turn_written = [_user_part(message, image_bytes=image_bytes)], message.written
             continue
         answered = sorted(results.get(message.pk, []), key=lambda result: result.tool_call_index or 0)
         calls = sorted(message.tool_calls or [], key=lambda call: call["index"])
@@ -78,8 +81,9 @@ def upstream_messages(
             ]
         elif message.content:
             messages += [*turn, {"role": "assistant", "content": message.content}]
-            turn = []
-    if turn and (answering or turn[-1]["role"] == "tool"):  # what this request answers or continues
+            turn, turn_written = [], False
+    # What this request answers or continues, or a message the user wrote in.
+    if turn and (answering or turn_written or turn[-1]["role"] == "tool"):
         messages += turn
     return messages
 
