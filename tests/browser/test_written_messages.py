@@ -58,6 +58,22 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         assert len(fake_upstream.requests) == requests  # nothing was sent
         page.screenshot(path=artifacts / "written-messages-1280.png")
 
+        # A written answer is deleted alone (a model's answer goes only with its question).
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.locator(".message-assistant").last.get_by_role(
+            "button", name="Delete this written answer"
+        ).click()
+        expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(1)
+        expect(page.locator(".message-user .bubble")).to_have_text(
+            ["Price of a rake, as JSON?", "And of a hoe?"]
+        )
+        page.locator(".message-user").last.locator(".message-insert > summary").click()
+        inserted = page.locator(".message-user").last
+        inserted.get_by_label("Assistant").check()
+        inserted.get_by_label("Inserted message").fill('{"tool": "hoe", "price_usd": 19}')
+        inserted.get_by_role("button", name="Insert").click()
+        expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
+
         send(page, "And of a spade?")
         idle(page)
         history = [(m["role"], m["content"]) for m in fake_upstream.requests[-1].json["messages"]]

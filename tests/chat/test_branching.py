@@ -608,6 +608,7 @@ def test_a_message_inserted_after_any_message_starts_a_branch_from_there(
     assert shown(conversation) == ["Context first."]
     chat_turn_delete(user=actors.owner, conversation_id=conversation.pk, message_id=example.pk)
     assert not Message.objects.filter(pk=example.pk).exists()
+    assert Message.objects.filter(pk=inserted.pk).exists()  # alone: not the question before it
 
 
 @pytest.mark.parametrize(

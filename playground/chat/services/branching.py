@@ -164,7 +164,8 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
     """Delete a turn; returns the deleted messages' ids. Usage records stay in the log.
 
     By a question's id: the question, every answer to it (regenerated ones too) and their tool
-    round trips. By a refused or failed answer's id: the answer and what triggered it (its
+    round trips. By a written answer's id: that answer alone. By a refused or failed answer's
+    id: the answer and what triggered it (its
     question, unless the question has other answers; or a continuation's tool results, whose
     calls may then be answered again). Later questions on any branch under what is deleted
     move up to the message before it, so no later turn is lost. The branch on screen stays,
@@ -183,7 +184,8 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
                 raise ValidationError(
                     "Only a failed or written answer is deleted alone: delete its question."
                 )
-            top = _trigger_top(tree, roles, message.pk)
+            # A written answer goes alone; a failed one with what triggered it.
+            top = message.pk if message.written else _trigger_top(tree, roles, message.pk)
         elif message.role == MessageRole.USER:
             top = message.pk
         else:
