@@ -154,6 +154,8 @@ def test_the_drawer_opens_and_saves_from_the_keyboard(
         page.keyboard.press("Tab")  # into the drawer: its close button comes first
         expect(page.get_by_role("button", name="Close settings")).to_be_focused()
         page.keyboard.press("Tab")
+        expect(page.locator("#id_system_prompt")).to_be_focused()  # then the system prompt
+        page.keyboard.press("Tab")
         page.keyboard.type("0.5")  # the first parameter
         page.get_by_role("button", name="Save settings").focus()
         page.keyboard.press("Enter")

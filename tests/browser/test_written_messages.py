@@ -43,7 +43,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
 
         written.locator(".message-insert > summary").click()
         written.get_by_label("User").check()
-        written.get_by_label("Inserted message").fill("And of a hoe?")
+        written.get_by_label("Text to insert").fill("And of a hoe?")
         written.get_by_role("button", name="Insert").click()
         expect(page.locator(".message-user .bubble")).to_have_text(
             ["Price of a rake, as JSON?", "And of a hoe?"]
@@ -52,7 +52,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         page.locator(".message-user").last.locator(".message-insert > summary").click()
         inserted = page.locator(".message-user").last
         inserted.get_by_label("Assistant").check()
-        inserted.get_by_label("Inserted message").fill('{"tool": "hoe", "price_usd": 19}')
+        inserted.get_by_label("Text to insert").fill('{"tool": "hoe", "price_usd": 19}')
         inserted.get_by_role("button", name="Insert").click()
         expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
         assert len(fake_upstream.requests) == requests  # nothing was sent
@@ -70,7 +70,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         page.locator(".message-user").last.locator(".message-insert > summary").click()
         inserted = page.locator(".message-user").last
         inserted.get_by_label("Assistant").check()
-        inserted.get_by_label("Inserted message").fill('{"tool": "hoe", "price_usd": 19}')
+        inserted.get_by_label("Text to insert").fill('{"tool": "hoe", "price_usd": 19}')
         inserted.get_by_role("button", name="Insert").click()
         expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
 
