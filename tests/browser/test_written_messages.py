@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, expect
 
 from tests.browser.test_branches import DESKTOP, idle, send
 from tests.fakes.upstream import FakeUpstream
@@ -19,6 +19,15 @@ from tests.support.browser import Console, LiveApp, browser_page, fake_workers_c
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 EXAMPLE = '{"tool": "rake", "price_usd": 24}'
+HOE = '{"tool": "hoe", "price_usd": 19}'
+
+
+def insert_after(message: Locator, role: str, text: str) -> None:
+    """Write a `role` message after `message` with its Insert after form."""
+    message.locator(".message-insert > summary").click()
+    message.get_by_label(role).check()
+    message.get_by_label("Text to insert").fill(text)
+    message.get_by_role("button", name="Insert").click()
 
 
 def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_sends(
@@ -41,19 +50,12 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         expect(written.locator(".branch-position")).to_have_text("2 / 2")  # the model's answer stays
         requests = len(fake_upstream.requests)
 
-        written.locator(".message-insert > summary").click()
-        written.get_by_label("User").check()
-        written.get_by_label("Text to insert").fill("And of a hoe?")
-        written.get_by_role("button", name="Insert").click()
+        insert_after(written, "User", "And of a hoe?")
         expect(page.locator(".message-user .bubble")).to_have_text(
             ["Price of a rake, as JSON?", "And of a hoe?"]
         )
         # An example answer to the inserted question.
-        page.locator(".message-user").last.locator(".message-insert > summary").click()
-        inserted = page.locator(".message-user").last
-        inserted.get_by_label("Assistant").check()
-        inserted.get_by_label("Text to insert").fill('{"tool": "hoe", "price_usd": 19}')
-        inserted.get_by_role("button", name="Insert").click()
+        insert_after(page.locator(".message-user").last, "Assistant", HOE)
         expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
         assert len(fake_upstream.requests) == requests  # nothing was sent
         page.screenshot(path=artifacts / "written-messages-1280.png")
@@ -67,11 +69,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         expect(page.locator(".message-user .bubble")).to_have_text(
             ["Price of a rake, as JSON?", "And of a hoe?"]
         )
-        page.locator(".message-user").last.locator(".message-insert > summary").click()
-        inserted = page.locator(".message-user").last
-        inserted.get_by_label("Assistant").check()
-        inserted.get_by_label("Text to insert").fill('{"tool": "hoe", "price_usd": 19}')
-        inserted.get_by_role("button", name="Insert").click()
+        insert_after(page.locator(".message-user").last, "Assistant", HOE)
         expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
 
         send(page, "And of a spade?")
@@ -81,7 +79,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
             ("user", "Price of a rake, as JSON?"),
             ("assistant", EXAMPLE),
             ("user", "And of a hoe?"),
-            ("assistant", '{"tool": "hoe", "price_usd": 19}'),
+            ("assistant", HOE),
             ("user", "And of a spade?"),
         ]
     assert console.problems == []
