@@ -41,6 +41,10 @@ class Conversation(models.Model):
     parallel_tool_calls = models.BooleanField(default=True)
     auto_mock_steps = models.PositiveSmallIntegerField(default=0)  # 0: the user answers every call
     response_format = models.JSONField(null=True, blank=True)  # None: text
+    # Prompt variables: [{"name", "type": "text" | "number" | "json", "value"}], filled into the
+    # `{{name}}` placeholders of the system prompt and messages when a turn is sent
+    # (presets.variables); the stored texts keep their placeholders.
+    variables = models.JSONField(default=list, blank=True)
     # The last message of the branch shown and continued: the path from it up through
     # `Message.parent` is the history the next request sends (see chat.domain.branches).
     current_leaf = models.ForeignKey(
@@ -185,6 +189,7 @@ class Comparison(models.Model):
     tool_choice = models.JSONField(default=tool_choice_default, blank=True)
     parallel_tool_calls = models.BooleanField(default=True)
     response_format = models.JSONField(null=True, blank=True)
+    variables = models.JSONField(default=list, blank=True)  # as Conversation.variables
     runs = models.PositiveIntegerField(default=0)  # 0: never run, the page starts the first run
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -69,6 +69,8 @@ class UsageRecord(models.Model):
     # The preset version whose setup sent it (a conversation started from one, a batch configured
     # by one), by id like the conversation: usage stands below presets, and records stay.
     preset_version_id = models.BigIntegerField(null=True, blank=True)
+    # The prompt variables' values the request was sent with ({name: value as sent}), if any.
+    variables = models.JSONField(null=True, blank=True)
     path = models.CharField(max_length=10, choices=RequestPath.choices, default=RequestPath.CHAT)
     affinity_key = models.CharField(max_length=120, blank=True)
     streamed = models.BooleanField(default=True)
