@@ -22,10 +22,11 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from playground.lib.storable import is_storable
+from playground.presets.variables import Variable, VariablesUnfilled, messages_fill
 from playground.providers.adapters import ChatRequest
 from playground.providers.request_rules import Capabilities, request_fields_problem
 
@@ -73,6 +74,9 @@ class Shared:
 
     system_prompt: str = ""
     fields: Mapping[str, Any] = field(default_factory=dict)  # tools, response_format, parameters
+    # The preset's prompt variables with their defaults: a line's own values win (a JSONL line's
+    # `variables` object, a CSV row's column of the variable's name).
+    variables: tuple[Variable, ...] = ()
 
 
 class InputRules:
@@ -87,10 +91,14 @@ class InputRules:
         self.shared = shared or Shared()
         self._references: set[bytes] = set()
 
-    def item(self, line: int, raw: Any) -> ItemInput | LineError:
+    def item(self, line: int, raw: Any, *, cells: Mapping[str, str] | None = None) -> ItemInput | LineError:
+        """The line's item; `cells`: a CSV row's, by column, which fill the variables of their name."""
         if not isinstance(raw, dict):
             return LineError(line, f"expected a JSON object, got {_json_type(raw)}.")
         body = dict(raw)
+        values = body.pop("variables", None) if cells is None else cells
+        if cells is None and values is not None and (problem := self._variables_problem(values)):
+            return LineError(line, problem)
         reference = body.pop("external_reference", None)
         if reference is not None and not isinstance(reference, str):
             return LineError(line, "`external_reference` must be a string.")
@@ -102,7 +110,44 @@ class InputRules:
         problem = request_fields_problem(merged, self.caps)
         if problem:
             return LineError(line, problem)
+        try:
+            merged = self._with_variables(merged, values or {}, from_columns=cells is not None)
+        except VariablesUnfilled as exc:
+            return LineError(line, " ".join(exc.messages))
         return ItemInput(line=line, body=merged, external_reference=reference)
+
+    def _variables_problem(self, values: Any) -> str:
+        if not isinstance(values, Mapping):
+            return '`variables` must be an object of values by name, e.g. {"customer": "Ada"}.'
+        declared = [variable.name for variable in self.shared.variables]
+        unknown = sorted(name for name in values if name not in declared)
+        if unknown:
+            known = f"its variables are {', '.join(declared)}" if declared else "it declares none"
+            names = ", ".join(unknown)
+            return f"`variables` names {names}, which the batch's preset does not declare ({known})."
+        return ""
+
+    def _with_variables(
+        self, body: dict[str, Any], values: Mapping[str, Any], *, from_columns: bool
+    ) -> dict[str, Any]:
+        """The body with the variables filled in (the line's values over the defaults), and the
+        values used under `variables` (kept on the record, never sent)."""
+        if not self.shared.variables:
+            return body
+        variables = [
+            replace(variable, value=_value_text(values[variable.name]))
+            if variable.name in values
+            else variable
+            for variable in self.shared.variables
+        ]
+        try:
+            messages, used = messages_fill(body["messages"], variables)
+        except VariablesUnfilled as exc:
+            where = "a column" if from_columns else "`variables`"
+            raise VariablesUnfilled(
+                [*exc.messages, f"Give the line's value in {where} of that name."]
+            ) from None
+        return {**body, "messages": messages, **({"variables": used} if used else {})}
 
     def _reference_problem(self, reference: str) -> str:
         if len(reference) > REFERENCE_MAX_CHARS:
@@ -225,7 +270,8 @@ def csv_items(stream: IO[bytes], *, template: str, rules: InputRules) -> Iterato
         raw: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}]}
         if reference_column is not None:
             raw["external_reference"] = row[reference_column]
-        yield rules.item(first_line, raw)
+        filled = {name: value for name, value in cells.items() if value.strip()}  # empty: the default
+        yield rules.item(first_line, raw, cells=filled)
 
 
 def template_columns(template: str) -> list[str]:
@@ -290,6 +336,11 @@ def _messages_problem(messages: Any) -> str:
             continue
         return f"{where}.content must be text (or a list of content parts)."
     return ""
+
+
+def _value_text(value: Any) -> str:
+    """A line's value as the variable's text: a JSON line may give a number or an object."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _storable(value: Any) -> bool:

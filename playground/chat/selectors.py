@@ -208,6 +208,7 @@ def conversation_setup(conversation: Conversation) -> PresetSetup:
         ),
         model_id=conversation.model_id,
         system_prompt=conversation.system_prompt,
+        variables=list(conversation.variables or []),
         tools=list(conversation.tools or []),
         tool_choice=conversation.tool_choice,
         parallel_tool_calls=conversation.parallel_tool_calls,

@@ -5,7 +5,15 @@ from __future__ import annotations
 from django.urls import URLPattern, path
 
 from playground.chat.compare import views as compare
-from playground.chat.views import attachments, branches, code, conversation_page, conversations, presets
+from playground.chat.views import (
+    attachments,
+    branches,
+    code,
+    conversation_page,
+    conversations,
+    presets,
+    variables,
+)
 
 app_name = "chat"
 urlpatterns: list[URLPattern] = [
@@ -51,6 +59,11 @@ urlpatterns: list[URLPattern] = [
     ),
     path(
         "<int:conversation_id>/tools/", conversation_page.conversation_tools_view, name="conversation-tools"
+    ),
+    path(
+        "<int:conversation_id>/variables/",
+        variables.conversation_variables_view,
+        name="conversation-variables",
     ),
     path("<int:conversation_id>/code/", code.next_request_code_view, name="next-request-code"),
     path("<int:conversation_id>/preflight/", code.preflight_view, name="preflight"),

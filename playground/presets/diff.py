@@ -18,6 +18,7 @@ LABELS = {
     "connection": "Connection",
     "model": "Model",
     "system_prompt": "System prompt",
+    "variables": "Variables (with defaults)",
     "tools": "Tools (with mocks)",
     "tool_choice": "Tool choice",
     "parallel_tool_calls": "Parallel tool calls",
@@ -57,10 +58,19 @@ def setups_diff(old: dict[str, Any], new: dict[str, Any], *, context: int = 3) -
     """Every field of two setup documents (as stored on versions), changed or not, in order."""
     return [
         text_diff(
-            name, LABELS[name], field_text(name, old.get(name)), field_text(name, new.get(name)), context
+            name,
+            LABELS[name],
+            field_text(name, _value(old, name)),
+            field_text(name, _value(new, name)),
+            context,
         )
         for name in FIELDS
     ]
+
+
+def _value(document: dict[str, Any], name: str) -> Any:
+    """A field of a stored document; versions saved before variables existed have none."""
+    return document.get(name, [] if name == "variables" else None)
 
 
 def text_diff(name: str, label: str, old_text: str, new_text: str, context: int = 3) -> FieldDiff:

@@ -20,6 +20,7 @@ from playground.lib.registry import Registry
 
 if TYPE_CHECKING:
     from playground.presets.setup import PresetSetup
+    from playground.presets.variables import Variable
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class RequestPreset:
     id: int
     label: str
     system_prompt: str = ""
+    variables: tuple[Variable, ...] = ()  # with their default values; a line's own win
     parameters: Mapping[str, Any] = field(default_factory=dict)  # as stored; the caller filters by kind
     fields: Mapping[str, Any] = field(default_factory=dict)  # tools as sent, tool_choice, response_format
 

@@ -17,6 +17,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from playground.presets.request_presets import RequestPreset
+from playground.presets.variables import variables_problems, variables_read
 from playground.providers.json_problems import Issue
 from playground.providers.model_ids import model_id_validate
 from playground.providers.request_rules import (
@@ -46,6 +47,7 @@ FIELDS = (
     "connection",
     "model",
     "system_prompt",
+    "variables",
     "tools",
     "tool_choice",
     "parallel_tool_calls",
@@ -71,6 +73,9 @@ class PresetSetup:
     connection: ConnectionRef
     model_id: str
     system_prompt: str = ""
+    # Prompt variables, each {"name", "type", "value"}: the value is the default a conversation
+    # (or a batch line, or a comparison) starts with (`presets.variables`).
+    variables: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)  # with their mocks
     tool_choice: str | dict[str, Any] = "auto"
     parallel_tool_calls: bool = True
@@ -91,6 +96,7 @@ class PresetSetup:
             "connection": {"name": self.connection.name, "kind": self.connection.kind},
             "model": self.model_id,
             "system_prompt": self.system_prompt,
+            "variables": self.variables,
             "tools": self.tools,
             "tool_choice": self.tool_choice,
             "parallel_tool_calls": self.parallel_tool_calls,
@@ -116,6 +122,7 @@ class PresetSetup:
             id=self.version_id or 0,
             label=f"{self.preset_name} v{self.version_number}",
             system_prompt=self.system_prompt,
+            variables=tuple(variables_read(self.variables)),
             parameters=dict(self.parameters),
             fields=fields,
         )
@@ -130,6 +137,7 @@ def setup_from_document(
         connection=ConnectionRef(id=connection_id, name=connection["name"], kind=connection["kind"]),
         model_id=document["model"],
         system_prompt=document.get("system_prompt", ""),
+        variables=list(document.get("variables", [])),
         tools=list(document.get("tools", [])),
         tool_choice=document.get("tool_choice", "auto"),
         parallel_tool_calls=document.get("parallel_tool_calls", True),
@@ -224,6 +232,7 @@ def _with_defaults(setup: dict[str, Any]) -> dict[str, Any]:
         "connection": {"name": setup["connection"]["name"], "kind": setup["connection"]["kind"]},
         "model": setup["model"].strip(),
         "system_prompt": setup.get("system_prompt", ""),
+        "variables": [{"type": "text", "value": "", **row} for row in setup.get("variables", [])],
         "tools": setup.get("tools", []),
         "tool_choice": setup.get("tool_choice", "auto"),
         "parallel_tool_calls": setup.get("parallel_tool_calls", True),
@@ -261,6 +270,7 @@ def setup_document_problems(setup: Mapping[str, Any]) -> list[Issue]:
         problems.append(Issue(f"{at}.system_prompt", "Must be text."))
     elif len(prompt) > SYSTEM_PROMPT_MAX_CHARS:
         problems.append(Issue(f"{at}.system_prompt", f"At most {SYSTEM_PROMPT_MAX_CHARS:,} characters."))
+    problems += variables_problems(setup.get("variables", []), f"{at}.variables")
     tools = setup.get("tools", [])
     problems += _tools_problems(tools, f"{at}.tools")
     problems += _tool_choice_problems(setup.get("tool_choice", "auto"), tools, f"{at}.tool_choice")

@@ -201,6 +201,7 @@ def _identity(context: RequestContext) -> dict[str, Any]:
         "model_id": context.model_id,
         "conversation_id": context.conversation_id,
         "preset_version_id": context.preset_version_id,
+        "variables": context.variables,
         "path": context.path,
         "source": context.source,
         **context.attribution.record_fields(),

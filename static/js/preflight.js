@@ -1,7 +1,7 @@
 // The composer's pre-flight cost (#preflight) asks the server again when what it depends on
 // changes besides the typed text (its own hx-trigger follows the text): an answer that ends
 // (the history grew), another branch shown or a turn deleted, images added or removed, the
-// settings or tools saved.
+// settings, tools or variables saved.
 (function () {
   "use strict";
 
@@ -22,7 +22,7 @@
     document.body.addEventListener("htmx:afterSettle", function (event) {
       var target = event.detail && event.detail.target;
       var id = target && target.id;
-      if (id === "composer-settings" || id === "tools-panel" || id === "messages") refresh();
+      if (id === "composer-settings" || id === "tools-panel" || id === "variables-panel" || id === "messages") refresh();
     });
     var pending = document.getElementById("attachments-pending");
     if (pending) new MutationObserver(refresh).observe(pending, { childList: true });

@@ -188,7 +188,9 @@ def _with_preset(shared: Shared, preset: RequestPreset | None, connection: Provi
     fields = {key: value for key, value in preset.parameters.items() if key in connection.spec.parameters}
     fields.update(preset.fields)
     fields.update(shared.fields)
-    return Shared(system_prompt=shared.system_prompt or preset.system_prompt, fields=fields)
+    return Shared(
+        system_prompt=shared.system_prompt or preset.system_prompt, fields=fields, variables=preset.variables
+    )
 
 
 def _read(source: BatchInput, rules: InputRules) -> Iterator[ItemInput | LineError]:

@@ -45,6 +45,7 @@ def chat_request(batch: Batch, item: BatchItem) -> ChatRequest:
         )
     }
     messages = body.pop("messages")
+    variables = body.pop("variables", None)  # the prompt variables' values it was filled with
     return ChatRequest(
         model=batch.model_id,
         messages=messages,
@@ -56,6 +57,7 @@ def chat_request(batch: Batch, item: BatchItem) -> ChatRequest:
         response_format=known["response_format"],
         parameters=body,
         stream=False,
+        variables=variables,
     )
 
 

@@ -23,6 +23,7 @@ from jsonschema import Draft202012Validator
 from playground.catalog.selectors import catalog_model_serving
 from playground.chat.domain.tools import tools_request_fields
 from playground.chat.models import Conversation
+from playground.presets.variables import messages_fill, variables_read
 from playground.providers.adapters import ChatRequest
 from playground.providers.json_problems import Issue
 from playground.providers.kinds import WireFormat
@@ -60,20 +61,16 @@ def composer_capabilities(*, conversation: Conversation, day: dt.date) -> Capabi
 def chat_request_build(
     *, conversation: Conversation, messages: list[dict[str, Any]], day: dt.date
 ) -> ChatRequest:
-    """A turn's request from the conversation's settings. Raises `ValidationError` when a
-    stored setting can no longer be sent (the catalogue changed): nothing is sent then."""
+    """A turn's request from the conversation's settings, its prompt variables filled in.
+
+    Raises `ValidationError` when a stored setting can no longer be sent (the catalogue
+    changed), `VariablesUnfilled` (one) when a variable the texts use has no value or a value
+    its type refuses: nothing is sent then."""
+    messages, variables = messages_fill(messages, variables_read(conversation.variables))
     caps = composer_capabilities(conversation=conversation, day=day)
     connection = conversation.connection
     accepted = connection.spec.parameters if connection is not None else frozenset()
-    wire: dict[str, Any] = {}
-    for name, value in (conversation.parameters or {}).items():
-        control = caps.controls.get(name)
-        if control is None or not control.available or value is None:
-            continue  # a parameter the kind or model does not take is never sent
-        if name == "thinking":
-            wire["chat_template_kwargs"] = {caps.thinking_field: bool(value)}
-        else:
-            wire[control.parameter.wire] = value
+    wire = parameters_wire(conversation.parameters or {}, caps=caps)
     wire = {key: value for key, value in wire.items() if key in accepted}  # belt and braces
     response_format = conversation.response_format or None
     if response_format is not None and response_format.get("type") == JSON_SCHEMA and not caps.json_schema:
@@ -91,7 +88,23 @@ def chat_request_build(
         **tools_request_fields(conversation),  # tools, tool_choice, parallel_tool_calls (chat.domain.tools)
         affinity_key=conversation.affinity_key if conversation.use_affinity else "",
         stream=not (json_mode and not caps.streams_json),
+        variables=variables or None,
     )
+
+
+def parameters_wire(parameters: Mapping[str, Any], *, caps: Capabilities) -> dict[str, Any]:
+    """The stored parameters as request fields: the thinking switch in `chat_template_kwargs`
+    under the name the model reads, and a parameter the kind or model does not take left out."""
+    wire: dict[str, Any] = {}
+    for name, value in parameters.items():
+        control = caps.controls.get(name)
+        if control is None or not control.available or value is None:
+            continue  # a parameter the kind or model does not take is never sent
+        if name == "thinking":
+            wire["chat_template_kwargs"] = {caps.thinking_field: bool(value)}
+        else:
+            wire[control.parameter.wire] = value
+    return wire
 
 
 def _wire_response_format(

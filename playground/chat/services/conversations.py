@@ -17,6 +17,13 @@ from playground.chat.domain.tools import MAX_AUTO_MOCK_STEPS, ToolsInvalid, tool
 from playground.chat.models import Attachment, Conversation, SystemPromptChange
 from playground.chat.selectors import conversation_get
 from playground.lib.storable import is_storable
+from playground.presets.variables import (
+    Variable,
+    values_problems,
+    variables_declared,
+    variables_problems,
+    variables_read,
+)
 from playground.providers.connection_check import connection_model_check
 from playground.providers.json_problems import Issue
 from playground.providers.request_rules import JSON_SCHEMA, Capabilities, request_capabilities, tools_support
@@ -48,7 +55,10 @@ def _setup_save(conversation: Conversation, before: list[Any], fields: list[str]
 
 
 def _setup_now(conversation: Conversation) -> list[Any]:
-    return [getattr(conversation, field) for field in SETUP_FIELDS]
+    """The setup a preset version fixes: the variables' names and types, not their values (a new
+    value is what a variable is for: the version still names what sent the turn)."""
+    declared = [(variable.name, variable.type) for variable in variables_read(conversation.variables)]
+    return [*(getattr(conversation, field) for field in SETUP_FIELDS), declared]
 
 
 class ConversationNotFound(Exception):
@@ -146,7 +156,11 @@ def conversation_composer_update(
                 conversation=conversation, user=user, before=conversation.system_prompt, after=system_prompt
             )
             conversation.system_prompt = system_prompt
-            fields.append("system_prompt")
+            conversation.variables = [  # a placeholder new to the prompt declares its variable
+                variable.as_json()
+                for variable in variables_declared(variables_read(conversation.variables), [system_prompt])
+            ]
+            fields += ["system_prompt", "variables"]
         _setup_save(conversation, before, fields)
     return conversation
 
@@ -188,6 +202,39 @@ def conversation_tools_update(
     conversation.parallel_tool_calls = parallel_tool_calls
     conversation.auto_mock_steps = auto_mock_steps
     _setup_save(conversation, before, ["tools", "tool_choice", "parallel_tool_calls", "auto_mock_steps"])
+    return conversation
+
+
+def conversation_variables_update(
+    *, user: User, conversation_id: int, rows: list[dict[str, str]], declare: str = ""
+) -> Conversation:
+    """Save the Variables panel, all or nothing: each row {"name", "type", "value"} (a row with no
+    name is dropped, which is how one is removed), plus `declare`, a placeholder name of the
+    texts made a variable. Raises `ValidationError` keyed `name-<n>`, `type-<n>`, `value-<n>`
+    for row n, or `__all__`; a value its type refuses is refused here, an empty one is not (it
+    is asked for when a request uses it)."""
+    conversation = conversation_for_run(user=user, conversation_id=conversation_id)
+    kept = [
+        {"name": row.get("name", "").strip(), "type": row.get("type", "text"), "value": row.get("value", "")}
+        for row in rows
+        if row.get("name", "").strip()
+    ]
+    if declare and declare not in {row["name"] for row in kept}:
+        kept.append(Variable(name=declare).as_json())
+    errors: dict[str, list[str]] = {}
+    for issue in variables_problems(kept, "$"):
+        index, _, field = issue.path.removeprefix("$[").partition("].")
+        key = f"{field or 'name'}-{index}" if index.isdigit() else "__all__"
+        errors.setdefault(key, []).append(issue.message)
+    if not errors:
+        for name, problem in values_problems(variables_read(kept)).items():
+            row_at = next(position for position, row in enumerate(kept) if row["name"] == name)
+            errors[f"value-{row_at}"] = [problem]
+    if errors:
+        raise ValidationError(errors)
+    before = _setup_now(conversation)
+    conversation.variables = kept
+    _setup_save(conversation, before, ["variables"])
     return conversation
 
 

@@ -31,6 +31,7 @@ from playground.chat.models import Conversation
 from playground.chat.selectors import UsageSoFar, conversation_usage_so_far, team_recent_chat_usage
 from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
+from playground.presets.variables import VariablesUnfilled
 from playground.usage.budgets import budget_headroom
 from playground.usage.budgets.worst_case import request_max_tokens
 from playground.usage.estimates import CostEstimate, cost_estimate, worst_case_estimate
@@ -101,6 +102,10 @@ class PreflightUnavailable(Exception):
     """The next request cannot be built (no connection, an image the model cannot read, ...)."""
 
 
+class PreflightRefused(PreflightUnavailable):
+    """The next request would be refused as the draft stands (a variable it uses is not filled)."""
+
+
 def preflight_for(
     *,
     conversation: Conversation,
@@ -123,6 +128,8 @@ def preflight_for(
             image_bytes=False,
             after=after,
         )
+    except VariablesUnfilled as exc:
+        raise PreflightRefused(" ".join(exc.messages)) from None
     except ValidationError as exc:
         raise PreflightUnavailable(" ".join(exc.messages)) from None
     today = timezone.now().date()

@@ -68,6 +68,7 @@ def conversation_from_preset(*, user: User, version_id: int) -> Conversation:
         connection=connection,
         model_id=model_id,
         system_prompt=setup.system_prompt,
+        variables=setup.variables,
         use_affinity=setup.use_affinity,
         affinity_key=f"pg-{uuid.uuid4().hex}",
         parameters=setup.parameters,

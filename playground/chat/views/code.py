@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from playground.chat.presenters.request_code import next_request_code, past_request_code, target_parse
 from playground.chat.selectors import message_request_get
 from playground.chat.services.history import CURRENT_LEAF
-from playground.chat.services.preflight import PreflightUnavailable, preflight_for
+from playground.chat.services.preflight import PreflightRefused, PreflightUnavailable, preflight_for
 from playground.chat.views.lookups import conversation_or_404
 from playground.lib.web import HtmxHttpRequest
 
@@ -80,6 +80,8 @@ def preflight_view(request: HtmxHttpRequest, conversation_id: int) -> HttpRespon
             attachment_ids=_ids(request.POST),
             after=_after(request.POST),
         )
+    except PreflightRefused as exc:
+        return render(request, "chat/preflight.html", {"refusal": str(exc)})
     except PreflightUnavailable as exc:
         return render(request, "chat/preflight.html", {"problem": str(exc)})
     return render(request, "chat/preflight.html", {"preflight": preflight, "team": conversation.team})

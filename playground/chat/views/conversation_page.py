@@ -54,6 +54,7 @@ from playground.chat.views.branches import branch_context
 from playground.chat.views.conversations import team_connections
 from playground.chat.views.lookups import conversation_or_404
 from playground.chat.views.model_picker import model_drawer_context, model_field_context
+from playground.chat.views.variables import conversation_variables_panel
 from playground.lib.web import HtmxHttpRequest, form_errors_add, refusal
 from playground.presets.selectors import preset_list
 from playground.providers.json_problems import Issue
@@ -145,6 +146,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         "affinity_help": AFFINITY_HELP,
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
+        "variables_panel": conversation_variables_panel(conversation),
         **attachments_context(conversation, can_send=not note),
         **model_drawer_context(
             conversation.connection_id, conversation.model_id, team_connections(request, conversation)
@@ -224,7 +226,12 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     }
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         if saved and conversation.system_prompt != prompt_before:
-            context |= {"messages_redrawn": True, "can_send": True, **branch_context(conversation)}
+            context |= {
+                "messages_redrawn": True,
+                "can_send": True,
+                **branch_context(conversation),
+                "variables_panel": conversation_variables_panel(conversation),
+            }
         return render(request, "chat/composer_saved.html", context)
     return render(request, "chat/composer_settings_page.html", context, status=400)
 

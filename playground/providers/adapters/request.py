@@ -25,6 +25,9 @@ class ChatRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
     affinity_key: str = ""  # sent as x-session-affinity when non-empty
     stream: bool = True
+    # The prompt variables' values filled into `messages` ({name: value}), never sent: the usage
+    # record keeps them (`presets.variables`). None: the request used none.
+    variables: Mapping[str, str] | None = None
 
     @property
     def prompt_chars(self) -> int:

@@ -77,6 +77,7 @@ class MeteredCall:
             self.context,
             request_body=self.adapter.body_as_sent(self.request),
             answer_format=answer_format(self.request.response_format),
+            variables=dict(self.request.variables) if self.request.variables else None,
         )
 
     @property

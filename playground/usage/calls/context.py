@@ -80,6 +80,8 @@ class RequestContext:
     # The JSON response format the request asked for, whose answer the record checks (the
     # metered call fills it in, from the request); None: text.
     answer_format: AnswerFormat | None = None
+    # The prompt variables' values the request was sent with (the metered call fills it in).
+    variables: dict[str, str] | None = None
     attribution: Attribution = Attribution()
     # The record's `request_id`, when the caller must name it before the record exists (the
     # gateway sends it in the answer's headers); None: a new one.
