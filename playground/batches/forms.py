@@ -60,9 +60,9 @@ class BatchCreateForm(forms.Form):
         required=False,
         empty_value=None,
         label="Start from a conversation's settings (optional)",
-        help_text="Its connection and model run the batch, and its system prompt, tools, response format "
-        "and parameters apply to every item: saved as a version of a preset named after it, or the "
-        "team's identical version reused.",
+        help_text="Its connection and model run the batch, and its system prompt, tools, response format, "
+        "parameters and prompt variables apply to every item: saved as a version of a preset named "
+        "after it, or the team's identical version reused.",
     )
     preset_version = forms.TypedChoiceField(
         coerce=int,
@@ -70,7 +70,9 @@ class BatchCreateForm(forms.Form):
         empty_value=None,
         label="…or configure it with a preset (optional)",
         help_text="Its connection and model run the batch (they replace those chosen above), and its "
-        "system prompt, tools, response format and parameters apply to every item.",
+        "system prompt, tools, response format and parameters apply to every item. Its prompt "
+        "variables are filled per line: from a CSV column of the variable's name, or a JSONL line's "
+        '"variables" object; else the preset\'s default.',
     )
     system_prompt = forms.CharField(
         required=False,
