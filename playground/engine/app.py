@@ -1,4 +1,5 @@
-"""The HTTP front end: Workers AI (`/ai/run`, v4 envelope) and OpenAI (`/ai/v1`) routes.
+"""The HTTP front end: Workers AI (`/ai/run`, v4 envelope) and OpenAI (`/ai/v1`) routes, and the
+engine's own (`/engine/v1/tokenize`, `/healthz`).
 
 Handlers only read and check the request, hand a job to the replica pool (or the batch
 queue) and render its events. Errors on `/ai/run` use the v4 envelope; errors on
@@ -10,6 +11,10 @@ The account id in the path scopes the prefix cache and the batch queue: a reques
 reuses KV that another account's request left, and a batch is polled by its own account.
 The model named by the path (`/ai/run/{model}`) or the body (`model` on `/ai/v1`) chooses
 which of the served models, and so which replicas, answer.
+
+The tokenize route counts a chat request's prompt tokens as its model would (`prompts`), with
+the vocabularies the front end loads at start, on one thread of its own: counting takes no
+replica and never holds up the event loop.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -48,8 +54,10 @@ from playground.engine.errors import (
     served_text,
 )
 from playground.engine.jobs import Job, collect
+from playground.engine.messages import Turn
 from playground.engine.model_file import ServedModel
 from playground.engine.pool import ModelReplicas, ReplicaPool
+from playground.engine.prompts import PromptTokenizer, vocabulary_tokenizer
 from playground.engine.protocol import Failed, Finished, GenerationSpec, TextDelta, ToolCall
 from playground.engine.replica import ReplicaSettings
 from playground.engine.shapes import (
@@ -158,6 +166,9 @@ class Engine:
         self.started = int(time.time())
         self.pool: ReplicaPool
         self.queue: BatchQueue
+        self.tokenizers: dict[str, PromptTokenizer] = {}
+        # One thread: llama.cpp's tokenizer is not documented as safe to share between threads.
+        self._counting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
 
     async def open(self) -> None:
         self.queue = BatchQueue(self.config.queue_path)
@@ -172,6 +183,11 @@ class Engine:
         )
         try:
             await self.pool.start()
+            # After the replicas, whose start-up says what is wrong with a model file or template.
+            for model in self.served:
+                self.tokenizers[model.model_id] = await asyncio.get_running_loop().run_in_executor(
+                    self._counting, vocabulary_tokenizer, model.path, model.chat_format
+                )
         except BaseException:
             await self.close()
             raise
@@ -192,6 +208,7 @@ class Engine:
     async def close(self) -> None:
         await self.pool.stop()
         self.queue.close()
+        self._counting.shutdown(wait=False, cancel_futures=True)
 
     def _parse(self, body: Mapping[str, Any], account: str, model: str) -> ChatRequest:
         chat = parse_chat(body, model_id=model, default_max_tokens=self.config.default_max_tokens)
@@ -226,11 +243,54 @@ class Engine:
         return await self._answer(chat, model, request, openai=True)
 
     async def models(self, request: Request) -> Response:
+        windows = self.pool.context_windows()
         data = [
-            {"id": model_id, "object": "model", "created": self.started, "owned_by": "playground"}
+            {
+                "id": model_id,
+                "object": "model",
+                "created": self.started,
+                "owned_by": "playground",
+                "context_window": windows.get(model_id),
+            }
             for model_id in self.model_ids
         ]
         return JSONResponse({"object": "list", "data": data})
+
+    async def tokenize(self, request: Request) -> Response:
+        """The prompt tokens of a chat request (`messages` or `prompt`, with its `tools` and
+        `response_format`), or of each of `requests`, as the model's template renders them: what
+        `usage.prompt_tokens` would say if it were sent. Also the model's context window."""
+        body = await read_json(request, self.config.max_body_bytes)
+        if not isinstance(body.get("model"), str):
+            raise invalid_input(f"`model` is required; this engine serves {served_text(self.model_ids)}.")
+        model = self._served(body["model"])
+        many = body.get("requests")
+        if many is not None and (not isinstance(many, list) or not many):
+            raise invalid_input("`requests` must be a non-empty list of chat requests.")
+        bodies = many if many is not None else [body]
+        turns = [
+            self._turns(item, model, f"requests[{index}]: " if many else "")
+            for index, item in enumerate(bodies)
+        ]
+        counts = await asyncio.get_running_loop().run_in_executor(self._counting, self._count, model, turns)
+        answer: dict[str, Any] = {"model": model, "context_window": self.pool.context_windows().get(model)}
+        if many is None:
+            return JSONResponse({**answer, "prompt_tokens": counts[0]})
+        return JSONResponse({**answer, "requests": [{"prompt_tokens": count} for count in counts]})
+
+    def _turns(self, body: Any, model: str, where: str) -> list[Turn]:
+        if not isinstance(body, Mapping):
+            raise invalid_input(f"{where}must be a chat request object.")
+        try:
+            return parse_chat(
+                body, model_id=model, default_max_tokens=self.config.default_max_tokens
+            ).spec.messages
+        except EngineError as exc:
+            raise EngineError(exc.code, exc.status, f"{where}{exc.message}") from exc
+
+    def _count(self, model: str, turns: Sequence[list[Turn]]) -> list[int]:
+        tokenizer = self.tokenizers[model]
+        return [len(tokenizer.tokens(each)) for each in turns]
 
     async def health(self, request: Request) -> Response:
         replicas = self.pool.snapshot()
@@ -330,6 +390,7 @@ def create_app(engine: Engine) -> Starlette:
             methods=["POST"],
         ),
         Route(f"{ACCOUNT}/ai/v1/models", engine.models, methods=["GET"]),
+        Route("/engine/v1/tokenize", _answering_errors(engine.tokenize, openai=True), methods=["POST"]),
         Route("/healthz", engine.health, methods=["GET"]),
     ]
     middleware = [Middleware(BearerAuth, token=config.api_token)] if config.api_token else []

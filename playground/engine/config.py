@@ -125,9 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--context-size",
-        type=_positive,
+        type=_at_least(0),
         default=env_int("ENGINE_CONTEXT_SIZE", 4096),
-        help="context window in tokens [ENGINE_CONTEXT_SIZE]",
+        help="context window in tokens; 0: each GGUF's trained length [ENGINE_CONTEXT_SIZE]",
     )
     add(
         "--threads",

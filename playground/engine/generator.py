@@ -20,8 +20,8 @@ import numpy as np
 from playground.engine.answer_writer import AnswerWriter
 from playground.engine.errors import INTERNAL, EngineError, invalid_input
 from playground.engine.prefix_cache import CachedState, PrefixCache, Tokens, common_prefix_length
+from playground.engine.prompts import PromptTokenizer
 from playground.engine.protocol import Event, Failed, Finished, GenerationSpec, Started
-from playground.engine.templates import ChatTemplate
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +69,13 @@ class Sampler:
 
 
 class Generator:
-    def __init__(self, llm: llama_cpp.Llama, template: ChatTemplate, cache: PrefixCache) -> None:
+    def __init__(self, llm: llama_cpp.Llama, prompts: PromptTokenizer, cache: PrefixCache) -> None:
         self.llm = llm
-        self.template = template
+        self.prompts = prompts
         self.cache = cache
         self.vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self.n_ctx = llm.n_ctx()
         self._memory = llama_cpp.llama_get_memory(llm.ctx)
-        self._bos = int(llama_cpp.llama_vocab_bos(self.vocab))
-        self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
         self._live_scope = ""  # the cache scope of the sequence in the KV now
 
     def run(self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]) -> None:
@@ -103,7 +101,7 @@ class Generator:
     def _generate(
         self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]
     ) -> Event:
-        tokens = self._tokenize(self.template.render(spec.messages))
+        tokens = self.prompts.tokens(spec.messages)
         if len(tokens) >= self.n_ctx:
             raise invalid_input(
                 f"The prompt is {len(tokens)} tokens long, but the context window is {self.n_ctx} tokens; "
@@ -147,12 +145,6 @@ class Generator:
             if constrained:
                 constrained.close()
         return Finished(answer.finish(reason), len(tokens), len(completion), cached)
-
-    def _tokenize(self, prompt: str) -> Tokens:
-        tokens = self.llm.tokenize(prompt.encode(), add_bos=False, special=True)
-        if self._add_bos and (not tokens or tokens[0] != self._bos):
-            tokens.insert(0, self._bos)
-        return np.array(tokens, dtype=np.intc)
 
     def _reuse_prefix(self, tokens: Tokens, scope: str) -> int:
         """Keep the longest prefix of `tokens` already in the KV (live or from `scope`'s cache).

@@ -87,6 +87,7 @@ class Replica:
         self.ready = False
         self.loaded = False  # the model is in memory (the self-test may still be running)
         self.self_test: SelfTest | None = None
+        self.context_size = 0  # the context window the model was loaded with (0: not loaded yet)
         self.restarts = 0
         self.started_at = 0.0
         self.quick_exits = 0
@@ -185,6 +186,10 @@ class ReplicaPool:
             }
             for replica in self.replicas
         ]
+
+    def context_windows(self) -> dict[str, int]:
+        """Each model's context window in tokens, as its replicas loaded it (`n_ctx`)."""
+        return {replica.model_id: replica.context_size for replica in self.replicas if replica.context_size}
 
     def _route(self, model: str, affinity: str) -> Replica:
         own = [replica for replica in self.replicas if replica.model_id == model]
@@ -320,6 +325,7 @@ class ReplicaPool:
             replica.loaded = True
         elif isinstance(message, Ready):
             replica.ready, replica.self_test = True, message.self_test
+            replica.context_size = message.context_size
             logger.info(
                 "replica %d ready (pid %d, context %d tokens, self-test %d tokens in %.2f s)",
                 replica.index,

@@ -19,9 +19,10 @@ import llama_cpp
 
 from playground.engine.generator import Generator
 from playground.engine.prefix_cache import PrefixCache
+from playground.engine.prompts import PromptTokenizer
 from playground.engine.protocol import CancelJob, Fatal, JobEvent, Loaded, Ready, RunJob
 from playground.engine.self_test import LIKELY_CAUSE, SelfTestError, run_self_test
-from playground.engine.templates import ChatTemplate, template_source
+from playground.engine.templates import template_source
 
 logger = logging.getLogger(__name__)
 
@@ -83,13 +84,8 @@ def _load(settings: ReplicaSettings) -> Generator:
         swa_full=True,
         verbose=False,
     )
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    template = ChatTemplate(
-        template_source(settings.chat_format, llm.metadata),
-        bos_token=llm.detokenize([llama_cpp.llama_vocab_bos(vocab)], special=True).decode(),
-        eos_token=llm.detokenize([llama_cpp.llama_vocab_eos(vocab)], special=True).decode(),
-    )
-    return Generator(llm, template, PrefixCache(settings.prefix_cache_bytes))
+    prompts = PromptTokenizer(llm, llm.model, template_source(settings.chat_format, llm.metadata))
+    return Generator(llm, prompts, PrefixCache(settings.prefix_cache_bytes))
 
 
 def _run(conn: Connection, generator: Generator, job: RunJob) -> None:
