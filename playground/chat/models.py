@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
 from playground.accounts.models import Team
 from playground.presets.models import PresetVersion
 from playground.providers.models import ProviderConnection
-from playground.usage.models import UsageStatus
+from playground.usage.models import UsageRecord, UsageStatus
 
 # An answer whose request ended so is a failed turn, whatever text it streamed first.
 FAILED_STATUSES = frozenset({UsageStatus.REJECTED, UsageStatus.UPSTREAM_ERROR, UsageStatus.TIMEOUT})
@@ -138,10 +140,15 @@ class Message(models.Model):
         Reads `usage_record`: load it with the message in async code."""
         if self.role != MessageRole.ASSISTANT:
             return False
-        record = self.usage_record
-        if record is not None and record.status in FAILED_STATUSES:
-            return True
-        return not self.content and not self.tool_calls
+        return answer_failed(self.usage_record, content=self.content, tool_calls=self.tool_calls)
+
+
+def answer_failed(record: UsageRecord | None, *, content: str, tool_calls: list[Any]) -> bool:
+    """An answer (a message's, a compare column's) whose request was refused, failed or stopped
+    before any output: its turn is left out of the requests after it."""
+    if record is not None and record.status in FAILED_STATUSES:
+        return True
+    return not content and not tool_calls
 
 
 class Attachment(models.Model):
@@ -168,7 +175,8 @@ class Attachment(models.Model):
 
 
 class Comparison(models.Model):
-    """One prompt sent at once to 2-4 targets (`ComparisonColumn`), side by side.
+    """2-4 targets (`ComparisonColumn`) side by side, chatting in sync: each user message
+    (`ComparisonTurn`) goes to every column, and each column answers it in its own history.
 
     Holds its own copy of the setup it was started with (from a conversation, or typed on a
     blank page), so a rerun sends the same thing however the conversation changed since.
@@ -183,14 +191,14 @@ class Comparison(models.Model):
     # Or the preset version whose setup it took (its columns' records name it), by id as usage
     # records do.
     preset_version_id = models.BigIntegerField(null=True, blank=True)
-    prompt = models.TextField()
+    prompt = models.TextField()  # the opening message (turn 1's): the comparison's title
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True)
     tool_choice = models.JSONField(default=tool_choice_default, blank=True)
     parallel_tool_calls = models.BooleanField(default=True)
     response_format = models.JSONField(null=True, blank=True)
     variables = models.JSONField(default=list, blank=True)  # as Conversation.variables
-    runs = models.PositiveIntegerField(default=0)  # 0: never run, the page starts the first run
+    runs = models.PositiveIntegerField(default=0)  # runs started (turns, reruns); 0: the page starts turn 1
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -202,10 +210,11 @@ class Comparison(models.Model):
 
 
 class ComparisonColumn(models.Model):
-    """One target of a comparison (connection, model, parameters, affinity) and its latest answer.
+    """One target of a comparison (connection, model, parameters, affinity); its answers are
+    `ComparisonAnswer`s, one per turn and run.
 
-    Each run is an ordinary metered request whose record's source is
-    `compare-column:<id>:<attempt>`; `usage_record` is the latest run's.
+    Each answer is an ordinary metered request whose record's source is
+    `compare-column:<id>:<attempt>`: `attempt` counts the column's requests over all its turns.
     """
 
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="columns")
@@ -215,15 +224,9 @@ class ComparisonColumn(models.Model):
     parameters = models.JSONField(default=dict, blank=True)
     use_affinity = models.BooleanField(default=True)
     affinity_key = models.CharField(max_length=120, blank=True)
-    attempt = models.PositiveIntegerField(default=0)  # runs started; the record source's attempt
-    content = models.TextField(blank=True)
-    reasoning = models.TextField(blank=True)
-    tool_calls = models.JSONField(default=list, blank=True)  # as Message.tool_calls
-    structured = models.JSONField(null=True, blank=True)  # as Message.structured
-    usage_record = models.ForeignKey(
-        "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    # The conversation "Continue with this one" made of it (opened again on a second press).
+    attempt = models.PositiveIntegerField(default=0)  # requests started; the record source's attempt
+    # The conversation "Continue with this one" made of it (opened again on a second press, until
+    # the comparison runs again).
     continued_as = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -236,3 +239,61 @@ class ComparisonColumn(models.Model):
 
     def __str__(self) -> str:
         return f"Column {self.position} of comparison {self.comparison_id}: {self.model_id}"
+
+
+class ComparisonTurn(models.Model):
+    """One user message of a comparison, sent to every column (turn 1 is the opening prompt)."""
+
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="turns")
+    number = models.PositiveSmallIntegerField()  # 1, 2, ...
+    content = models.TextField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            models.UniqueConstraint(fields=["comparison", "number"], name="chat_comparison_turn_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"Turn {self.number} of comparison {self.comparison_id}: {self.content[:40]}"
+
+
+class ComparisonAnswer(models.Model):
+    """A column's answer to a turn in one run of it: the turn's first run is `run` 1, each rerun
+    the next. The newest run's answer is the column's, which its later turns send as history;
+    the earlier ones stay as the comparison's history.
+
+    Stored when the run starts (`ended_at` None while it streams) and filled in when its metered
+    call settles, or at once with the `refusal` when nothing could be sent.
+    """
+
+    turn = models.ForeignKey(ComparisonTurn, on_delete=models.CASCADE, related_name="answers")
+    column = models.ForeignKey(ComparisonColumn, on_delete=models.CASCADE, related_name="answers")
+    run = models.PositiveSmallIntegerField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    content = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)  # as Message.tool_calls
+    structured = models.JSONField(null=True, blank=True)  # as Message.structured
+    refusal = models.TextField(blank=True)  # why nothing was sent (a deleted connection, a prompt too long)
+    usage_record = models.ForeignKey(
+        "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["turn_id", "run", "column_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "column", "run"], name="chat_comparison_answer_run")
+        ]
+
+    def __str__(self) -> str:
+        return f"Answer of column {self.column_id} to turn {self.turn_id} (run {self.run})"
+
+    @property
+    def is_failed(self) -> bool:
+        """Refused, failed or stopped before any output (`answer_failed`); reads `usage_record`."""
+        return answer_failed(self.usage_record, content=self.content, tool_calls=self.tool_calls)

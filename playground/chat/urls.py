@@ -25,6 +25,11 @@ urlpatterns: list[URLPattern] = [
     path("compare/new/", compare.comparison_create_view, name="comparison-create"),
     path("compare/<int:comparison_id>/", compare.comparison_detail_view, name="comparison-detail"),
     path(
+        "compare/<int:comparison_id>/preflight/",
+        compare.comparison_preflight_view,
+        name="comparison-preflight",
+    ),
+    path(
         "compare/<int:comparison_id>/columns/<int:column_id>/continue/",
         compare.comparison_continue_view,
         name="comparison-continue",

@@ -3,8 +3,9 @@
 From a conversation on SmolLM2, "Compare models" opens the form with the conversation's target
 first; the second target is Gemma 3 270M. The comparison runs as soon as its page opens: both
 columns stream side by side and end with their four figures (tokens in / cached / out, cost,
-TTFT, latency). "Rerun all" runs both again (new records), and "Continue with this one" on
-Gemma's column opens a conversation that holds that column's turn. Screenshots at 1280x800 and
+TTFT, latency). "Rerun last turn" runs both again (new records, the first answers kept as the
+turn's earlier run), and "Continue with this one" on Gemma's column opens a conversation that
+holds that column's turn. Screenshots at 1280x800 and
 390x844 go to `test-artifacts/`.
 """
 
@@ -18,7 +19,7 @@ import pytest
 from django.conf import LazySettings
 from playwright.sync_api import Locator, Page, expect
 
-from playground.chat.models import Comparison, ComparisonColumn, Conversation, Message, MessageRole
+from playground.chat.models import ComparisonAnswer, Conversation, Message, MessageRole
 from playground.usage.models import RequestPath, UsageRecord, UsageStatus
 from tests.support.actors import Actors
 from tests.support.browser import Console, LiveApp, browser_page, engine_chat, log_in
@@ -44,8 +45,8 @@ def expect_figures(column: Locator) -> None:
 def wait_for_run(page: Page) -> None:
     # A column never run is drawn "done" too (with "Not run yet."): on the page's first load,
     # wait for the run it starts itself to have replaced them, or this returns before it began.
-    expect(page.locator(".compare-column", has_text="Not run yet.")).to_have_count(0, timeout=RUN_TIMEOUT_MS)
-    expect(page.locator('.compare-column[data-state="done"]')).to_have_count(2, timeout=RUN_TIMEOUT_MS)
+    expect(page.locator(".compare-cell", has_text="Not run yet.")).to_have_count(0, timeout=RUN_TIMEOUT_MS)
+    expect(page.locator('.compare-cell[data-state="done"]')).to_have_count(2, timeout=RUN_TIMEOUT_MS)
     expect(page.locator("#compare-rerun")).to_be_visible()
 
 
@@ -80,9 +81,9 @@ def test_two_engine_models_side_by_side_then_continue_with_one(
         page.set_viewport_size({"width": 1280, "height": 800})
         page.get_by_role("button", name="Compare").click()
 
-        expect(page.locator("#compare-prompt")).to_have_text(PROMPT)
+        expect(page.locator(".compare-prompt")).to_have_text(PROMPT)
         wait_for_run(page)  # started by the page itself, no click
-        columns = page.locator(".compare-column")
+        columns = page.locator(".compare-cell")
         expect(columns.nth(0)).to_contain_text(running_engine.model_id)
         expect(columns.nth(1)).to_contain_text(GEMMA)
         for index in range(2):
@@ -94,11 +95,12 @@ def test_two_engine_models_side_by_side_then_continue_with_one(
         page.set_viewport_size({"width": 1280, "height": 800})
 
         page.locator("#compare-rerun").click()
-        expect(page.locator('.compare-column[data-state="streaming"]').first).to_be_attached()
+        expect(page.locator('.compare-cell[data-state="streaming"]').first).to_be_attached()
         wait_for_run(page)
+        expect(page.locator(".compare-earlier")).to_have_count(2)  # each column keeps its first answer
         page.screenshot(path=artifacts / "compare-06-rerun.png")
 
-        columns.nth(1).get_by_role("button", name="Continue with this one").click()
+        page.locator(".compare-foot").nth(1).get_by_role("button", name="Continue with this one").click()
         expect(page).to_have_url(re.compile(rf"^{re.escape(live_app.url)}/chat/(?!{conversation.pk}/)\d+/$"))
         expect(page.locator(".chat-meta code")).to_have_text(GEMMA)
         expect(page.locator(".message-user .bubble")).to_have_text(PROMPT)
@@ -106,15 +108,14 @@ def test_two_engine_models_side_by_side_then_continue_with_one(
         page.screenshot(path=artifacts / "compare-05-continued.png")
 
     assert console.problems == []
-    comparison = Comparison.objects.get()
     records = UsageRecord.objects.filter(path=RequestPath.COMPARE)
     assert records.count() == 4, "two columns, run twice"
     assert set(records.values_list("status", flat=True)) == {UsageStatus.OK}
     # Affinity is on for both: the rerun reaches the replica that holds the prompt, and says so.
     assert all(record.cached_tokens for record in records.filter(source__endswith=":2"))
-    column = ComparisonColumn.objects.get(comparison=comparison, model_id=GEMMA)
+    rerun = ComparisonAnswer.objects.select_related("usage_record").get(column__model_id=GEMMA, run=2)
     continued = Conversation.objects.exclude(pk=conversation.pk).get()
     assert (continued.model_id, continued.system_prompt) == (GEMMA, "Answer in one short sentence.")
     answer = Message.objects.get(conversation=continued, role=MessageRole.ASSISTANT)
-    assert answer.content == column.content and answer.usage_record_id == column.usage_record_id
-    assert column.usage_record is not None and column.usage_record.source.endswith(":2"), "the rerun's answer"
+    assert answer.content == rerun.content and answer.usage_record_id == rerun.usage_record_id
+    assert rerun.usage_record is not None and rerun.usage_record.source.endswith(":2"), "the rerun's answer"

@@ -1,54 +1,42 @@
-"""Compare: one prompt sent at once to 2-4 targets, each column an ordinary metered request.
+"""Compare: 2-4 targets side by side, chatting in sync; each column's request an ordinary metered one.
 
 A comparison holds the setup (system prompt, tools, response format) taken from a
 conversation or typed on a blank page, and one column per target (connection, model,
 parameters, affinity). A column's request is what a conversation with those settings would
-send for the prompt: `comparison_setup` makes that conversation (unsaved) and the composer
-builds the request from it (`chat_request_build`), so parameters a model does not take are
-never sent, and JSON output goes out with `stream: false` where it cannot stream, as in chat.
+send: `comparison_setup` makes that conversation (unsaved) and the composer builds the request
+from it (`chat_request_build`), so parameters a model does not take are never sent, and JSON
+output goes out with `stream: false` where it cannot stream, as in chat.
 
-Each run of a column goes through the one metered call with path `compare` and the source
-`compare-column:<id>:<attempt>`: it holds the team's budget (a column over budget is refused
-on its own; the others still run), and its record is in the log and the dashboard like any
-other. "Continue with this one" turns a column into a conversation holding its turn.
+The user's messages are the comparison's turns; each column answers each of them in its own
+history (`compare.runs`). "Continue with this one" turns a column into a conversation holding
+all its turns.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from playground.accounts.permissions import require_run_role
-from playground.chat.compare.models import Comparison, ComparisonColumn
-from playground.chat.compare.selectors import comparison_get
+from playground.chat.compare.models import Comparison, ComparisonColumn, ComparisonTurn
+from playground.chat.compare.selectors import AnswerCells, comparison_answers, comparison_get
 from playground.chat.domain.composer import chat_request_build, parameters_check
-from playground.chat.domain.tools import tool_call_record
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.selectors import conversation_get
-from playground.chat.services.turns import MAX_MESSAGE_CHARS, TITLE_CHARS, require_fits_context
+from playground.chat.services.turns import MAX_MESSAGE_CHARS, TITLE_CHARS
 from playground.lib.storable import is_storable
 from playground.presets.selectors import preset_version_setup
-from playground.providers.adapters import ChatRequest, adapter_for
-from playground.providers.answer_collector import AnswerCollector
+from playground.providers.adapters import ChatRequest
 from playground.providers.connection_check import connection_model_check
-from playground.providers.events import StreamEvent
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
-from playground.providers.structured_answers import structured_check
-from playground.usage.calls.call import MeteredCall
-from playground.usage.calls.kinds import compare_column_call
-from playground.usage.calls.settlement import Alone
-from playground.usage.metering import Outcome
-from playground.usage.models import UsageRecord
 
 MIN_TARGETS = 2
 MAX_TARGETS = 4
@@ -141,6 +129,7 @@ def comparison_create(
         for column in columns:
             column.comparison = comparison
         ComparisonColumn.objects.bulk_create(columns)
+        ComparisonTurn.objects.create(comparison=comparison, number=1, content=prompt, user=user)
     return comparison
 
 
@@ -180,7 +169,7 @@ def _column(
     column.connection, column.model_id, column.use_affinity = connection, model_id, target.use_affinity
     column.parameters = {**base, **chosen}
     try:  # what would be sent (tools a model does not take, a schema it cannot follow) is refused now
-        comparison_request_build(comparison=comparison, column=column)
+        comparison_request_build(comparison=comparison, column=column, text=comparison.prompt)
     except ValidationError as exc:
         errors.setdefault(f"{position}-model", []).extend(exc.messages)
     return column
@@ -206,105 +195,28 @@ def comparison_setup(*, comparison: Comparison, column: ComparisonColumn) -> Con
     )
 
 
-def comparison_request_build(*, comparison: Comparison, column: ComparisonColumn) -> ChatRequest:
-    """A column's request: the system prompt and the prompt, with the column's settings."""
+def comparison_request_build(
+    *,
+    comparison: Comparison,
+    column: ComparisonColumn,
+    text: str,
+    history: Sequence[dict[str, Any]] = (),
+) -> ChatRequest:
+    """A column's request for the user's `text` after its `history` (`runs.column_history`): the
+    system prompt first, with the column's settings."""
     messages: list[dict[str, Any]] = []
     if comparison.system_prompt.strip():
         messages.append({"role": "system", "content": comparison.system_prompt})
-    messages.append({"role": "user", "content": comparison.prompt})
+    messages += [*history, {"role": "user", "content": text}]
     setup = comparison_setup(comparison=comparison, column=column)
     return chat_request_build(conversation=setup, messages=messages, day=timezone.now().date())
 
 
-@dataclass
-class ColumnRun:
-    """One column's request of a run. `refusal` (nothing was sent) or `events()` then the stored answer."""
-
-    comparison: Comparison
-    column: ComparisonColumn
-    call: MeteredCall | None
-    refusal: str = ""  # the column could not even be built (its connection was deleted, ...)
-    answer: AnswerCollector = field(default_factory=AnswerCollector)
-
-    def __post_init__(self) -> None:
-        if self.call is not None:
-            self.call.settlement = Alone(self._save_answer)
-
-    async def events(self) -> AsyncGenerator[StreamEvent]:
-        """The upstream's events; the metered call writes the record and then the column's answer."""
-        assert self.call is not None
-        async with aclosing(self.call.events()) as events:
-            async for event in events:
-                self.answer.observe(event)
-                yield event
-
-    def _save_answer(self, record: UsageRecord | None, outcome: Outcome) -> None:
-        column = self.column
-        column.content = self.answer.text
-        column.reasoning = self.answer.reasoning
-        column.tool_calls = [tool_call_record(call, self.comparison.tools) for call in self.answer.tool_calls]
-        column.structured = structured_check(
-            text=self.answer.text, response_format=self.comparison.response_format
-        )
-        column.usage_record = record
-        column.save(update_fields=["content", "reasoning", "tool_calls", "structured", "usage_record"])
-
-
-def comparison_run_start(*, user: User, comparison_id: int, first: bool = False) -> list[ColumnRun]:
-    """Start a run of every column: each column's answer is cleared and its attempt counted.
-
-    `first`: the page's own start of a comparison never run; returns [] when it has run
-    already (a reload, a second tab), so opening the page never sends it again. Rerun all
-    is `first=False`. Blocking: call via `sync_to_async`.
-    """
-    comparison = comparison_for_run(user=user, comparison_id=comparison_id)
-    with transaction.atomic():
-        runs = Comparison.objects.filter(pk=comparison.pk)
-        if first and not runs.filter(runs=0).update(runs=1):
-            return []
-        if not first:
-            runs.update(runs=F("runs") + 1)
-        columns = list(comparison.columns.select_for_update(of=("self",)).select_related("connection"))
-        for column in columns:
-            column.attempt += 1
-            column.content = column.reasoning = ""
-            column.tool_calls, column.structured, column.usage_record = [], None, None
-            column.continued_as = None  # "Continue" now takes the new answer
-        ComparisonColumn.objects.bulk_update(
-            columns,
-            ["attempt", "content", "reasoning", "tool_calls", "structured", "usage_record", "continued_as"],
-        )
-    return [_column_run(user=user, comparison=comparison, column=column) for column in columns]
-
-
-def _column_run(*, user: User, comparison: Comparison, column: ComparisonColumn) -> ColumnRun:
-    connection = column.connection
-    if connection is None:
-        return ColumnRun(comparison, column, None, refusal="This target's connection was deleted.")
-    try:
-        request = comparison_request_build(comparison=comparison, column=column)
-        window = require_fits_context(request)
-    except ValidationError as exc:
-        return ColumnRun(comparison, column, None, refusal=" ".join(exc.messages))
-    call = compare_column_call(
-        adapter=adapter_for(connection),
-        request=request,
-        context_window=window,
-        team_id=comparison.team_id,
-        user_id=user.pk,
-        connection_id=connection.pk,
-        model_id=column.model_id,
-        preset_version_id=comparison.preset_version_id,
-        column_id=column.pk,
-        attempt=column.attempt,
-    )
-    return ColumnRun(comparison, column, call)
-
-
 def comparison_continue(*, user: User, comparison_id: int, column_id: int) -> Conversation:
-    """The conversation a column becomes: its target and settings, the prompt and the column's
-    answer as its first turn (the answer keeps the column's usage record). A column continued
-    before opens the same conversation again, while it exists.
+    """The conversation a column becomes: its target and settings, and every turn it was sent,
+    each with the column's newest answer to it (which keeps its usage record, unless a
+    conversation continued before holds it). A column continued before opens the same
+    conversation again, while it exists and the comparison has not run since.
 
     Raises `ComparisonNotFound` (another team's, or no such column), `PermissionDenied`
     (viewers), `ValidationError` (the column has no answer to continue from).
@@ -313,7 +225,7 @@ def comparison_continue(*, user: User, comparison_id: int, column_id: int) -> Co
     with transaction.atomic():
         column = (
             comparison.columns.select_for_update(of=("self",))
-            .select_related("continued_as", "usage_record")
+            .select_related("continued_as")
             .filter(pk=column_id)
             .first()
         )
@@ -323,25 +235,39 @@ def comparison_continue(*, user: User, comparison_id: int, column_id: int) -> Co
             return column.continued_as
         if column.connection_id is None:
             raise ValidationError("This target's connection was deleted: it cannot be continued.")
-        if column.usage_record is None or not (column.content or column.tool_calls):
+        cells = AnswerCells(comparison_answers(comparison=comparison))
+        turns = [
+            (turn, answer)
+            for turn in comparison.turns.all()
+            if (answer := cells.current(turn.pk, column.pk)) is not None
+            and answer.usage_record_id is not None
+        ]
+        if not any(answer.content or answer.tool_calls for _, answer in turns):
             raise ValidationError("This column has no answer to continue from: run it first.")
         conversation = comparison_setup(comparison=comparison, column=column)
         conversation.user = user
         conversation.save()
-        question = Message.objects.create(
-            conversation=conversation, role=MessageRole.USER, content=comparison.prompt
+        held = set(
+            Message.objects.filter(
+                usage_record__in=[answer.usage_record_id for _, answer in turns]
+            ).values_list("usage_record_id", flat=True)
         )
-        # The one branch of the new conversation: the question, then the column's answer.
-        conversation.current_leaf = Message.objects.create(
-            conversation=conversation,
-            parent=question,
-            role=MessageRole.ASSISTANT,
-            content=column.content,
-            reasoning=column.reasoning,
-            tool_calls=column.tool_calls,
-            structured=column.structured,
-            usage_record=column.usage_record,
-        )
+        parent: Message | None = None
+        for turn, answer in turns:  # one branch: each question, then the column's answer to it
+            question = Message.objects.create(
+                conversation=conversation, parent=parent, role=MessageRole.USER, content=turn.content
+            )
+            parent = Message.objects.create(
+                conversation=conversation,
+                parent=question,
+                role=MessageRole.ASSISTANT,
+                content=answer.content,
+                reasoning=answer.reasoning,
+                tool_calls=answer.tool_calls,
+                structured=answer.structured,
+                usage_record_id=None if answer.usage_record_id in held else answer.usage_record_id,
+            )
+        conversation.current_leaf = parent
         conversation.save(update_fields=["current_leaf"])
         column.continued_as = conversation
         column.save(update_fields=["continued_as"])

@@ -1,8 +1,9 @@
-"""Compare pages: start a comparison (from a conversation or a blank page), see it, continue a column.
+"""Compare pages: start a comparison (from a conversation or a blank page), see it with its turns
+and run history, price its next turn, continue a column.
 
-The answers stream over the comparison's socket (`compare.socket`); these views only store
-and show. Every lookup is scoped to the user's teams: another team's comparison, column or
-source conversation is a 404.
+The answers stream over the comparison's socket (`compare.socket`), which also takes the next
+turns; these views only store and show. Every lookup is scoped to the user's teams: another
+team's comparison, column or source conversation is a 404.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from playground.accounts.permissions import user_can_run
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.compare.forms import TARGET_SLOTS, CompareForm, CompareTargetForm, target_value
-from playground.chat.compare.presenters import column_views
-from playground.chat.compare.selectors import comparison_columns, comparison_get, comparison_recent
+from playground.chat.compare.preflight import comparison_preflight
+from playground.chat.compare.presenters import comparison_page
+from playground.chat.compare.selectors import comparison_get, comparison_recent
 from playground.chat.compare.services import (
     MAX_TARGETS,
     ComparisonNotFound,
@@ -109,14 +111,26 @@ def comparison_detail_view(request: HtmxHttpRequest, comparison_id: int) -> Http
     can_run = user_can_run(user=request.user, team_id=comparison.team_id)
     context = {
         "comparison": comparison,
-        "columns": column_views(comparison_columns(comparison=comparison)),
+        "comparison_id": comparison.pk,
+        "page": comparison_page(comparison),
         "socket_path": compare_socket_path(comparison.pk),
-        "can_run": can_run,  # viewers see the columns; only those who may send open the socket
+        "can_run": can_run,  # viewers see the turns; only those who may send open the socket
         "read_only": not can_run,
         "autorun": can_run and comparison.runs == 0,
-        "json_schema": (comparison.response_format or {}).get("type") == "json_schema",
     }
     return render(request, "chat/compare_detail.html", context)
+
+
+@login_required
+@require_POST
+def comparison_preflight_view(request: HtmxHttpRequest, comparison_id: int) -> HttpResponse:
+    """The next turn's cost per column and in all, for the draft in the form (htmx posts it as
+    the user types)."""
+    comparison = found_or_404(comparison_get(user=request.user, comparison_id=comparison_id), "comparison")
+    preflight = comparison_preflight(
+        comparison=comparison, sender_id=request.user.pk, text=request.POST.get("message", "")
+    )
+    return render(request, "chat/compare_preflight.html", {"preflight": preflight, "team": comparison.team})
 
 
 @login_required

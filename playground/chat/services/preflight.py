@@ -32,6 +32,7 @@ from playground.chat.selectors import UsageSoFar, conversation_usage_so_far, tea
 from playground.chat.services.history import CURRENT_LEAF
 from playground.chat.services.turns import attachments_to_send, turn_request_build
 from playground.presets.variables import VariablesUnfilled
+from playground.providers.adapters import ChatRequest
 from playground.usage.budgets import budget_headroom
 from playground.usage.budgets.worst_case import request_max_tokens
 from playground.usage.estimates import CostEstimate, cost_estimate, worst_case_estimate
@@ -132,18 +133,30 @@ def preflight_for(
         raise PreflightRefused(" ".join(exc.messages)) from None
     except ValidationError as exc:
         raise PreflightUnavailable(" ".join(exc.messages)) from None
+    return request_preflight(
+        request=request,
+        team_id=conversation.team_id,
+        sender_id=sender_id,
+        own=conversation_usage_so_far(conversation=conversation),
+    )
+
+
+def request_preflight(*, request: ChatRequest, team_id: int, sender_id: int, own: UsageSoFar) -> Preflight:
+    """The figures of `request`, about to be sent for the team `team_id` by `sender_id`: `own`
+    is what the turns before it used (a conversation's, a compare column's); with none, the
+    team's chat turns on the model this week stand in (`Preflight.basis` says which)."""
     today = timezone.now().date()
-    card = price_card_known(model_id=conversation.model_id, day=today, team_id=conversation.team_id)
+    card = price_card_known(model_id=request.model, day=today, team_id=team_id)
     prompt = estimate_tokens(request.prompt_chars)
     max_tokens = request_max_tokens(request)
-    so_far, basis = conversation_usage_so_far(conversation=conversation), CONVERSATION
+    so_far, basis = own, CONVERSATION
     if not so_far.turns:
-        so_far = team_recent_chat_usage(team_id=conversation.team_id, model_id=conversation.model_id)
+        so_far = team_recent_chat_usage(team_id=team_id, model_id=request.model)
         basis = TEAM if so_far.turns else NOTHING
     answer = min(max_tokens, round(so_far.completion_tokens / so_far.turns)) if so_far.turns else max_tokens
-    model = catalog_model_serving(model_id=conversation.model_id, day=today)
+    model = catalog_model_serving(model_id=request.model, day=today)
     at_most = worst_case_estimate(card=card, prompt_tokens=prompt, output_tokens=max_tokens)
-    headroom = budget_headroom(team_id=conversation.team_id, user_id=sender_id)
+    headroom = budget_headroom(team_id=team_id, user_id=sender_id)
     return Preflight(
         at_most=at_most,
         expected=cost_estimate(

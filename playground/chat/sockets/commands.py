@@ -1,4 +1,4 @@
-"""What a socket message asks for: the chat socket's commands and the compare socket's action.
+"""What a socket message asks for: the chat socket's commands and the compare socket's.
 
 Parsed here, before any service runs: a message that is too large, not JSON, or names an
 unknown action becomes `BadCommand`, whose text the socket shows as a notice.
@@ -107,16 +107,27 @@ def _socket_message(raw: str | None) -> dict[str, Any]:
     return data
 
 
-COMPARE_ACTIONS = ("run", "rerun", "stop")
+COMPARE_ACTIONS = ("run", "rerun", "send", "stop")
 
 
-def compare_command_parse(raw: str | None) -> str:
-    """The compare socket's one kind of message, `{"action": "run" | "rerun" | "stop"}`:
-    "run" starts a comparison never run (the page sends it when it opens), "rerun" runs all again."""
-    action = _socket_message(raw).get("action")
+@dataclass(frozen=True)
+class CompareCommand:
+    action: str  # one of COMPARE_ACTIONS
+    text: str = ""  # "send": the next message for every column
+
+
+def compare_command_parse(raw: str | None) -> CompareCommand:
+    """The compare socket's messages, `{"action": "run" | "rerun" | "stop"}` or
+    `{"action": "send", "message": "..."}`: "run" starts turn 1 of a comparison never run (the
+    page sends it when it opens), "rerun" runs the last turn again, "send" sends the next turn."""
+    data = _socket_message(raw)
+    action = data.get("action")
     if action not in COMPARE_ACTIONS:
         raise BadCommand("Unknown action.")
-    return str(action)
+    text = data.get("message", "") if action == "send" else ""
+    if not isinstance(text, str):
+        raise BadCommand("The message must be text.")
+    return CompareCommand(action=str(action), text=text)
 
 
 def _attachment_ids(value: Any) -> tuple[int, ...]:

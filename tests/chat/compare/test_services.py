@@ -1,5 +1,5 @@
 """Compare: each column an ordinary metered request (path `compare`), over the compare socket,
-against the loopback fake Workers AI upstream."""
+against the loopback fake Workers AI upstream. The multi-turn runs are in `test_turns`."""
 
 from __future__ import annotations
 
@@ -7,17 +7,12 @@ import html
 from decimal import Decimal
 
 import pytest
-from asgiref.sync import async_to_sync
 
 from playground.catalog.seed import KIMI_K26
-from playground.chat.compare.models import Comparison, ComparisonColumn
-from playground.chat.compare.services import (
-    Target,
-    comparison_continue,
-    comparison_create,
-    comparison_run_start,
-)
-from playground.chat.models import Conversation, Message, MessageRole
+from playground.chat.compare.models import Comparison, ComparisonAnswer, ComparisonColumn
+from playground.chat.compare.runs import comparison_run_start
+from playground.chat.compare.services import Target, comparison_create
+from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from playground.usage.budgets import BUDGET_EXCEEDED
 from playground.usage.metering import STOPPED_BY_USER
@@ -71,8 +66,13 @@ async def run(socket: Socket, action: str = "run") -> list[str]:
 
 
 async def columns(comparison: Comparison) -> list[ComparisonColumn]:
-    query = ComparisonColumn.objects.filter(comparison=comparison).select_related("usage_record")
-    return [column async for column in query.order_by("position")]
+    return [column async for column in ComparisonColumn.objects.filter(comparison=comparison)]
+
+
+async def answers(comparison: Comparison, run: int = 1) -> list[ComparisonAnswer]:
+    """Turn 1's answers in `run`, in the columns' order."""
+    query = ComparisonAnswer.objects.filter(turn__comparison=comparison, turn__number=1, run=run)
+    return [answer async for answer in query.select_related("usage_record").order_by("column__position")]
 
 
 async def test_each_column_is_its_own_request_with_its_own_record_on_the_compare_path(
@@ -84,6 +84,7 @@ async def test_each_column_is_its_own_request_with_its_own_record_on_the_compare
     await socket.disconnect()
 
     first, second = await columns(comparison)
+    answer_1, answer_2 = await answers(comparison)
     sent = sorted(fake_upstream.requests, key=lambda request: request.json["temperature"])
     assert [request.json["temperature"] for request in sent] == [0.2, 0.9]
     assert sent[0].json["messages"] == [
@@ -98,8 +99,8 @@ async def test_each_column_is_its_own_request_with_its_own_record_on_the_compare
     assert sorted(by_source) == sorted(sources)  # (not by source: "...:10:1" sorts before "...:9:1")
     records = [by_source[source] for source in sources]
     assert {record.status for record in records} == {UsageStatus.OK}
-    assert [first.usage_record_id, second.usage_record_id] == [record.pk for record in records]
-    assert first.content and second.content
+    assert [answer_1.usage_record_id, answer_2.usage_record_id] == [record.pk for record in records]
+    assert answer_1.content and answer_2.content
     ends = [frame for frame in frames if COLUMN_END in frame]
     assert len(ends) == 2
     for end in ends:
@@ -117,14 +118,15 @@ async def test_a_column_over_budget_is_refused_in_its_column_and_the_other_still
     frames = await run(socket)
     await socket.disconnect()
 
-    refused, answered = await columns(comparison)
+    refused, answered = await answers(comparison)
     assert refused.usage_record is not None and answered.usage_record is not None
     assert refused.usage_record.status == UsageStatus.REJECTED
     assert refused.usage_record.error_code == BUDGET_EXCEEDED
     assert refused.usage_record.path == RequestPath.COMPARE and refused.usage_record.total_cost == 0
     assert answered.usage_record.status == UsageStatus.OK and answered.content
     assert len(fake_upstream.requests) == 1 and fake_upstream.requests[0].json["max_tokens"] == 64
-    refusal = next(frame for frame in frames if f'id="column-{refused.pk}"' in frame and COLUMN_END in frame)
+    cell = f'id="cell-t{refused.turn_id}c{refused.column_id}"'
+    refusal = next(frame for frame in frames if cell in frame and COLUMN_END in frame)
     assert "Rejected" in refusal
     assert (
         html.escape(refused.usage_record.error_text) in refusal
@@ -132,7 +134,7 @@ async def test_a_column_over_budget_is_refused_in_its_column_and_the_other_still
     assert "budget remains this month" in refused.usage_record.error_text
 
 
-async def test_the_pages_own_run_is_made_once_and_rerun_all_makes_new_records(
+async def test_the_pages_own_run_is_made_once_and_a_rerun_makes_new_records_and_keeps_the_first(
     open_compare: OpenCompare, comparison: Comparison, fake_upstream: FakeUpstream
 ) -> None:
     socket = open_compare("owner", comparison.pk)
@@ -153,40 +155,11 @@ async def test_the_pages_own_run_is_made_once_and_rerun_all_makes_new_records(
     ]
     mine = sorted(source for source in sources if source.startswith(f"compare-column:{first.pk}:"))
     assert len(sources) == 4 and mine == [f"compare-column:{first.pk}:1", f"compare-column:{first.pk}:2"]
-    assert first.attempt == 2 and first.usage_record is not None
-    assert first.usage_record.source == f"compare-column:{first.pk}:2"
-
-
-def test_continue_with_this_one_opens_a_conversation_holding_the_columns_turn(
-    actors: Actors,
-    workers_connection: ProviderConnection,
-    comparison: Comparison,
-    fake_upstream: FakeUpstream,
-) -> None:
-    runs = comparison_run_start(user=actors.owner, comparison_id=comparison.pk, first=True)
-
-    async def drain() -> None:
-        for column_run in runs:
-            async for _ in column_run.events():
-                pass
-
-    async_to_sync(drain)()
-    column = ComparisonColumn.objects.get(pk=runs[1].column.pk)
-
-    conversation = comparison_continue(user=actors.teammate, comparison_id=comparison.pk, column_id=column.pk)
-
-    assert (conversation.team_id, conversation.user_id) == (actors.team.pk, actors.teammate.pk)
-    assert (conversation.connection_id, conversation.model_id) == (workers_connection.pk, KIMI_K26)
-    assert conversation.parameters == {"temperature": 0.9, "max_tokens": 64}
-    assert (conversation.use_affinity, conversation.affinity_key) == (False, column.affinity_key)
-    assert conversation.system_prompt == "Be brief."
-    question, answer = Message.objects.filter(conversation=conversation)
-    assert (question.role, question.content) == (MessageRole.USER, "Name a colour.")
-    assert (answer.role, answer.content) == (MessageRole.ASSISTANT, column.content)
-    assert answer.usage_record_id == column.usage_record_id, "the turn keeps the column's record"
-    again = comparison_continue(user=actors.owner, comparison_id=comparison.pk, column_id=column.pk)
-    assert again.pk == conversation.pk, "a second press opens the same conversation"
-    assert Conversation.objects.count() == 1
+    assert first.attempt == 2
+    before, after = (await answers(comparison, run=1))[0], (await answers(comparison, run=2))[0]
+    assert before.usage_record is not None and before.usage_record.source == f"compare-column:{first.pk}:1"
+    assert before.content, "the first run's answer is kept"
+    assert after.usage_record is not None and after.usage_record.source == f"compare-column:{first.pk}:2"
 
 
 def test_the_request_log_links_a_columns_record_to_its_comparison(
@@ -240,9 +213,9 @@ async def test_each_column_says_whether_its_answer_matches_the_schema(
     await socket.disconnect()
 
     assert all(request.json["response_format"]["type"] == "json_schema" for request in fake_upstream.requests)
-    for column in await columns(schema_comparison):
-        assert column.structured is not None and column.structured["valid"] is False
-        assert column.structured["errors"][0]["path"] == "$.colour"
+    for answer in await answers(schema_comparison):
+        assert answer.structured is not None and answer.structured["valid"] is False
+        assert answer.structured["errors"][0]["path"] == "$.colour"
     ends = [frame for frame in frames if COLUMN_END in frame]
     assert len(ends) == 2 and all("badge-invalid" in end for end in ends)
     records = [record async for record in UsageRecord.objects.filter(path=RequestPath.COMPARE)]
@@ -264,8 +237,8 @@ async def test_stop_cancels_every_column_upstream_and_each_keeps_a_stopped_recor
     await socket.disconnect()
 
     assert len([frame for frame in frames if COLUMN_END in frame]) == 2
-    for column in await columns(comparison):
-        record = column.usage_record
+    for answer in await answers(comparison):
+        record = answer.usage_record
         assert record is not None and record.path == RequestPath.COMPARE
         assert (record.status, record.error_code) == (UsageStatus.CLIENT_DISCONNECTED, STOPPED_BY_USER)
     for index in range(2):
@@ -278,10 +251,13 @@ def test_a_target_whose_connection_was_deleted_is_refused_alone_and_sends_nothin
     gone = comparison.columns.get(position=0)
     ComparisonColumn.objects.filter(pk=gone.pk).update(connection=None)
 
-    refused, kept = comparison_run_start(user=actors.owner, comparison_id=comparison.pk, first=True)
+    started = comparison_run_start(user=actors.owner, comparison_id=comparison.pk, first=True)
 
-    assert (refused.call, refused.refusal) == (None, "This target's connection was deleted.")
+    assert started is not None
+    refused, kept = started.columns
+    assert (refused.call, refused.answer.refusal) == (None, "This target's connection was deleted.")
+    assert refused.answer.ended_at is not None, "stored as ended: it never holds the next turn back"
     assert kept.call is not None and kept.call.context.path == RequestPath.COMPARE
     page = client_for(actors.owner).get(f"/chat/compare/{comparison.pk}/")
-    assert b"Not sent: this target's connection was deleted." in page.content
+    assert b"This target&#x27;s connection was deleted." in page.content
     assert fake_upstream.requests == []

@@ -11,12 +11,8 @@ from django.core.exceptions import PermissionDenied
 from playground.catalog.seed import KIMI_K26
 from playground.chat.compare.forms import target_value
 from playground.chat.compare.models import Comparison, ComparisonColumn
-from playground.chat.compare.services import (
-    ComparisonNotFound,
-    Target,
-    comparison_create,
-    comparison_run_start,
-)
+from playground.chat.compare.runs import comparison_run_start
+from playground.chat.compare.services import ComparisonNotFound, Target, comparison_create
 from playground.chat.models import Conversation
 from playground.providers.models import ProviderConnection
 from tests.support.actors import Actors
@@ -207,7 +203,8 @@ def test_a_viewer_sees_a_comparison_but_cannot_run_or_continue_it(
     viewer = client_for(actors.viewer)
     page = viewer.get(f"/chat/compare/{comparison.pk}/")
     assert page.status_code == 200 and b"Seen, not run" in page.content
-    assert b"ws-connect" not in page.content and b"Rerun all" not in page.content
+    assert b"ws-connect" not in page.content and b"Rerun last turn" not in page.content
+    assert b'id="compare-composer"' not in page.content, "no box to send the next turn from"
     with pytest.raises(PermissionDenied):
         comparison_run_start(user=actors.viewer, comparison_id=comparison.pk, first=True)
     assert viewer.post(f"/chat/compare/{comparison.pk}/columns/{column.pk}/continue/").status_code == 403

@@ -1,0 +1,90 @@
+"""A comparison's pre-flight: what the next message would cost in each column, and in all.
+
+Each column's figures are the chat's (`chat.services.preflight.request_preflight`) for the
+request the column would send (its own history, then the draft, `runs.column_request`): at
+most, expected from the column's own answered requests (else the team's chat turns on its
+model this week), and whether the budget would refuse it, which it then does alone. The
+columns are held at once, so the total says when they fit one by one but not together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+
+from playground.chat.compare.models import Comparison, ComparisonColumn
+from playground.chat.compare.runs import column_history, column_request
+from playground.chat.compare.selectors import AnswerCells, comparison_answers, comparison_columns
+from playground.chat.services.preflight import Preflight, request_preflight
+from playground.usage.budgets import Headroom, budget_headroom
+from playground.usage.pricing import ZERO
+
+
+@dataclass(frozen=True)
+class ColumnPreflight:
+    column: ComparisonColumn
+    figures: Preflight | None  # None: the request cannot be built (`problem` says why)
+    problem: str = ""
+
+    @property
+    def refused(self) -> bool:
+        """Send will refuse this column (and send the others)."""
+        figures = self.figures
+        return figures is None or figures.budget_refusal is not None or figures.over_window
+
+
+@dataclass(frozen=True)
+class ComparisonPreflight:
+    columns: list[ColumnPreflight]
+    headroom: Headroom | None  # the tightest budget the sender's requests are held on; None: no limit
+
+    @property
+    def at_most(self) -> Decimal | None:
+        """The most the columns that would be sent may cost together; None when one is unpriced."""
+        return self._total([figures.at_most.cost for figures in self._sent()])
+
+    @property
+    def expected(self) -> Decimal | None:
+        return self._total([figures.expected.cost for figures in self._sent()])
+
+    @property
+    def over_together(self) -> bool:
+        """Each column fits the budget alone but not all together: the last held may be refused."""
+        total = self.at_most
+        return self.headroom is not None and total is not None and self.headroom.refusal(total) is not None
+
+    def _sent(self) -> list[Preflight]:
+        return [
+            column.figures for column in self.columns if column.figures is not None and not column.refused
+        ]
+
+    @staticmethod
+    def _total(costs: list[Decimal | None]) -> Decimal | None:
+        if any(cost is None for cost in costs):
+            return None
+        return sum((cost for cost in costs if cost is not None), ZERO)
+
+
+def comparison_preflight(*, comparison: Comparison, sender_id: int, text: str) -> ComparisonPreflight:
+    """The next turn's figures for the draft `text`, per column, sent by `sender_id` (whose
+    budget it is held on). The caller checked access."""
+    cells = AnswerCells(comparison_answers(comparison=comparison))
+    turns = list(comparison.turns.all())
+    columns: list[ColumnPreflight] = []
+    for column in comparison_columns(comparison=comparison):
+        history = column_history(turns=turns, cells=cells, column_id=column.pk)
+        try:
+            request = column_request(comparison=comparison, column=column, history=history, text=text.strip())
+        except ValidationError as exc:
+            columns.append(ColumnPreflight(column, None, " ".join(exc.messages)))
+            continue
+        figures = request_preflight(
+            request=request,
+            team_id=comparison.team_id,
+            sender_id=sender_id,
+            own=cells.column_usage(column.pk),
+        )
+        columns.append(ColumnPreflight(column, figures))
+    return ComparisonPreflight(columns, budget_headroom(team_id=comparison.team_id, user_id=sender_id))
