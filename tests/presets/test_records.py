@@ -16,7 +16,7 @@ from playground.batches.services.actions import batch_confirm
 from playground.batches.services.step import batch_step_run
 from playground.catalog.seed import KIMI_K26
 from playground.chat.compare.forms import target_value
-from playground.chat.compare.services import comparison_run_start
+from playground.chat.compare.runs import comparison_run_start
 from playground.chat.models import Comparison, Conversation, SystemPromptChange
 from playground.chat.services.conversations import conversation_composer_update, conversation_model_change
 from playground.chat.services.preset_setups import conversation_from_preset
@@ -246,8 +246,9 @@ def test_a_version_fills_a_comparison_whose_columns_records_name_it(
     assert [column.parameters for column in comparison.columns.order_by("position")] == [
         {"temperature": 0.2, "max_tokens": 64}
     ] * 2
-    runs = comparison_run_start(user=actors.teammate, comparison_id=comparison.pk, first=True)
-    for run in runs:
+    started = comparison_run_start(user=actors.teammate, comparison_id=comparison.pk, first=True)
+    assert started is not None
+    for run in started.columns:
         assert run.call is not None
         run.call.run()
     records = UsageRecord.objects.filter(path=RequestPath.COMPARE)
