@@ -5,6 +5,7 @@ prices each column's next request before it is sent."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 
 import pytest
@@ -80,7 +81,7 @@ def comparison(actors: Actors, workers_connection: ProviderConnection) -> Compar
 
 
 # One socket message and the replies its columns' requests take, in the order they are sent.
-Step = tuple[dict[str, str], list[Reply]]
+Step = tuple[dict[str, str], Sequence[Reply]]
 BY_COLUMN = [computed(answer_by_column)] * 2
 THREE_TURNS: list[Step] = [
     ({"action": "run"}, BY_COLUMN),
