@@ -23,6 +23,7 @@ urlpatterns: list[URLPattern] = [
     path("switch/", conversations.conversation_switch_view, name="conversation-switch"),
     path("compare/", compare.comparison_new_view, name="comparison-new"),
     path("compare/new/", compare.comparison_create_view, name="comparison-create"),
+    path("compare/preflight/", compare.comparison_draft_preflight_view, name="comparison-draft-preflight"),
     path("compare/<int:comparison_id>/", compare.comparison_detail_view, name="comparison-detail"),
     path(
         "compare/<int:comparison_id>/preflight/",

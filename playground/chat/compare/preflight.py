@@ -4,19 +4,23 @@ Each column's figures are the chat's (`chat.services.preflight.request_preflight
 request the column would send (its own history, then the draft, `runs.column_request`): at
 most, expected from the column's own answered requests (else the team's chat turns on its
 model this week), and whether the budget would refuse it, which it then does alone. The
-columns are held at once, so the total says when they fit one by one but not together.
+columns are held at once, so the total says when they fit one by one but not together. The
+form prices the first turn the same way before the comparison is stored (`draft_preflight`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
 from playground.chat.compare.models import Comparison, ComparisonColumn
 from playground.chat.compare.runs import column_history, column_request
 from playground.chat.compare.selectors import AnswerCells, comparison_answers, comparison_columns
+from playground.chat.compare.services import ComparisonDraft
+from playground.chat.selectors import UsageSoFar
 from playground.chat.services.preflight import Preflight, request_preflight
 from playground.usage.budgets import Headroom, budget_headroom
 from playground.usage.pricing import ZERO
@@ -72,19 +76,45 @@ def comparison_preflight(*, comparison: Comparison, sender_id: int, text: str) -
     budget it is held on). The caller checked access."""
     cells = AnswerCells(comparison_answers(comparison=comparison))
     turns = list(comparison.turns.all())
-    columns: list[ColumnPreflight] = []
-    for column in comparison_columns(comparison=comparison):
-        history = column_history(turns=turns, cells=cells, column_id=column.pk)
+    columns = [
+        (column, column_history(turns=turns, cells=cells, column_id=column.pk), cells.column_usage(column.pk))
+        for column in comparison_columns(comparison=comparison)
+    ]
+    return _preflight(comparison=comparison, columns=columns, sender_id=sender_id, text=text)
+
+
+def draft_preflight(*, draft: ComparisonDraft, sender_id: int) -> ComparisonPreflight:
+    """The first turn's figures, on the form, before the comparison is stored: each column's
+    request has no history and nothing of its own to expect from."""
+    columns = [(column, [], NO_TURNS) for column in draft.columns]
+    return _preflight(
+        comparison=draft.comparison, columns=columns, sender_id=sender_id, text=draft.comparison.prompt
+    )
+
+
+NO_TURNS = UsageSoFar(turns=0, prompt_tokens=0, cached_tokens=0, completion_tokens=0)
+
+
+def _preflight(
+    *,
+    comparison: Comparison,
+    columns: list[tuple[ComparisonColumn, list[dict[str, Any]], UsageSoFar]],
+    sender_id: int,
+    text: str,
+) -> ComparisonPreflight:
+    """Each column's figures for `text` after its history, expected from its own usage so far."""
+    items: list[ColumnPreflight] = []
+    for column, history, own in columns:
         try:
             request = column_request(comparison=comparison, column=column, history=history, text=text.strip())
         except ValidationError as exc:
-            columns.append(ColumnPreflight(column, None, " ".join(exc.messages)))
+            items.append(ColumnPreflight(column, None, " ".join(exc.messages)))
             continue
         figures = request_preflight(
             request=request,
             team_id=comparison.team_id,
             sender_id=sender_id,
-            own=cells.column_usage(column.pk),
+            own=own,
         )
-        columns.append(ColumnPreflight(column, figures))
-    return ComparisonPreflight(columns, budget_headroom(team_id=comparison.team_id, user_id=sender_id))
+        items.append(ColumnPreflight(column, figures))
+    return ComparisonPreflight(items, budget_headroom(team_id=comparison.team_id, user_id=sender_id))

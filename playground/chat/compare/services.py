@@ -67,6 +67,14 @@ def comparison_for_run(*, user: User, comparison_id: int) -> Comparison:
     return comparison
 
 
+@dataclass(frozen=True)
+class ComparisonDraft:
+    """A comparison checked and not stored yet: what the form's pre-flight prices, and Compare stores."""
+
+    comparison: Comparison
+    columns: list[ComparisonColumn]
+
+
 def comparison_create(
     *,
     user: User,
@@ -76,13 +84,43 @@ def comparison_create(
     conversation_id: int | None = None,
     preset_version_id: int | None = None,
 ) -> Comparison:
-    """Check every target and store the comparison, all or nothing (it is run from its page).
+    """Check every target (`comparison_draft`) and store the comparison with its turn 1, all or
+    nothing (it is run from its page)."""
+    draft = comparison_draft(
+        user=user,
+        prompt=prompt,
+        targets=targets,
+        system_prompt=system_prompt,
+        conversation_id=conversation_id,
+        preset_version_id=preset_version_id,
+    )
+    comparison = draft.comparison
+    with transaction.atomic():
+        comparison.save()
+        for column in draft.columns:
+            column.comparison = comparison
+        ComparisonColumn.objects.bulk_create(draft.columns)
+        ComparisonTurn.objects.create(comparison=comparison, number=1, content=comparison.prompt, user=user)
+    return comparison
+
+
+def comparison_draft(
+    *,
+    user: User,
+    prompt: str,
+    targets: Sequence[Target],
+    system_prompt: str = "",
+    conversation_id: int | None = None,
+    preset_version_id: int | None = None,
+) -> ComparisonDraft:
+    """The comparison the form describes, every target checked, not stored.
 
     From a conversation (or a preset version), the system prompt, tools, tool choice and
     response format are the conversation's (the version's; `system_prompt` is ignored) and its
     parameters are each column's defaults; a version's columns' records name it.
     Raises `ValidationError` keyed by field (`prompt`, `targets`, `<n>-connection`,
-    `<n>-model`, `<n>-<parameter>` for the column at position n), `PermissionDenied` (viewers).
+    `<n>-model`, `<n>-<parameter>` for the column at position n), `ComparisonNotFound` (the
+    conversation or version is not the user's teams'), `PermissionDenied` (viewers).
     """
     prompt = prompt.strip()
     errors: dict[str, list[str]] = {}
@@ -124,13 +162,7 @@ def comparison_create(
     ]
     if errors:
         raise ValidationError(errors)
-    with transaction.atomic():
-        comparison.save()
-        for column in columns:
-            column.comparison = comparison
-        ComparisonColumn.objects.bulk_create(columns)
-        ComparisonTurn.objects.create(comparison=comparison, number=1, content=prompt, user=user)
-    return comparison
+    return ComparisonDraft(comparison, columns)
 
 
 def _column(

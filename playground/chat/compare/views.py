@@ -25,7 +25,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from playground.accounts.permissions import user_can_run
 from playground.catalog.selectors import catalog_models_for_kind
 from playground.chat.compare.forms import TARGET_SLOTS, CompareForm, CompareTargetForm, target_value
-from playground.chat.compare.preflight import comparison_preflight
+from playground.chat.compare.preflight import comparison_preflight, draft_preflight
 from playground.chat.compare.presenters import comparison_page
 from playground.chat.compare.selectors import comparison_get, comparison_recent
 from playground.chat.compare.services import (
@@ -34,6 +34,7 @@ from playground.chat.compare.services import (
     Target,
     comparison_continue,
     comparison_create,
+    comparison_draft,
 )
 from playground.chat.forms import connection_label
 from playground.chat.models import Conversation
@@ -75,32 +76,43 @@ def comparison_new_view(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
-    form = CompareForm(request.POST)
-    source = _source_or_404(request, request.POST.get("conversation", ""))
-    preset = None if source else _preset_or_404(request, request.POST.get("preset_version", ""))
-    choices = _target_choices(list(connection_list_runnable(user=request.user)))
-    targets = [
-        CompareTargetForm(request.POST, prefix=f"t{slot}", targets=choices) for slot in range(TARGET_SLOTS)
-    ]
-    valid = all([form.is_valid(), *(target.is_valid() for target in targets)])
-    chosen = [(slot, target) for slot, target in enumerate(targets) if valid and target.chosen() is not None]
-    if valid:
+    posted = _posted(request)
+    if posted.valid:
         try:
-            comparison = comparison_create(
-                user=request.user,
-                prompt=form.cleaned_data["prompt"],
-                system_prompt=form.cleaned_data["system_prompt"],
-                conversation_id=source.pk if source else None,
-                preset_version_id=preset.version_id if preset else None,
-                targets=[_target(target) for _, target in chosen],
-            )
+            comparison = comparison_create(user=request.user, **posted.fields())
         except ValidationError as exc:
-            _errors_add(exc, form=form, targets=[target for _, target in chosen])
+            _errors_add(exc, form=posted.form, targets=posted.chosen)
         except PermissionDenied as exc:
-            form.add_error(None, str(exc) or "You may not send requests in this team.")
+            posted.form.add_error(None, str(exc) or "You may not send requests in this team.")
         else:
             return redirect("chat:comparison-detail", comparison_id=comparison.pk)
-    return _form_page(request, form=form, targets=targets, source=source, preset=preset, status=400)
+    return _form_page(
+        request,
+        form=posted.form,
+        targets=posted.targets,
+        source=posted.source,
+        preset=posted.preset,
+        status=400,
+    )
+
+
+@login_required
+@require_POST
+def comparison_draft_preflight_view(request: HtmxHttpRequest) -> HttpResponse:
+    """The first turn's cost per target and in all, for the form as it stands (htmx posts it as
+    the user fills it in); a hint while the form cannot be priced yet."""
+    posted = _posted(request)
+    problem = "Type the prompt and choose two targets or more to see what the first turn costs."
+    if posted.valid:
+        try:
+            draft = comparison_draft(user=request.user, **posted.fields())
+        except (ValidationError, PermissionDenied):
+            pass  # Compare says why, beside the fields
+        else:
+            preflight = draft_preflight(draft=draft, sender_id=request.user.pk)
+            context = {"preflight": preflight, "team": draft.comparison.team, "first": True}
+            return render(request, "chat/compare_preflight.html", context)
+    return render(request, "chat/compare_preflight.html", {"problem": problem})
 
 
 @never_cache  # live data: going back must not show a copy without its answers
@@ -151,6 +163,42 @@ def comparison_continue_view(request: HtmxHttpRequest, comparison_id: int, colum
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Posted:
+    """The compare form as posted: the prompt's form, one form per target slot, where its setup
+    comes from, and the targets chosen (once every form is valid)."""
+
+    form: CompareForm
+    targets: list[CompareTargetForm]
+    source: Conversation | None
+    preset: PresetSetup | None
+    valid: bool
+    chosen: list[CompareTargetForm]
+
+    def fields(self) -> dict[str, Any]:
+        """What `comparison_create` and `comparison_draft` take (the forms are valid)."""
+        return {
+            "prompt": self.form.cleaned_data["prompt"],
+            "system_prompt": self.form.cleaned_data["system_prompt"],
+            "conversation_id": self.source.pk if self.source else None,
+            "preset_version_id": self.preset.version_id if self.preset else None,
+            "targets": [_target(target) for target in self.chosen],
+        }
+
+
+def _posted(request: HtmxHttpRequest) -> _Posted:
+    form = CompareForm(request.POST)
+    source = _source_or_404(request, request.POST.get("conversation", ""))
+    preset = None if source else _preset_or_404(request, request.POST.get("preset_version", ""))
+    choices = _target_choices(list(connection_list_runnable(user=request.user)))
+    targets = [
+        CompareTargetForm(request.POST, prefix=f"t{slot}", targets=choices) for slot in range(TARGET_SLOTS)
+    ]
+    valid = all([form.is_valid(), *(target.is_valid() for target in targets)])
+    chosen = [target for target in targets if valid and target.chosen() is not None]
+    return _Posted(form, targets, source, preset, valid, chosen)
 
 
 def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:

@@ -16,6 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from playground.catalog.seed import KIMI_K26
+from playground.chat.compare.forms import target_value
 from playground.chat.compare.models import Comparison, ComparisonAnswer, ComparisonColumn, ComparisonTurn
 from playground.chat.compare.preflight import comparison_preflight
 from playground.chat.compare.presenters import comparison_page
@@ -312,7 +313,7 @@ def test_a_column_over_budget_is_refused_alone_in_the_preflight_and_in_the_next_
         .post(f"/chat/compare/{comparison.pk}/preflight/", {"message": "Another?"})
         .content.decode()
     )
-    assert html.count("Will be refused:") == 1 and f'id="preflight-column-{refused.column.pk}"' in html
+    assert html.count("Will be refused:") == 1 and 'id="preflight-target-1"' in html
 
     drive(open_compare, comparison, fake_upstream, [({"action": "send", "message": "Another?"}, [])])
     answers = {
@@ -424,3 +425,21 @@ def test_the_migration_makes_each_existing_columns_answer_turn_one(actors: Actor
     assert not ComparisonAnswer.objects.filter(column_id=never.pk).exists(), (
         "a column never run has no answer"
     )
+
+
+def test_the_form_prices_the_first_turn_per_target_before_anything_is_stored(
+    actors: Actors, workers_connection: ProviderConnection
+) -> None:
+    TeamBudget.objects.create(team=actors.team, monthly_limit_usd=Decimal("0.05"), alert_thresholds=[])
+    target = target_value(workers_connection.pk, KIMI_K26)
+    form = {"prompt": "Name a colour.", "t0-target": target, "t0-max_tokens": "100000", "t1-target": target}
+    client = client_for(actors.owner)
+
+    priced = client.post("/chat/compare/preflight/", form).content.decode()
+    empty = client.post("/chat/compare/preflight/", {**form, "prompt": " "}).content.decode()
+
+    assert "First turn, every column sent" in priced and "expected $" in priced
+    assert 'id="preflight-target-1"' in priced and 'id="preflight-target-2"' in priced
+    assert priced.count("Will be refused:") == 1, "100,000 tokens out may cost $0.40, over the $0.05"
+    assert "Type the prompt and choose two targets" in empty
+    assert not Comparison.objects.exists(), "pricing the form stores nothing"
