@@ -4,9 +4,9 @@ The comparison (Kimi at two temperatures) runs its first turn as its page opens;
 are typed in the one box and go to both columns. Each column's answer names its temperature
 and the turn it answers, with usage that grows each turn (cached tokens from turn 2 on), so
 each cell shows its own cost, cached share and TTFT, and each column's foot their totals. The
-pre-flight prices the next turn per column and in all. "Continue with this one" opens a
-conversation holding the column's three turns. Screenshots at 1280x800 and 390x844 go to
-`test-artifacts/`.
+pre-flight prices the next turn per column and in all (the form, before, the first).
+"Continue with this one" opens a conversation holding the column's three turns. Screenshots at
+1280x800 and 390x844 go to `test-artifacts/`.
 """
 
 from __future__ import annotations
@@ -77,7 +77,16 @@ def test_three_turns_in_sync_with_figures_per_turn_and_in_total_then_continue(
     console = Console()
 
     with browser_page(chromium_path, console=console, viewport=DESKTOP) as page:
-        log_in(page, live_app.url, then=f"/chat/compare/{comparison.pk}/")
+        log_in(page, live_app.url, then="/chat/compare/")
+        page.get_by_label("Prompt", exact=True).fill(
+            "Name a colour."
+        )  # the form prices the first turn as it is filled in
+        expect(page.locator("#compare-preflight")).to_contain_text(
+            "First turn, every column sent", timeout=TIMEOUT_MS
+        )
+        expect(page.locator(".compare-preflight-column")).to_have_count(2)
+        page.screenshot(path=shots / "compare-form-1280.png", full_page=True)
+        page.goto(f"{live_app.url}/chat/compare/{comparison.pk}/")
         turn_answered(page, 0)  # started by the page itself
         expect(page.locator("#compare-preflight-expected")).to_contain_text("$", timeout=TIMEOUT_MS)
         send(page, FOLLOW_UPS[0], 1)
