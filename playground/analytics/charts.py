@@ -33,6 +33,15 @@ class Table:
     columns: list[str]
     rows: list[list[Any]]
 
+    @property
+    def figure_columns(self) -> frozenset[int]:
+        """The columns holding only numbers (or nothing): right-aligned, never wrapped."""
+        return frozenset(
+            index
+            for index in range(len(self.columns))
+            if all(row[index] is None or isinstance(row[index], int | float | Decimal) for row in self.rows)
+        )
+
 
 @dataclass(frozen=True)
 class Chart:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
@@ -21,7 +21,14 @@ from playground.usage.api_keys import api_key_issue, secret_digest
 from playground.usage.models import ApiKey, UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, fake_workers_connection, log_in
+from tests.support.browser import (
+    CHROMIUM_ARGS,
+    Console,
+    LiveApp,
+    fake_workers_connection,
+    fits_the_width,
+    log_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -56,18 +63,6 @@ def a_team_with_two_connections_and_a_key(actors: Actors, upstream: FakeUpstream
     UsageRecord.objects.create(
         team=actors.team, api_key=key, model_id="m", status=UsageStatus.OK, total_cost=Decimal("3.1742")
     )
-
-
-def fits_the_width(page: Page) -> None:
-    """No horizontal scrolling at 1280 px, and nothing sticking out of its panel."""
-    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
-    overflowing = page.evaluate(
-        """() => [...document.querySelectorAll('.panel')].filter(panel => {
-            const edge = panel.getBoundingClientRect().right;
-            return [...panel.querySelectorAll('*')].some(el => el.getBoundingClientRect().right > edge);
-        }).map(panel => panel.getAttribute('aria-labelledby'))"""
-    )
-    assert overflowing == []
 
 
 def test_an_owner_creates_a_key_copies_it_once_and_revokes_it(

@@ -14,10 +14,16 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
 from playground.routing.models import RoutingPolicy
 from playground.routing.services import routing_policy_save
-from tests.browser.test_api_keys import fits_the_width
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, fake_workers_connection, log_in
+from tests.support.browser import (
+    CHROMIUM_ARGS,
+    Console,
+    LiveApp,
+    fake_workers_connection,
+    fits_the_width,
+    log_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 KIMI = "@cf/moonshotai/kimi-k2.5"

@@ -188,12 +188,12 @@ def test_the_dashboard_ranks_prompt_versions_by_cost_with_their_cached_share(
     narrowed = client.get(url, {"team": str(actors.team.pk), "model": "anything"}).content.decode()
 
     assert "Cost and cached share by prompt version" in page
-    assert "<td>Triage v1</td>" in page and "<td>3</td>" in page
+    assert "<td>Triage v1</td>" in page and '<td class="num">3</td>' in page
     prompt = sum(record.prompt_tokens for record in records)
     cached = sum(record.cached_tokens or 0 for record in records)
     known = sum(record.prompt_tokens for record in records if record.cached_tokens is not None)
     share = "not reported" if not known else f"{cached / known:.0%}"
-    assert f"<td>{share}</td>" in page and f"<td>{prompt}</td>" in page
+    assert f"<td>{share}</td>" in page and f'<td class="num">{prompt}</td>' in page
     assert "Prompt versions are summed by period and path only: clear the model filter" in narrowed
 
 

@@ -79,6 +79,19 @@ def log_in(page: Page, base_url: str, username: str = "teammate", *, then: str =
     expect(page).to_have_url(base_url + then)
 
 
+def fits_the_width(page: Page) -> None:
+    """No sideways scrolling at the page's width, and nothing sticking out of its panel."""
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    overflowing = page.evaluate(
+        """() => [...document.querySelectorAll('.panel')].filter(panel => {
+            const edge = panel.getBoundingClientRect().right;
+            return [...panel.querySelectorAll('*')].some(el => el.getBoundingClientRect().right > edge);
+        }).map(panel => panel.getAttribute('aria-labelledby'))"""
+    )
+    assert overflowing == []
+
+
 def open_chat(page: Page, base_url: str, conversation: Conversation) -> None:
     page.goto(f"{base_url}/chat/{conversation.pk}/")
     chat_ready(page)
