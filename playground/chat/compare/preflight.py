@@ -71,6 +71,11 @@ class ComparisonPreflight:
         return sum((cost for cost in costs if cost is not None), ZERO)
 
 
+NO_TURNS = UsageSoFar(turns=0, prompt_tokens=0, cached_tokens=0, completion_tokens=0)
+# A column, its history before the draft, and what its own answered requests used.
+ColumnSetup = tuple[ComparisonColumn, list[dict[str, Any]], UsageSoFar]
+
+
 def comparison_preflight(*, comparison: Comparison, sender_id: int, text: str) -> ComparisonPreflight:
     """The next turn's figures for the draft `text`, per column, sent by `sender_id` (whose
     budget it is held on). The caller checked access."""
@@ -86,19 +91,16 @@ def comparison_preflight(*, comparison: Comparison, sender_id: int, text: str) -
 def draft_preflight(*, draft: ComparisonDraft, sender_id: int) -> ComparisonPreflight:
     """The first turn's figures, on the form, before the comparison is stored: each column's
     request has no history and nothing of its own to expect from."""
-    columns = [(column, [], NO_TURNS) for column in draft.columns]
+    columns: list[ColumnSetup] = [(column, [], NO_TURNS) for column in draft.columns]
     return _preflight(
         comparison=draft.comparison, columns=columns, sender_id=sender_id, text=draft.comparison.prompt
     )
 
 
-NO_TURNS = UsageSoFar(turns=0, prompt_tokens=0, cached_tokens=0, completion_tokens=0)
-
-
 def _preflight(
     *,
     comparison: Comparison,
-    columns: list[tuple[ComparisonColumn, list[dict[str, Any]], UsageSoFar]],
+    columns: list[ColumnSetup],
     sender_id: int,
     text: str,
 ) -> ComparisonPreflight:

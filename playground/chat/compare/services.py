@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -75,25 +75,20 @@ class ComparisonDraft:
     columns: list[ComparisonColumn]
 
 
+class SetupSource(TypedDict, total=False):
+    """Where a comparison's setup comes from, as `comparison_draft` takes it."""
+
+    system_prompt: str
+    conversation_id: int | None
+    preset_version_id: int | None
+
+
 def comparison_create(
-    *,
-    user: User,
-    prompt: str,
-    targets: Sequence[Target],
-    system_prompt: str = "",
-    conversation_id: int | None = None,
-    preset_version_id: int | None = None,
+    *, user: User, prompt: str, targets: Sequence[Target], **source: Unpack[SetupSource]
 ) -> Comparison:
     """Check every target (`comparison_draft`) and store the comparison with its turn 1, all or
     nothing (it is run from its page)."""
-    draft = comparison_draft(
-        user=user,
-        prompt=prompt,
-        targets=targets,
-        system_prompt=system_prompt,
-        conversation_id=conversation_id,
-        preset_version_id=preset_version_id,
-    )
+    draft = comparison_draft(user=user, prompt=prompt, targets=targets, **source)
     comparison = draft.comparison
     with transaction.atomic():
         comparison.save()
