@@ -128,6 +128,8 @@ def test_another_teams_comparison_is_a_404_in_every_view_and_action(
     assert client.get(f"/chat/compare/{other_comparison.pk}/").status_code == 404
     continued = client.post(f"/chat/compare/{other_comparison.pk}/columns/{column.pk}/continue/")
     assert continued.status_code == 404
+    priced = client.post(f"/chat/compare/{other_comparison.pk}/preflight/", {"message": "Next?"})
+    assert priced.status_code == 404, "its next turn's pre-flight too"
     assert b"Bravo's secret prompt" not in client.get("/chat/compare/").content, "not in the recent list"
     assert client_for(actors.outsider).get(f"/chat/compare/{other_comparison.pk}/").status_code == 200
 
@@ -156,6 +158,10 @@ def test_another_teams_conversation_cannot_seed_a_comparison(
         "/chat/compare/new/", form_data(workers_connection, conversation=str(other_conversation.pk))
     )
     assert response.status_code == 404
+    priced = client.post(
+        "/chat/compare/preflight/", form_data(workers_connection, conversation=str(other_conversation.pk))
+    )
+    assert priced.status_code == 404, "nor price a first turn with its setup"
     with pytest.raises(ComparisonNotFound):
         comparison_create(
             user=actors.owner,
