@@ -10,6 +10,7 @@ from django import forms
 from django.urls import reverse
 
 from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.domain.conversation_json import DOCUMENT_MAX_BYTES
 from playground.chat.domain.tools import MAX_AUTO_MOCK_STEPS
 from playground.providers.model_ids import MODEL_ID_MAX_CHARS, model_id_validate
 from playground.providers.models import ProviderConnection
@@ -240,3 +241,70 @@ class ToolsForm(forms.Form):
     tool_choice = forms.CharField(required=False, max_length=80)
     parallel_tool_calls = forms.BooleanField(required=False)
     auto_mock_steps = forms.IntegerField(required=False, min_value=0, max_value=MAX_AUTO_MOCK_STEPS)
+
+
+class ConversationImportForm(forms.Form):
+    """A conversation's JSON, pasted or uploaded, and where it goes (`conversation_import`: the
+    document and the target are the service's to check, every problem at its JSON path)."""
+
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        label="Conversation JSON",
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "autocomplete": "off"}),
+    )
+    file = forms.FileField(required=False, label="…or choose a file (read instead of the box)")
+    team = forms.TypedChoiceField(coerce=int, label="Team")
+    connection = forms.TypedChoiceField(coerce=int, required=False, empty_value=None, label="Connection")
+    model_id = forms.CharField(required=False, max_length=MODEL_ID_MAX_CHARS, label="Model")
+
+    def __init__(self, *args: Any, connections: Sequence[ProviderConnection], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections = list(connections)
+        team_field, connection_field = self.fields["team"], self.fields["connection"]
+        assert isinstance(team_field, forms.TypedChoiceField)
+        assert isinstance(connection_field, forms.TypedChoiceField)
+        team_field.choices = list({c.team_id: (c.team_id, c.team.name) for c in self.connections}.values())
+        # Any of them validates: the service refuses another team's, with the reason.
+        connection_field.choices = [
+            ("", "As the document names it"),
+            *((c.pk, c.name) for c in self.connections),
+        ]
+        team_field.widget.attrs.update(
+            {
+                # Swap in the chosen team's connections and their models.
+                "hx-get": reverse("chat:conversation-import"),
+                "hx-target": "#import-target",
+                "hx-swap": "outerHTML",
+                "hx-trigger": "change",
+            }
+        )
+
+    def clean_file(self) -> Any:
+        upload = self.cleaned_data.get("file")
+        if upload is not None and upload.size > DOCUMENT_MAX_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size / (1024 * 1024):.1f} MB; at most "
+                f"{DOCUMENT_MAX_BYTES / (1024 * 1024):.1f} MB are read."
+            )
+        return upload
+
+    def document_text(self) -> str:
+        """The chosen file's text, else the box's. The file's text then fills the box, so a
+        refused document can be fixed in place."""
+        upload = self.cleaned_data.get("file")
+        if upload is None:
+            return str(self.cleaned_data.get("text") or "")
+        try:
+            text = str(upload.read().decode("utf-8-sig"))
+        except UnicodeDecodeError:
+            self.add_error("file", "The file is not UTF-8 text: choose the JSON file an export wrote.")
+            return ""
+        self.data = {**self.data, "text": text}
+        return text
+
+    def team_id(self) -> int | None:
+        """The team shown: the one chosen, else the first."""
+        teams = [connection.team_id for connection in self.connections]
+        chosen = str(self["team"].value())
+        return next((team for team in teams if str(team) == chosen), teams[0] if teams else None)

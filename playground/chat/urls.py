@@ -9,6 +9,7 @@ from playground.chat.views import (
     attachments,
     branches,
     code,
+    conversation_json,
     conversation_page,
     conversations,
     presets,
@@ -21,6 +22,7 @@ urlpatterns: list[URLPattern] = [
     path("new/", conversation_page.conversation_create_view, name="conversation-create"),
     path("models/", conversation_page.model_options_view, name="model-options"),
     path("switch/", conversations.conversation_switch_view, name="conversation-switch"),
+    path("import/", conversation_json.conversation_import_view, name="conversation-import"),
     path("compare/", compare.comparison_new_view, name="comparison-new"),
     path("compare/new/", compare.comparison_create_view, name="comparison-create"),
     path("compare/preflight/", compare.comparison_draft_preflight_view, name="comparison-draft-preflight"),
@@ -42,6 +44,11 @@ urlpatterns: list[URLPattern] = [
     ),
     path("<int:conversation_id>/preset/", presets.conversation_preset_save_view, name="preset-save"),
     path("<int:conversation_id>/", conversation_page.conversation_detail_view, name="conversation-detail"),
+    path(
+        "<int:conversation_id>/export/",
+        conversation_json.conversation_export_view,
+        name="conversation-export",
+    ),
     path(
         "<int:conversation_id>/rename/",
         conversations.conversation_rename_view,

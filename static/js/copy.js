@@ -2,6 +2,10 @@
 // of the element with that id, then says so for two seconds. The clipboard API needs a secure
 // context (HTTPS or localhost); elsewhere the field's text is selected and copied the old way.
 //
+// <button data-copy-url="URL"> copies what URL answers (a conversation's JSON, too large to
+// keep in the page): the text is handed to the clipboard as a promise, so the browser still
+// counts the click as what allowed the copy. Without the clipboard API it says so instead.
+//
 // Code blocks in rendered answers (`.markdown pre`) get a Copy button of their own, also those
 // that arrive later over the chat socket (a MutationObserver watches the page).
 (function () {
@@ -17,17 +21,22 @@
     }
   }
 
+  // Says `text` on the button for two seconds.
+  function say(button, text) {
+    var label = button.dataset.label || (button.dataset.label = button.textContent);
+    button.textContent = text;
+    window.setTimeout(function () {
+      button.textContent = label;
+    }, 2000);
+  }
+
   function copy(button) {
     var field = document.getElementById(button.dataset.copy);
     if (!field) return;
     var text = "value" in field ? field.value : field.textContent;
-    var label = button.dataset.label || (button.dataset.label = button.textContent);
     function done(ok) {
-      button.textContent = ok ? button.dataset.copiedLabel || "Copied" : "Press Ctrl+C to copy";
+      say(button, ok ? button.dataset.copiedLabel || "Copied" : "Press Ctrl+C to copy");
       if (!ok) copyFallback(field);
-      window.setTimeout(function () {
-        button.textContent = label;
-      }, 2000);
     }
     if (navigator.clipboard && window.isSecureContext) {
       navigator.clipboard.writeText(text).then(
@@ -43,7 +52,40 @@
     }
   }
 
+  function copyFromUrl(button) {
+    var fallback = button.dataset.copyFailedLabel || "Copy failed";
+    if (!(navigator.clipboard && window.isSecureContext)) {
+      say(button, fallback);
+      return;
+    }
+    var text = fetch(button.dataset.copyUrl, { credentials: "same-origin" }).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.text();
+    });
+    var written = window.ClipboardItem
+      ? navigator.clipboard.write([
+          new ClipboardItem({
+            "text/plain": text.then(function (body) {
+              return new Blob([body], { type: "text/plain" });
+            }),
+          }),
+        ])
+      : text.then(function (body) {
+          return navigator.clipboard.writeText(body);
+        });
+    written.then(
+      function () {
+        say(button, button.dataset.copiedLabel || "Copied");
+      },
+      function () {
+        say(button, fallback);
+      }
+    );
+  }
+
   document.addEventListener("click", function (event) {
+    var fromUrl = event.target.closest("[data-copy-url]");
+    if (fromUrl) return copyFromUrl(fromUrl);
     var button = event.target.closest("[data-copy]");
     if (button) copy(button);
   });

@@ -24,6 +24,7 @@ def upstream_messages(
     answering: bool = False,
     image_bytes: bool = True,
     tree: MessageTree | None = None,
+    limit: int | None = HISTORY_MAX_MESSAGES,
 ) -> list[dict[str, Any]]:
     """The saved history in OpenAI message shape, system prompt first so the prefix stays cacheable.
 
@@ -42,14 +43,15 @@ def upstream_messages(
     index order (matched by the answer and the index: Kimi's ids repeat), but only when every
     call was answered; otherwise (the user typed a new message instead) it goes out as text,
     or its turn not at all. A user message written into the history by hand (`Message.written`)
-    goes out even unanswered. Only the last `HISTORY_MAX_MESSAGES` messages are read.
+    goes out even unanswered. Only the last `limit` messages are read (None: the whole branch,
+    as an export writes it).
     `image_bytes=False`: images without their data, for estimates (`attachments.user_content`).
     `tree`: the conversation's `MessageTree` when the caller has just loaded it (one query less).
     """
     messages: list[dict[str, Any]] = []
     if conversation.system_prompt.strip():
         messages.append({"role": "system", "content": conversation.system_prompt})
-    kept = without_failed_turns(branch_messages(conversation, through=through, tree=tree))
+    kept = without_failed_turns(branch_messages(conversation, through=through, limit=limit, tree=tree))
     results: dict[int, list[Message]] = {}
     for message in kept:
         if message.role == MessageRole.TOOL and message.reply_to_id is not None:
