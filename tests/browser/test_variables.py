@@ -1,7 +1,8 @@
 """Prompt variables in a real browser against the loopback fake Workers AI (issue 36): a
 placeholder written into the system prompt becomes a variable, the pre-flight says Send will be
 refused until it has a value, the turn sends the values while the history keeps the placeholders,
-the record page shows them, and the conversation saved as a preset configures a batch whose CSV
+the record page shows them, a comparison started from the conversation sends a value changed on
+its form to every column, and the conversation saved as a preset configures a batch whose CSV
 column fills the variable line by line. Screenshots at 1280x800 and 390x844 go to `test-artifacts/`.
 """
 
@@ -82,6 +83,21 @@ def test_variables_are_declared_filled_sent_recorded_and_fill_a_batch_by_column(
         assert sent[0] == {"role": "system", "content": "You write to Ada in French."}
         assert sent[-1] == {"role": "user", "content": "Hi, I am writing for Ada."}
 
+        # A comparison from the conversation takes its variables; a value changed on its form
+        # goes to every column.
+        page.locator("#compare-link").click()
+        expect(page.locator("#compare-var-customer")).to_have_value("Ada")
+        page.locator("#compare-var-customer").fill("Grace")
+        page.get_by_label("Prompt", exact=True).fill("Greet {{customer}}.")
+        page.get_by_role("button", name="Compare", exact=True).click()
+        expect(page.locator("#compare-variables")).to_contain_text("customer = Grace")
+        expect(page.locator(".compare-cell .figure-cost")).to_have_count(2, timeout=30_000)
+        page.screenshot(path=artifacts / "variables-compare-1280.png")
+        columns = [request.json["messages"] for request in fake_upstream.requests[-2:]]
+        assert [messages[0]["content"] for messages in columns] == ["You write to Grace in French."] * 2
+        assert [messages[-1]["content"] for messages in columns] == ["Greet Grace."] * 2
+
+        open_chat(page, live_app.url, conversation)
         save_as_preset(page, choice="A new preset", name="Letters")
         expect(page.locator("#version-1")).to_be_visible()
         page.locator("#version-1").get_by_role("link", name="Configure a batch").click()
@@ -94,6 +110,10 @@ def test_variables_are_declared_filled_sent_recorded_and_fill_a_batch_by_column(
 
     chat_record = UsageRecord.objects.get(conversation_id=conversation.pk)
     assert chat_record.variables == {"customer": "Ada", "language": "French"}
+    compare_records = UsageRecord.objects.filter(path="compare")
+    assert [record.variables for record in compare_records] == [
+        {"customer": "Grace", "language": "French"}
+    ] * 2
     batch = Batch.objects.get()
     assert sorted(UsageRecord.objects.filter(path="batch").values_list("variables", flat=True), key=str) == [
         {"customer": "Grace", "language": "French"},

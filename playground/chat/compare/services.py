@@ -15,7 +15,7 @@ all its turns.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
 
@@ -33,6 +33,13 @@ from playground.chat.selectors import conversation_get
 from playground.chat.services.turns import MAX_MESSAGE_CHARS, TITLE_CHARS
 from playground.lib.storable import is_storable
 from playground.presets.selectors import preset_version_setup
+from playground.presets.variables import (
+    Variable,
+    VariablesUnfilled,
+    messages_fill,
+    variables_declared,
+    variables_read,
+)
 from playground.providers.adapters import ChatRequest
 from playground.providers.connection_check import connection_model_check
 from playground.providers.request_rules import request_capabilities
@@ -41,7 +48,14 @@ from playground.providers.selectors import connection_for_run
 MIN_TARGETS = 2
 MAX_TARGETS = 4
 # What a comparison takes from the conversation or preset version it starts from.
-SETUP_FIELDS = ("system_prompt", "tools", "tool_choice", "parallel_tool_calls", "response_format")
+SETUP_FIELDS = (
+    "system_prompt",
+    "variables",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+)
 
 
 class ComparisonNotFound(Exception):
@@ -81,6 +95,7 @@ class SetupSource(TypedDict, total=False):
     system_prompt: str
     conversation_id: int | None
     preset_version_id: int | None
+    variable_values: Mapping[str, str]  # the form's values of the prompt variables, by name
 
 
 def comparison_create(
@@ -107,6 +122,7 @@ def comparison_draft(
     system_prompt: str = "",
     conversation_id: int | None = None,
     preset_version_id: int | None = None,
+    variable_values: Mapping[str, str] | None = None,
 ) -> ComparisonDraft:
     """The comparison the form describes, every target checked, not stored.
 
@@ -149,6 +165,17 @@ def comparison_draft(
         for name in SETUP_FIELDS:
             setattr(comparison, name, getattr(setup, name))
         base_parameters = dict(setup.parameters)
+    variables = _variables(
+        comparison, variable_values or {}, blank=conversation_id is None and preset_version_id is None
+    )
+    comparison.variables = [variable.as_json() for variable in variables]
+    try:  # said once for the form, not once per column
+        messages_fill(
+            [{"role": "system", "content": comparison.system_prompt}, {"role": "user", "content": prompt}],
+            variables,
+        )
+    except VariablesUnfilled as exc:
+        errors["variables"] = exc.messages
     columns = [
         _column(
             user=user, comparison=comparison, target=target, position=n, base=base_parameters, errors=errors
@@ -197,9 +224,21 @@ def _column(
     column.parameters = {**base, **chosen}
     try:  # what would be sent (tools a model does not take, a schema it cannot follow) is refused now
         comparison_request_build(comparison=comparison, column=column, text=comparison.prompt)
+    except VariablesUnfilled:
+        pass  # the form says it once (`comparison_draft`)
     except ValidationError as exc:
         errors.setdefault(f"{position}-model", []).extend(exc.messages)
     return column
+
+
+def _variables(comparison: Comparison, values: Mapping[str, str], *, blank: bool) -> list[Variable]:
+    """The comparison's prompt variables, each with the form's value over its source's: the
+    conversation's or preset version's, or on a blank page the placeholders of the system prompt
+    typed there (text, as the chat's Settings declare them)."""
+    declared = (
+        variables_declared([], [comparison.system_prompt]) if blank else variables_read(comparison.variables)
+    )
+    return [Variable(v.name, v.type, values.get(v.name, v.value)) for v in declared]
 
 
 def comparison_setup(*, comparison: Comparison, column: ComparisonColumn) -> Conversation:
@@ -212,6 +251,7 @@ def comparison_setup(*, comparison: Comparison, column: ComparisonColumn) -> Con
         model_id=column.model_id,
         title=comparison.prompt[:TITLE_CHARS],
         system_prompt=comparison.system_prompt,
+        variables=comparison.variables,
         affinity_key=column.affinity_key,
         use_affinity=column.use_affinity,
         parameters=column.parameters,

@@ -44,10 +44,12 @@ from playground.chat.views.lookups import conversation_or_404, found_or_404
 from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
+from playground.presets.variables import Variable, variables_declared, variables_read
 from playground.providers.models import ProviderConnection
 from playground.providers.selectors import connection_list_runnable, connection_models_listed
 
 TargetChoices = list[tuple[str, list[tuple[str, str]]]]
+VALUE_FIELD = "var-"  # a prompt variable's value on the form: `var-<name>`
 
 
 @never_cache
@@ -92,6 +94,7 @@ def comparison_create_view(request: HtmxHttpRequest) -> HttpResponse:
         targets=posted.targets,
         source=posted.source,
         preset=posted.preset,
+        values=posted.values,
         status=400,
     )
 
@@ -176,6 +179,7 @@ class _Posted:
     preset: PresetSetup | None
     valid: bool
     chosen: list[CompareTargetForm]
+    values: dict[str, str]  # the prompt variables' values typed on the form (`var-<name>`)
 
     def fields(self) -> dict[str, Any]:
         """What `comparison_create` and `comparison_draft` take (the forms are valid)."""
@@ -185,6 +189,7 @@ class _Posted:
             "conversation_id": self.source.pk if self.source else None,
             "preset_version_id": self.preset.version_id if self.preset else None,
             "targets": [_target(target) for target in self.chosen],
+            "variable_values": self.values,
         }
 
 
@@ -198,7 +203,12 @@ def _posted(request: HtmxHttpRequest) -> _Posted:
     ]
     valid = all([form.is_valid(), *(target.is_valid() for target in targets)])
     chosen = [target for target in targets if valid and target.chosen() is not None]
-    return _Posted(form, targets, source, preset, valid, chosen)
+    values = {
+        key.removeprefix(VALUE_FIELD): value
+        for key, value in request.POST.items()
+        if key.startswith(VALUE_FIELD)
+    }
+    return _Posted(form, targets, source, preset, valid, chosen, values)
 
 
 def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
@@ -305,6 +315,20 @@ def _errors_add(exc: ValidationError, *, form: CompareForm, targets: list[Compar
             form.add_error(None, messages)
 
 
+def _variables_shown(
+    form: CompareForm, source: Conversation | None, preset: PresetSetup | None, values: dict[str, str]
+) -> list[Variable]:
+    """The prompt variables the form asks values for: its source's (a blank page's: the
+    placeholders of the system prompt typed there), with the values typed over theirs."""
+    if source is not None:
+        declared = variables_read(source.variables)
+    elif preset is not None:
+        declared = variables_read(preset.variables)
+    else:
+        declared = variables_declared([], [str(form["system_prompt"].value() or "")])
+    return [Variable(v.name, v.type, values.get(v.name, v.value)) for v in declared]
+
+
 def _form_page(
     request: HtmxHttpRequest,
     *,
@@ -312,6 +336,7 @@ def _form_page(
     targets: list[CompareTargetForm],
     source: Conversation | None,
     preset: PresetSetup | None = None,
+    values: dict[str, str] | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context = {
@@ -319,6 +344,8 @@ def _form_page(
         "targets": targets,
         "source": source,
         "preset": preset,
+        "variables": _variables_shown(form, source, preset, values or {}),
+        "value_field": VALUE_FIELD,
         "max_targets": MAX_TARGETS,
         "recent": comparison_recent(user=request.user),
     }
