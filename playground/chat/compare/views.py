@@ -204,8 +204,8 @@ def _posted(request: HtmxHttpRequest) -> _Posted:
     valid = all([form.is_valid(), *(target.is_valid() for target in targets)])
     chosen = [target for target in targets if valid and target.chosen() is not None]
     values = {
-        key.removeprefix(VALUE_FIELD): value
-        for key, value in request.POST.items()
+        key.removeprefix(VALUE_FIELD): request.POST.get(key, "")
+        for key in request.POST
         if key.startswith(VALUE_FIELD)
     }
     return _Posted(form, targets, source, preset, valid, chosen, values)
