@@ -761,6 +761,8 @@ def main() -> None:
             "PLAYGROUND_DATA_DIR": data_dir,
             "PROVIDER_HOST_ALLOWLIST": "127.0.0.1",
             "LOG_LEVEL": "WARNING",
+            # As `make run` counts metrics: every web process writes its counters to files here.
+            "PROMETHEUS_MULTIPROC_DIR": str(Path(data_dir, "prometheus")),
         }
     )
     upstream_port, app_port = free_port(), free_port()

@@ -1,7 +1,9 @@
 """`make run`: prepare the database and start engine, web and worker as one group.
 
 Migrates, collects static files, creates the demo team and owner (printing the login the
-first time), then hands the three processes to honcho, which stops them all on Ctrl-C.
+first time), empties the metrics folder (`PROMETHEUS_MULTIPROC_DIR`, default
+`var/prometheus`: the web and worker processes count into it, `/metrics` sums it), then hands
+the three processes to honcho, which stops them all on Ctrl-C.
 The engine gets the same API token the web app uses to call it. The URL is printed only
 once the web app answers and every engine replica has passed its self-test; when the
 engine cannot start, honcho stops the group and this exits non-zero after the engine's
@@ -12,12 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import django
@@ -25,6 +29,15 @@ import django
 
 def _manage(*args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], check=True)  # noqa: S603 (our own script)
+
+
+def _metrics_folder_fresh(default: Path) -> str:
+    """The multiprocess metrics folder, emptied: the files of a previous run's processes would
+    otherwise be summed with this run's for good."""
+    folder = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or default)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return str(folder)
 
 
 def _engine_ready(engine_url: str, token: str) -> bool:
@@ -72,6 +85,7 @@ def main() -> None:
         "ENGINE_PORT": str(engine.port or 8788),
         "APP_HOST": os.environ.get("APP_HOST", "127.0.0.1"),
         "APP_PORT": os.environ.get("APP_PORT", "8000"),
+        "PROMETHEUS_MULTIPROC_DIR": _metrics_folder_fresh(settings.DATA_DIR / "prometheus"),
     }
     url = f"http://{env['APP_HOST']}:{env['APP_PORT']}/"
     threading.Thread(

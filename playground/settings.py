@@ -302,6 +302,18 @@ MAILERS = {
 }
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "playground@localhost")
 
+# --- operations: /healthz, /readyz, /metrics (playground.probes, docs/operations.md) ---
+# Set, /readyz and /metrics answer only `Authorization: Bearer <token>`; unset, /metrics answers
+# loopback clients only.
+METRICS_TOKEN = env_secret("METRICS_TOKEN")
+# How long /readyz waits for each dependency (seconds) before calling it unavailable.
+READYZ_TIMEOUT = env_float("READYZ_TIMEOUT", 1.0)
+# Read by prometheus_client itself: each process's counters go to files in this folder, summed by
+# /metrics (`make run` sets and empties it). Made here when missing, so a process never fails to count.
+_metrics_dir = env_str("PROMETHEUS_MULTIPROC_DIR")
+if _metrics_dir:
+    Path(_metrics_dir).mkdir(parents=True, exist_ok=True)
+
 # --- browser security headers ---
 # A strict Content-Security-Policy: scripts and styles only from our own static files (no
 # inline script or style, no eval), sockets and fetches to this origin only.

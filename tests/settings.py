@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -13,7 +15,13 @@ if os.environ.get("DATABASE_URL"):
         if not os.environ.get(_name) and not os.environ.get(f"{_name}_FILE"):
             os.environ[_name] = f"test-only-{_name.lower()}-never-used-in-production"
 
-from playground.settings import *  # noqa: F403
+# Metrics in multiprocess mode, as `make run` counts them, in a folder of this test process's own
+# (set before prometheus_client is imported: it chooses how to store values then). The processes a
+# test starts inherit it unless the test gives them their own.
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="playground-test-metrics-")
+atexit.register(shutil.rmtree, os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+from playground.settings import *  # noqa: E402, F403
 
 # Uploaded images never land in var/media; tests that look at files set their own tmp_path.
 MEDIA_ROOT = Path(tempfile.gettempdir()) / "playground-test-media"

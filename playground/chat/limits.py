@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from playground.lib.asyncutil import finish_even_if_cancelled
+from playground.lib.metrics import RATE_LIMIT_REFUSALS
 from playground.lib.ratelimit import MinuteLimit, seconds_left
 
 SLOT_GRACE_SECONDS = 60
@@ -66,6 +67,7 @@ async def _slot_take(*, user_id: int) -> TurnSlot:
         key = f"chat:turn-slot:{user_id}:{index}"
         if await cache.aadd(key, token, timeout=timeout):
             return TurnSlot(key=key, token=token)
+    RATE_LIMIT_REFUSALS.labels("chat", "concurrent_turns").inc()
     raise TurnRefused(
         f"You already have {limit} answer{'s' if limit != 1 else ''} streaming (in this or other tabs). "
         "Wait for one to finish, or stop it, then send again."
@@ -76,6 +78,7 @@ async def _rate_count(*, user_id: int) -> None:
     limit = settings.CHAT_TURNS_PER_MINUTE
     refused = await MinuteLimit("chat", "turns", limit).ahit(str(user_id))
     if refused is not None:
+        RATE_LIMIT_REFUSALS.labels("chat", "turns").inc()
         raise TurnRefused(
             f"You have sent {limit} messages this minute, the most allowed. "
             f"Try again in {seconds_left(refused.reset_time)} s."

@@ -19,6 +19,7 @@ from limits.util import WindowStats
 from playground.gateway.errors import GatewayError
 from playground.lib.asyncutil import GroupQueue, loop_local
 from playground.lib.db import db_run
+from playground.lib.metrics import RATE_LIMIT_REFUSALS
 from playground.lib.ratelimit import MinuteLimit, seconds_left
 from playground.usage.models import ApiKey
 
@@ -109,6 +110,7 @@ def _headers(kind: str, limit: int, remaining: int, reset_time: float) -> dict[s
 
 
 def _limited(key: ApiKey, kind: str, limit: int, reset_time: float) -> GatewayError:
+    RATE_LIMIT_REFUSALS.labels("gateway", kind).inc()
     wait = seconds_left(reset_time)
     return GatewayError(
         429,

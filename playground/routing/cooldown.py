@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
+from playground.lib.metrics import ROUTING_COOLDOWNS
 from playground.routing.plan import Cooldown, Target
 
 
@@ -66,6 +67,7 @@ async def target_failed(target: Target, cooldown: Cooldown) -> bool:
         return False
     await cache.aset(_key(target), 1, timeout=cooldown.seconds)
     await cache.adelete(key)
+    ROUTING_COOLDOWNS.labels(str(target.connection_id), target.model).inc()
     return True
 
 

@@ -1,5 +1,6 @@
 """The one writer of usage records (`usage_record_create`, and `usage_records_create_many` for a
-settled group), and the price card that prices a call's record and its budget hold."""
+settled group), and the price card that prices a call's record and its budget hold. What it writes
+is also what the Prometheus metrics count (`usage.metrics`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from playground.catalog.selectors import price_card_for, price_card_label
 from playground.providers.structured_answers import answer_check
 from playground.usage.calls.context import RequestContext
 from playground.usage.metering import Outcome
+from playground.usage.metrics import records_count_after_commit
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import KnownCard, cost_for
@@ -39,11 +41,12 @@ def usage_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
 
     A request without a record is work nobody can see or bill, so the fallback holds only
     what cannot fail: the ids, the status and `RECORD_WRITE_FAILED`. Either one becomes a span
-    once it commits (`telemetry`), registered outside the savepoint so a rolled-back full
-    record sends none.
+    (`telemetry`) and is counted in the metrics (`metrics`) once it commits, both registered
+    outside the savepoint so a rolled-back full record sends and counts nothing.
     """
     record = _record_or_minimal(context=context, outcome=outcome)
     spans_after_commit([record])
+    records_count_after_commit([record])
     return record
 
 
@@ -120,7 +123,8 @@ def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]])
         [_full_record(context=context, outcome=outcome) for context, outcome in settled]
     )
     rollups_add(records)
-    spans_after_commit(records)  # dropped with the caller's transaction if it rolls back
+    spans_after_commit(records)  # dropped with the caller's transaction if it rolls back, as is
+    records_count_after_commit(records)
     return records
 
 
