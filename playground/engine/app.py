@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -55,6 +56,7 @@ from playground.engine.errors import (
 )
 from playground.engine.jobs import Job, collect
 from playground.engine.messages import Turn
+from playground.engine.metrics import engine_registry
 from playground.engine.model_file import ServedModel
 from playground.engine.pool import ModelReplicas, ReplicaPool
 from playground.engine.prompts import PromptTokenizer, vocabulary_tokenizer
@@ -166,6 +168,7 @@ class Engine:
         self.started = int(time.time())
         self.pool: ReplicaPool
         self.queue: BatchQueue
+        self.registry: CollectorRegistry  # what /metrics serves
         self.tokenizers: dict[str, PromptTokenizer] = {}
         # One thread: llama.cpp's tokenizer is not documented as safe to share between threads.
         self._counting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
@@ -181,6 +184,7 @@ class Engine:
             batch_spec=self._batch_spec,
             balance=self.config.balance,
         )
+        self.registry = engine_registry(self.pool, self.queue)
         try:
             await self.pool.start()
             # After the replicas, whose start-up says what is wrong with a model file or template.
@@ -297,6 +301,12 @@ class Engine:
         status = "ok" if all(replica["ready"] for replica in replicas) else "degraded"
         return JSONResponse({"status": status, "models": self.model_ids, "replicas": replicas})
 
+    async def metrics(self, request: Request) -> Response:
+        """The replicas and the batch queue in Prometheus text (`metrics`); the queue is read from
+        its SQLite file, so the whole scrape runs off the event loop."""
+        body = await asyncio.to_thread(generate_latest, self.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
     # --- answering ---
 
     async def _answer(self, chat: ChatRequest, model: str, request: Request, *, openai: bool) -> Response:
@@ -392,6 +402,7 @@ def create_app(engine: Engine) -> Starlette:
         Route(f"{ACCOUNT}/ai/v1/models", engine.models, methods=["GET"]),
         Route("/engine/v1/tokenize", _answering_errors(engine.tokenize, openai=True), methods=["POST"]),
         Route("/healthz", engine.health, methods=["GET"]),
+        Route("/metrics", engine.metrics, methods=["GET"]),
     ]
     middleware = [Middleware(BearerAuth, token=config.api_token)] if config.api_token else []
     return Starlette(

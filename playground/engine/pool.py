@@ -33,6 +33,7 @@ from typing import Any
 from playground.engine.batch_queue import BatchQueue, QueuedItem
 from playground.engine.errors import EngineError, out_of_capacity, replica_crashed
 from playground.engine.jobs import Job, collect
+from playground.engine.metrics import ReplicaWork
 from playground.engine.protocol import (
     CancelJob,
     Failed,
@@ -89,6 +90,7 @@ class Replica:
         self.self_test: SelfTest | None = None
         self.context_size = 0  # the context window the model was loaded with (0: not loaded yet)
         self.restarts = 0
+        self.work = ReplicaWork()  # what it did, for the metrics
         self.started_at = 0.0
         self.quick_exits = 0
         self.pending: deque[Job] = deque()
@@ -321,6 +323,7 @@ class ReplicaPool:
         if isinstance(message, JobEvent):
             if replica.current is not None and replica.current.id == message.job_id:
                 replica.current.deliver(message.event)
+                replica.work.observe(message.event)
         elif isinstance(message, Loaded):
             replica.loaded = True
         elif isinstance(message, Ready):
