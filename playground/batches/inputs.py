@@ -48,15 +48,17 @@ class ItemInput:
     body: dict[str, Any]  # {"messages": [...], optional parameters}
     external_reference: str = ""
 
-    def prompt_chars(self) -> int:
-        """What the token estimate counts: the meter's rule (messages, tools, response format)."""
-        request = ChatRequest(
-            model="",
+    def chat_request(self, model_id: str) -> ChatRequest:
+        """What the preview counts and checks against the context window: what the model reads
+        (messages, tools, response format) and the answer room `max_tokens` asks for."""
+        return ChatRequest(
+            model=model_id,
             messages=self.body["messages"],
+            max_tokens=self.body.get("max_tokens"),
             tools=self.body.get("tools"),
+            tool_choice=self.body.get("tool_choice"),
             response_format=self.body.get("response_format"),
         )
-        return request.prompt_chars
 
 
 @dataclass(frozen=True)

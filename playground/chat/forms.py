@@ -184,8 +184,9 @@ class ComposerForm(forms.Form):
             if not control.available:  # shown with its reason; a posted value is ignored
                 field.disabled = True
                 self.initial[control.name] = None
-        if caps.max_tokens_limit is not None and caps.available("max_tokens"):
-            limit = f"Up to {caps.max_tokens_limit:,} (the model's context window)."
+        if caps.window is not None and caps.available("max_tokens"):
+            window = caps.window
+            limit = f"Up to {window.tokens:,} (the model's context window, {window.source})."
             self.fields["max_tokens"].help_text = limit
         self.fields["schema"].widget.attrs.update({"data-json-editor": "", "rows": 10, "spellcheck": "false"})
 

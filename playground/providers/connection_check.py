@@ -7,8 +7,10 @@ redirects, explicit timeouts) to the kind's model listing:
 - the embedded engine: `GET {engine}/client/v4/accounts/team-<id>/ai/v1/models` (OpenAI shape);
 - OpenAI-compatible: `GET {base}/models` (`{"data": [{"id"}]}`).
 
-The result is the model ids and the latency, or the upstream's error with the token (and
-anything credential-shaped) redacted. A successful test keeps the ids on the connection, and
+The result is the model ids (with the context window of each the listing states: the
+engine's `context_window`, or `context_length` / `max_model_len` as other OpenAI-compatible
+servers put it) and the latency, or the upstream's error with the token (and anything
+credential-shaped) redacted. A successful test keeps the ids and windows on the connection, and
 a new conversation on a connection that lists its models (the engine, asked each time; any
 other once tested) must name one of them: `connection_model_check`.
 """
@@ -36,6 +38,9 @@ from playground.providers.services import connection_settings_validate, connecti
 
 MAX_MODELS_SHOWN = 200
 MODELS_NAMED_IN_ERRORS = 5
+# Where a model list states a model's context window in tokens: the embedded engine
+# (`context_window`), OpenRouter (`context_length`), vLLM (`max_model_len`).
+WINDOW_FIELDS = ("context_window", "context_length", "max_model_len")
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,14 @@ class ModelListing:
     ok: bool
     latency_ms: int
     models: list[str] = field(default_factory=list)
+    windows: dict[str, int] = field(default_factory=dict)  # context windows the listing stated
     error: str = ""
 
     @property
-    def models_shown(self) -> list[str]:
-        return self.models[:MAX_MODELS_SHOWN]
+    def models_shown(self) -> list[tuple[str, str]]:
+        """The first models, each with the context window the listing states ("4,096"; "": none)."""
+        shown = self.models[:MAX_MODELS_SHOWN]
+        return [(model, f"{self.windows[model]:,}" if model in self.windows else "") for model in shown]
 
 
 @dataclass(frozen=True)
@@ -87,14 +95,20 @@ async def models_list(target: ListingTarget) -> ModelListing:
         text = f"{exc.message} {message}".strip() if message else exc.message
         return ModelListing(ok=False, latency_ms=_ms(started), error=_redacted(text, target))
     latency = _ms(started)
-    models = model_ids(_json(body))
-    if models is None:
+    rows = model_rows(_json(body))
+    if rows is None:
         return ModelListing(ok=False, latency_ms=latency, error="The upstream's answer is not a model list.")
-    return ModelListing(ok=True, latency_ms=latency, models=models)
+    return ModelListing(
+        ok=True,
+        latency_ms=latency,
+        models=sorted(model_id for model_id, _ in rows),
+        windows={model_id: window for model_id, window in rows if window is not None},
+    )
 
 
-def model_ids(body: Any) -> list[str] | None:
-    """Ids from an OpenAI list (`data[].id`) or a v4 envelope (`result[].name` or `.id`)."""
+def model_rows(body: Any) -> list[tuple[str, int | None]] | None:
+    """(id, context window) from an OpenAI list (`data[].id`) or a v4 envelope (`result[].name`
+    or `.id`); the window when the row states one (`WINDOW_FIELDS`), else None."""
     if not isinstance(body, Mapping):
         return None
     rows = body.get("data")
@@ -102,13 +116,21 @@ def model_ids(body: Any) -> list[str] | None:
         rows = body.get("result")
     if not isinstance(rows, list):
         return None
-    ids = []
+    found = []
     for row in rows:
         if isinstance(row, Mapping):
             value = row.get("id") if isinstance(row.get("id"), str) else row.get("name")
             if isinstance(value, str):
-                ids.append(value)
-    return sorted(ids)
+                found.append((value, _window(row)))
+    return found
+
+
+def _window(row: Mapping[str, Any]) -> int | None:
+    for name in WINDOW_FIELDS:
+        value = row.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def connection_models_served(connection: ProviderConnection) -> list[str] | None:

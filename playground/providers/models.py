@@ -23,6 +23,9 @@ class ProviderConnection(models.Model):
     # The model ids the provider listed at its last successful "Test connection" (None: never
     # listed): a new conversation must name one of them (`connection_check.connection_model_check`).
     listed_models = models.JSONField(null=True, blank=True, editable=False)
+    # The context windows that listing stated, in tokens by model id ({} or None: it stated none):
+    # they win over the catalogue's (`context_windows.context_window_for`).
+    listed_windows = models.JSONField(null=True, blank=True, editable=False)
     models_listed_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

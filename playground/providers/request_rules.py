@@ -12,11 +12,13 @@ let through never reaches an upstream from a batch either:
 - `json_schema` output only where the catalogue says `supports_json_schema`; tools only
   where it does not say the model takes none;
 - numbers within the ranges below (the engine and the OpenAI API refuse the same ones),
-  `max_tokens` within the model's context window when the catalogue knows it;
+  `max_tokens` within the model's context window on the connection when it is known
+  (`context_windows`: as served, else the catalogue's);
 - tool definitions in the OpenAI shape with JSON Schema 2020-12 parameters.
 
-Pure functions over the catalogue; nothing here writes. It sits on the providers floor
-because both the chat and the batch features read it (features never import each other).
+Functions over the catalogue (and the windows the connection serves); nothing here writes. It
+sits on the providers floor because both the chat and the batch features read it (features
+never import each other).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from jsonschema import Draft202012Validator
 from playground.catalog.models import CatalogModel
 from playground.catalog.seed import KIMI_K25, KIMI_K26
 from playground.catalog.selectors import catalog_model_serving
+from playground.providers.context_windows import ContextWindow, context_window_for
 from playground.providers.json_problems import Issue
 from playground.providers.kinds import KindSpec
+from playground.providers.models import ProviderConnection
 
 TEXT, JSON_OBJECT, JSON_SCHEMA = "text", "json_object", "json_schema"
 RESPONSE_FORMATS = (TEXT, JSON_OBJECT, JSON_SCHEMA)
@@ -160,8 +164,12 @@ class Capabilities:
     json_schema_reason: str
     streams_json: bool  # False: JSON answers are requested with stream false
     thinking_field: str  # "" when the model has no thinking switch
-    max_tokens_limit: int | None  # the model's context window, when the catalogue knows it
+    window: ContextWindow | None  # the model's context window on the connection, when known
     tools: ToolSupport
+
+    @property
+    def max_tokens_limit(self) -> int | None:
+        return self.window.tokens if self.window is not None else None
 
     @property
     def stream_note(self) -> str:
@@ -177,7 +185,10 @@ class Capabilities:
         return self.controls[name].available
 
 
-def request_capabilities(*, spec: KindSpec, model_id: str, day: dt.date) -> Capabilities:
+def request_capabilities(*, connection: ProviderConnection, model_id: str, day: dt.date) -> Capabilities:
+    """What a request to `model_id` on `connection` may carry (blocking: the engine may be asked
+    its window)."""
+    spec = connection.spec
     model = catalog_model_serving(model_id=model_id, day=day)
     thinking_field = THINKING_FIELDS.get(model.model_id, "") if model is not None else ""
     controls = {
@@ -195,7 +206,7 @@ def request_capabilities(*, spec: KindSpec, model_id: str, day: dt.date) -> Capa
         json_schema_reason=json_schema_reason,
         streams_json=streams,
         thinking_field=thinking_field,
-        max_tokens_limit=model.context_window if model is not None else None,
+        window=context_window_for(connection=connection, model_id=model_id, day=day),
         tools=_tool_support(model),
     )
 
@@ -209,7 +220,7 @@ def capabilities_unavailable(*, reason: str, model: CatalogModel | None) -> Capa
         json_schema_reason=reason,
         streams_json=True,
         thinking_field="",
-        max_tokens_limit=None,
+        window=None,
         tools=ToolSupport(False, reason),
     )
 

@@ -35,7 +35,7 @@ def connection_save(
     if token is None and url_changed:
         token = ""
     if url_changed:  # another host may serve other models: test it again to list them
-        connection.listed_models, connection.models_listed_at = None, None
+        connection.listed_models, connection.listed_windows, connection.models_listed_at = None, None, None
     if token is not None:
         connection.token_ciphertext = token_encrypt(token) if token else ""
         connection.token_last4 = token_last4(token)
@@ -49,11 +49,16 @@ def connection_save(
     return connection
 
 
-def connection_models_store(*, connection: ProviderConnection, models: list[str]) -> None:
-    """Keep the model ids a connection test listed: new conversations are checked against them."""
-    connection.listed_models, connection.models_listed_at = models, timezone.now()
+def connection_models_store(
+    *, connection: ProviderConnection, models: list[str], windows: dict[str, int] | None = None
+) -> None:
+    """Keep the model ids a connection test listed (new conversations are checked against them)
+    and the context windows it stated, if any (they win over the catalogue's)."""
+    windows = windows or {}
+    connection.listed_models, connection.listed_windows = models, windows
+    connection.models_listed_at = timezone.now()
     ProviderConnection.objects.filter(pk=connection.pk).update(
-        listed_models=models, models_listed_at=connection.models_listed_at
+        listed_models=models, listed_windows=windows, models_listed_at=connection.models_listed_at
     )
 
 

@@ -22,6 +22,7 @@ from playground.batches.inputs import (
 )
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.providers.kinds import ConnectionKind, kind_spec
+from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import request_capabilities
 
 pytestmark = pytest.mark.usefixtures("catalogue")
@@ -32,9 +33,9 @@ GOOD = '{"messages": [{"role": "user", "content": "Hi"}], "external_reference": 
 def _rules(
     shared: Shared | None = None, *, kind: str = ConnectionKind.ENGINE, model: str = ENGINE_MODEL_ID
 ) -> InputRules:
-    spec = kind_spec(kind)
-    caps = request_capabilities(spec=spec, model_id=model, day=timezone.now().date())
-    return InputRules(parameters=spec.parameters, caps=caps, shared=shared)
+    connection = ProviderConnection(kind=kind)  # never tested: the catalogue's window
+    caps = request_capabilities(connection=connection, model_id=model, day=timezone.now().date())
+    return InputRules(parameters=kind_spec(kind).parameters, caps=caps, shared=shared)
 
 
 def _jsonl(text: str | bytes, shared: Shared | None = None, **on: Any) -> list[ItemInput | LineError]:

@@ -381,9 +381,11 @@ def test_the_estimate_prices_by_the_teams_override_and_names_it_the_card_that_th
     page = client.get(reverse("batches:batch-detail", args=[draft.pk])).content.decode()
 
     estimate = draft.estimate
-    # 4 prompts of 10 characters (40: 10 tokens by the meter's rule) and 4 x 100 output tokens.
-    assert (estimate["prompt_tokens"], estimate["output_tokens"]) == (10, 400)
-    assert Decimal(estimate["cost"]) == (10 * Decimal("0.01") + 400 * Decimal("0.02")) / 1_000_000
+    # 4 prompts of 10 characters (each 3 tokens by the meter's rule: 40 / 4 rounded up, line by
+    # line, as each item is estimated) and 4 x 100 output tokens.
+    assert (estimate["prompt_tokens"], estimate["output_tokens"]) == (12, 400)
+    assert not estimate["prompt_counted"]  # NO_QUEUE_MODEL is no OpenAI model: no tokenizer
+    assert Decimal(estimate["cost"]) == (12 * Decimal("0.01") + 400 * Decimal("0.02")) / 1_000_000
     assert estimate["price_card"] == "Alpha's negotiated rate" and estimate["price_card_override"]
     assert estimate["priced_on"] == str(timezone.now().date())
     assert "Alpha&#x27;s negotiated rate" in page and "Alpha's override" in page

@@ -75,6 +75,7 @@ def run_turn(actors: Actors, conversation: Conversation, text: str = "Invent a p
 @pytest.fixture
 def engine_on_fake(settings: LazySettings, fake_upstream: FakeUpstream) -> None:
     settings.ENGINE_URL = fake_upstream.url
+    fake_upstream.unscripted = ("/models", "/engine/v1/tokenize")  # the fake counts nothing: estimated
 
 
 # --- parameters: what the kind and the model take ------------------------------------------

@@ -66,8 +66,8 @@ def test_a_prompt_larger_than_the_context_window_is_refused_with_the_estimate_an
         chat_turn_start(user=actors.owner, conversation_id=long_engine_conversation.pk, text="z" * 772)
 
     assert refused.value.messages == [
-        "This conversation is about 8,193 tokens (estimated), and SmolLM2 135M Instruct (embedded engine) "
-        "reads at most 8,192: start a new conversation or send a shorter message."
+        "Not sent: the prompt is 8,193 tokens (estimated), but the model's context window is 8,192 tokens "
+        "(per the catalogue). Send a shorter message or start a new conversation."
     ]
     assert Message.objects.count() == 2  # the refused message was not saved
 
@@ -132,8 +132,8 @@ async def test_a_socket_turn_that_cannot_fit_is_refused_with_a_notice_and_nothin
     notice = await socket.receive()
     await socket.disconnect()
 
-    assert "about 24,000 tokens (estimated)" in notice
-    assert "reads at most 24,000" in notice
+    assert "the prompt is 24,000 tokens (estimated)" in notice
+    assert "context window is 24,000 tokens (per the catalogue)" in notice
     assert fake_upstream.requests == []
     assert not await Message.objects.filter(conversation=conversation).aexists()
 

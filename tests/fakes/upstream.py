@@ -296,6 +296,10 @@ class FakeUpstream:
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self.default_text = "Hello from the fake upstream."
+        # Paths (their endings) that the default reply answers even while replies are scripted: a
+        # fake standing in for the engine is also asked its model list and token counts, and
+        # those must not take the reply a test scripted for its chat request.
+        self.unscripted: tuple[str, ...] = ()
         self.port = 0
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -404,7 +408,8 @@ class FakeUpstream:
 
     def _next_reply(self, request: RecordedRequest) -> Sse | JsonReply | Hang:
         with self._lock:
-            reply = self._replies.popleft() if self._replies else self._default_reply(request)
+            scripted = self._replies and not request.path.endswith(self.unscripted)
+            reply = self._replies.popleft() if scripted else self._default_reply(request)
         return reply.reply_for(request) if isinstance(reply, Computed) else reply
 
     def _default_reply(self, request: RecordedRequest) -> Sse | JsonReply | Hang:

@@ -7,6 +7,7 @@ ask for it (`pytest_plugins` in tests/conftest.py registers this module).
 
 `start_engine` starts an extra, short-lived engine (e.g. to restart one on the same queue);
 `spawn_engine` starts one without waiting for it to become healthy (e.g. one that must fail).
+`served_engine` is the `actors` team's engine connection with the app pointed at that engine.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ import httpx
 import pytest
 
 from playground.engine.config import DEFAULT_MODEL_ID, GEMMA_MODEL_ID
+from playground.providers.models import ProviderConnection
+from playground.providers.services import connection_engine_ensure
+from tests.support.actors import Actors
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_ID = DEFAULT_MODEL_ID
@@ -171,3 +175,12 @@ def running_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineP
         yield engine
     finally:
         engine.stop()
+
+
+@pytest.fixture
+def served_engine(
+    settings: Any, running_engine: EngineProcess, actors: Actors, catalogue: None
+) -> ProviderConnection:
+    """The team's engine connection, the app's `ENGINE_URL` and token those of `running_engine`."""
+    settings.ENGINE_URL, settings.ENGINE_API_TOKEN = running_engine.url, running_engine.token
+    return connection_engine_ensure(team=actors.team)

@@ -1,4 +1,10 @@
-"""Batch drafts: every input line checked, the items stored, the path chosen and the cost estimated."""
+"""Batch drafts: every input line checked, the items stored, the path chosen and the cost estimated.
+
+Each line's prompt is counted as the pre-flight counts a chat turn (`usage.token_count`: the
+model's tokenizer where one is known, else estimated), a chunk of lines at a time, and a line
+whose prompt and `max_tokens` cannot fit the model's context window on the connection is
+refused at the preview, by its line number, like any other bad line.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import batched
 from typing import IO, TypedDict
 
 from django.conf import settings
@@ -24,19 +31,22 @@ from playground.presets.selectors import preset_version_setup
 from playground.presets.services import connection_ref, preset_version_reuse_or_save
 from playground.presets.setup import PresetSetup
 from playground.providers.connection_check import connection_model_check
+from playground.providers.context_windows import ContextWindow, context_window_for
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.providers.request_rules import request_capabilities
 from playground.providers.selectors import connection_for_run
+from playground.usage.budgets.worst_case import request_max_tokens_asked
 from playground.usage.calls.context import RequestContext
 from playground.usage.estimates import cost_estimate
-from playground.usage.metering import estimate_tokens
 from playground.usage.records import request_price_card
 from playground.usage.sources import CONVERSATION
+from playground.usage.token_count import prompt_tokens_counts, window_overrun
 
 MAX_REPORTED_ERRORS = 50
 PREVIEW_ROWS = 5
 INSERT_CHUNK = 1_000
+COUNT_CHUNK = 500  # lines counted together (one tokenize call to the engine per 200 of them)
 
 
 class PreviewRow(TypedDict):
@@ -55,6 +65,7 @@ class BatchEstimate(TypedDict):
     """The pre-flight estimate (stored in `Batch.estimate`). Money as strings, to keep JSON exact."""
 
     prompt_tokens: int
+    prompt_counted: bool  # every line's prompt counted by the model's tokenizer; False: estimated
     output_tokens: int
     cache_share: str
     cost: str | None  # None when no price card prices the model
@@ -85,7 +96,8 @@ class BatchInput:
 @dataclass
 class _Tally:
     count: int = 0
-    prompt_chars: int = 0
+    prompt_tokens: int = 0
+    prompt_counted: bool = True
     output_tokens: int = 0
     error_count: int = 0
 
@@ -125,12 +137,13 @@ def batch_draft_create(
         setup = dataclasses.replace(setup, connection=connection_ref(connection))
     shared = _with_preset(source.shared, setup.request_preset() if setup else None, connection)
     today = timezone.now().date()
-    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=today)
+    caps = request_capabilities(connection=connection, model_id=model_id, day=today)
 
     def rules() -> InputRules:
         return InputRules(parameters=connection.spec.parameters, caps=caps, shared=shared)
 
-    tally = _check(_read(source, rules()))
+    window = context_window_for(connection=connection, model_id=model_id, day=today)
+    tally = _check(_read(source, rules()), connection=connection, model_id=model_id, window=window)
     if tally.error_count or not tally.count:
         errors = tally.errors or [LineError(0, "The input has no items.")]
         raise BatchInputInvalid(errors, tally.error_count or 1)
@@ -155,7 +168,8 @@ def batch_draft_create(
         )
         batch.estimate = batch_estimate(
             context=draft_context(batch, today),
-            prompt_tokens=estimate_tokens(tally.prompt_chars),
+            prompt_tokens=tally.prompt_tokens,
+            prompt_counted=tally.prompt_counted,
             output_tokens=tally.output_tokens,
         )
         batch.save()
@@ -199,19 +213,37 @@ def _read(source: BatchInput, rules: InputRules) -> Iterator[ItemInput | LineErr
     return jsonl_items(source.stream, rules)
 
 
-def _check(results: Iterable[ItemInput | LineError]) -> _Tally:
+def _check(
+    results: Iterable[ItemInput | LineError],
+    *,
+    connection: ProviderConnection,
+    model_id: str,
+    window: ContextWindow | None,
+) -> _Tally:
+    """Every line's verdict, in line order: a bad line, one that cannot fit `window`, or an item
+    counted into the estimate."""
     tally = _Tally()
-    for result in results:
-        if isinstance(result, LineError):
-            tally.error_count += 1
-            if len(tally.errors) < MAX_REPORTED_ERRORS:
-                tally.errors.append(result)
-            continue
-        tally.count += 1
-        tally.prompt_chars += result.prompt_chars()
-        tally.output_tokens += result.body.get("max_tokens") or settings.BATCH_ESTIMATE_OUTPUT_TOKENS
-        if len(tally.preview) < PREVIEW_ROWS:
-            tally.preview.append(_preview_row(result))
+    for chunk in batched(results, COUNT_CHUNK):
+        requests = [result.chat_request(model_id) for result in chunk if isinstance(result, ItemInput)]
+        counted = zip(requests, prompt_tokens_counts(connection=connection, requests=requests), strict=True)
+        for result in chunk:
+            if isinstance(result, ItemInput):
+                request, count = next(counted)
+                asked = request_max_tokens_asked(request)
+                if overrun := window_overrun(prompt=count, max_tokens=asked, window=window):
+                    lower = " or lower its max_tokens" if asked else ""
+                    result = LineError(result.line, f"{overrun[0].upper()}{overrun[1:]}: shorten it{lower}.")
+            if isinstance(result, LineError):
+                tally.error_count += 1
+                if len(tally.errors) < MAX_REPORTED_ERRORS:
+                    tally.errors.append(result)
+                continue
+            tally.count += 1
+            tally.prompt_tokens += count.tokens
+            tally.prompt_counted = tally.prompt_counted and count.counted
+            tally.output_tokens += result.body.get("max_tokens") or settings.BATCH_ESTIMATE_OUTPUT_TOKENS
+            if len(tally.preview) < PREVIEW_ROWS:
+                tally.preview.append(_preview_row(result))
     return tally
 
 
@@ -272,10 +304,13 @@ def batch_path_for(*, connection: ProviderConnection, model_id: str, day: dt.dat
     return BatchPath.QUEUE, f"{model.display_name} takes Workers AI's batch queue (?queueRequest=true)."
 
 
-def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens: int) -> BatchEstimate:
-    """Estimated tokens x the card that will price the items (the team's override when it has
-    one, else the global card, in force on `context.priced_on`), with and without the assumed
-    share of cached prompt tokens. Strings, to keep JSON exact."""
+def batch_estimate(
+    *, context: RequestContext, prompt_tokens: int, prompt_counted: bool, output_tokens: int
+) -> BatchEstimate:
+    """The prompt's tokens (counted, or estimated) and the output's x the card that will price
+    the items (the team's override when it has one, else the global card, in force on
+    `context.priced_on`), with and without the assumed share of cached prompt tokens. Strings,
+    to keep JSON exact."""
     share = Decimal(str(settings.BATCH_ESTIMATE_CACHE_SHARE))
     known = request_price_card(context=context)
     card = known.card
@@ -285,6 +320,7 @@ def batch_estimate(*, context: RequestContext, prompt_tokens: int, output_tokens
     ).cost
     return {
         "prompt_tokens": prompt_tokens,
+        "prompt_counted": prompt_counted,
         "output_tokens": output_tokens,
         "cache_share": str(share),
         "cost": str(plain) if plain is not None else None,
@@ -307,5 +343,6 @@ def batch_estimate_today(*, batch: Batch) -> BatchEstimate:
     return batch_estimate(
         context=draft_context(batch, today),
         prompt_tokens=estimate["prompt_tokens"],
+        prompt_counted=estimate.get("prompt_counted", False),  # drafts from before counting were estimated
         output_tokens=estimate["output_tokens"],
     )

@@ -17,9 +17,9 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from playground.batches.models import Batch, BatchItem, ItemState
-from playground.catalog.selectors import catalog_model_serving
 from playground.providers.adapters import ChatAdapter, ChatRequest
 from playground.providers.answer_collector import AnswerCollector
+from playground.providers.context_windows import context_window_for
 from playground.providers.events import request_at_fault
 from playground.usage.calls.context import RequestContext
 from playground.usage.calls.kinds import batch_context, batch_item_call
@@ -83,14 +83,15 @@ def draft_context(batch: Batch, day: dt.date) -> RequestContext:
 class ItemTerms:
     """What every item of a batch is checked and priced by, looked up once per step, not per item."""
 
-    context_window: int | None  # the model's, when the catalogue knows it
+    context_window: int | None  # the model's on the batch's connection, when known
     card: KnownCard  # the card of the day the batch was submitted
 
 
 def item_terms(batch: Batch) -> ItemTerms:
-    model = catalog_model_serving(model_id=batch.model_id, day=batch.priced_on or timezone.now().date())
+    day = batch.priced_on or timezone.now().date()
+    window = context_window_for(connection=batch.connection, model_id=batch.model_id, day=day)
     return ItemTerms(
-        context_window=model.context_window if model else None,
+        context_window=window.tokens if window is not None else None,
         card=request_price_card(context=record_context(batch, None)),
     )
 

@@ -114,6 +114,7 @@ def _preflight(
             continue
         figures = request_preflight(
             request=request,
+            connection=column.connection,
             team_id=comparison.team_id,
             sender_id=sender_id,
             own=own,

@@ -217,7 +217,7 @@ def _column_call(
     return compare_column_call(
         adapter=adapter_for(column.connection),
         request=request,
-        context_window=require_fits_context(request),
+        context_window=require_fits_context(request, column.connection),
         team_id=comparison.team_id,
         user_id=user.pk,
         connection_id=column.connection.pk,

@@ -213,7 +213,7 @@ def _column(
             "Every target must be a connection of the same team."
         )
         return column
-    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=timezone.now().date())
+    caps = request_capabilities(connection=connection, model_id=model_id, day=timezone.now().date())
     try:
         chosen = parameters_check(caps=caps, parameters=target.parameters)
     except ValidationError as exc:

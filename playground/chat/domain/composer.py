@@ -52,7 +52,7 @@ def composer_capabilities(*, conversation: Conversation, day: dt.date) -> Capabi
     if connection is None:
         model = catalog_model_serving(model_id=conversation.model_id, day=day)
         return capabilities_unavailable(reason="This conversation's connection was deleted.", model=model)
-    return request_capabilities(spec=connection.spec, model_id=conversation.model_id, day=day)
+    return request_capabilities(connection=connection, model_id=conversation.model_id, day=day)
 
 
 # --- the request -------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def chat_regenerate_start(*, user: User, conversation_id: int, message_id: int) 
         messages=upstream_messages(conversation, through=question.pk, answering=True),
         day=timezone.now().date(),
     )
-    context_window = require_fits_context(request)
+    context_window = require_fits_context(request, connection)
     adapter = adapter_for(connection)
     conversation.current_leaf = question
     conversation.save(update_fields=["current_leaf", "updated_at"])

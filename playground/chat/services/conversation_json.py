@@ -189,7 +189,7 @@ def _parameters_fit(
 ) -> dict[str, Any]:
     """The parameters to store, and (on `problems`) what the model does not take: a parameter, a
     JSON schema, tools; each at its path in the document."""
-    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=timezone.now().date())
+    caps = request_capabilities(connection=connection, model_id=model_id, day=timezone.now().date())
     parameters: dict[str, Any] = {}
     try:
         parameters = parameters_check(caps=caps, parameters=imported.parameters)

@@ -296,7 +296,7 @@ def conversation_model_change(
     if connection.team_id != conversation.team_id:
         raise ValidationError({"connection": "Choose one of this conversation's team's connections."})
     connection_model_check(connection=connection, model_id=model_id)
-    caps = request_capabilities(spec=connection.spec, model_id=model_id, day=timezone.now().date())
+    caps = request_capabilities(connection=connection, model_id=model_id, day=timezone.now().date())
     response_format = conversation.response_format or {}
     if response_format.get("type") == JSON_SCHEMA and not caps.json_schema:
         raise ValidationError(

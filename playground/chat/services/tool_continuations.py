@@ -100,7 +100,7 @@ def chat_continue_start(
             messages=upstream_messages(conversation, through=tool_results[-1].pk),
             day=timezone.now().date(),
         )
-        context_window = require_fits_context(request)  # raising here rolls the results back
+        context_window = require_fits_context(request, connection)  # raising here rolls the results back
         conversation.current_leaf = tool_results[-1]
         conversation.save(update_fields=["current_leaf", "updated_at"])
     return ChatTurn(

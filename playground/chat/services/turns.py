@@ -21,7 +21,6 @@ from django.db import transaction
 from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
-from playground.catalog.selectors import catalog_model_serving
 from playground.chat.domain.attachments import (
     attachment_copy,
     attachments_for_turn,
@@ -38,13 +37,17 @@ from playground.chat.services.history import CURRENT_LEAF, upstream_messages
 from playground.lib.storable import is_storable
 from playground.providers.adapters import ChatAdapter, ChatRequest, adapter_for
 from playground.providers.answer_collector import AnswerCollector
+from playground.providers.context_windows import context_window_for
 from playground.providers.events import StreamEvent
+from playground.providers.models import ProviderConnection
 from playground.providers.structured_answers import structured_check
+from playground.usage.budgets.worst_case import request_max_tokens_asked
 from playground.usage.calls.call import MeteredCall
 from playground.usage.calls.kinds import chat_turn_call
 from playground.usage.calls.settlement import Alone
-from playground.usage.metering import Outcome, estimate_tokens
+from playground.usage.metering import Outcome
 from playground.usage.models import UsageRecord
+from playground.usage.token_count import prompt_tokens_count, window_overrun
 
 MAX_MESSAGE_CHARS = 100_000
 TITLE_CHARS = 80
@@ -201,7 +204,7 @@ def question_turn_start(
         after=parent_id,
         tree=tree,
     )
-    context_window = require_fits_context(request)
+    context_window = require_fits_context(request, connection)
     adapter = adapter_for(connection)
     with transaction.atomic():
         user_message = Message.objects.create(
@@ -296,22 +299,24 @@ def turn_metered_call(
     )
 
 
-def require_fits_context(request: ChatRequest) -> int | None:
-    """Refuse a prompt that cannot fit the model's context window, before anything is sent.
-
-    The estimate is the meter's (about 4 characters per token); a model whose window the
-    catalogue does not know is not checked. Returns the window (None when unknown).
-    """
-    model = catalog_model_serving(model_id=request.model, day=timezone.now().date())
-    if model is None or model.context_window is None:
-        return None
-    estimate = estimate_tokens(request.prompt_chars)
-    if estimate >= model.context_window:
+def require_fits_context(request: ChatRequest, connection: ProviderConnection) -> int | None:
+    """Refuse a request that cannot fit the model's context window on `connection`, before
+    anything is sent: its prompt (counted by the model's tokenizer where one is known, else
+    estimated) and the `max_tokens` it asks for (`usage.token_count.window_overrun`). A model
+    whose window is unknown is not checked. Returns the window (None when unknown)."""
+    window = context_window_for(connection=connection, model_id=request.model, day=timezone.now().date())
+    max_tokens = request_max_tokens_asked(request)
+    overrun = window_overrun(
+        prompt=prompt_tokens_count(connection=connection, request=request),
+        max_tokens=max_tokens,
+        window=window,
+    )
+    if overrun:
+        lower = ", lower max tokens" if max_tokens else ""
         raise ValidationError(
-            f"This conversation is about {estimate:,} tokens (estimated), and {model.display_name} "
-            f"reads at most {model.context_window:,}: start a new conversation or send a shorter message."
+            f"Not sent: {overrun}. Send a shorter message{lower} or start a new conversation."
         )
-    return model.context_window
+    return window.tokens if window is not None else None
 
 
 def attachments_to_send(conversation: Conversation, ids: Sequence[int]) -> list[Attachment]:

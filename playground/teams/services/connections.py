@@ -74,5 +74,5 @@ def connection_test(*, actor: Membership, connection: ProviderConnection) -> Mod
         return connection_test_error(exc)
     result = async_to_sync(models_list)(target)
     if result.ok:
-        connection_models_store(connection=connection, models=result.models)
+        connection_models_store(connection=connection, models=result.models, windows=result.windows)
     return result

@@ -24,6 +24,12 @@ from playground.usage.records import price_card_known
 
 def request_max_tokens(request: ChatRequest) -> int:
     """The output tokens a request may produce: its max_tokens, else the documented default cap."""
+    asked = request_max_tokens_asked(request)
+    return asked if asked is not None else int(settings.BUDGET_DEFAULT_MAX_TOKENS)
+
+
+def request_max_tokens_asked(request: ChatRequest) -> int | None:
+    """The request's own max_tokens (or max_completion_tokens); None when it sets none."""
     for value in (
         request.max_tokens,
         request.parameters.get("max_tokens"),
@@ -31,7 +37,7 @@ def request_max_tokens(request: ChatRequest) -> int:
     ):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-    return int(settings.BUDGET_DEFAULT_MAX_TOKENS)
+    return None
 
 
 def request_worst_case_cost(

@@ -55,6 +55,8 @@ class Runway:
     next_turns: int  # the turns priced: ten, or fewer when fewer are left
     next_turns_cost: Decimal | None  # None when no price card prices the session
     model_id: str = ""  # the model whose window it is, when the caller knows it
+    window_source: str = ""  # whose figure the window is (`ContextWindow.source`), when known
+    estimated: bool = False  # a turn's tokens were estimated (its provider reported none)
 
     @property
     def few_left(self) -> bool:

@@ -2,7 +2,10 @@
 
 The chat shows its conversation's under the composer; the dashboard ranks the period's
 sessions by it. Only the session's latest answered requests on its latest model count: a
-model switched mid-session starts a new runway (another window, another tokenizer).
+model switched mid-session starts a new runway (another window, another tokenizer). The
+tokens are the records' (as the provider counted them, or estimated when it reported none:
+the runway says so), the window the model's on the latest record's connection
+(`providers.context_windows`: as served, else the catalogue's).
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
 
-from playground.catalog.selectors import catalog_model_serving
+from playground.providers.context_windows import context_window_for
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.runway import Runway, Turn, session_runway
 from playground.usage.insights.sessions import session_filter, session_key
-from playground.usage.models import UsageRecord
+from playground.usage.models import UsageRecord, UsageSource
 
 LATEST = 30  # records read back from the session's newest
 
@@ -33,10 +36,12 @@ def session_runway_get(
     if until is not None:
         records = records.filter(created_at__lt=until)
     latest = list(
-        records.select_related("price_card")
+        records.select_related("price_card", "connection")
         .order_by("-created_at", "-id")
         .only(
             "model_id",
+            "usage_source",
+            "connection",
             "prompt_tokens",
             "cached_tokens",
             "cache_write_tokens",
@@ -54,7 +59,8 @@ def conversation_runway(*, team_id: int, conversation_id: int) -> Runway | None:
 
 
 def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
-    """The runway of a session's answered records, oldest first (their price cards loaded)."""
+    """The runway of a session's answered records, oldest first (their price cards and
+    connections loaded)."""
     if not records:
         return None
     last = records[-1]
@@ -63,7 +69,9 @@ def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
         if record.model_id != last.model_id:
             break
         tail.append(record)
-    model = catalog_model_serving(model_id=last.model_id, day=last.created_at.date())
+    window = context_window_for(
+        connection=last.connection, model_id=last.model_id, day=last.created_at.date()
+    )
     turns = [
         Turn(
             prompt_tokens=record.prompt_tokens,
@@ -73,7 +81,12 @@ def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
         )
         for record in reversed(tail)
     ]
-    runway = session_runway(
-        turns, context_window=model.context_window if model else None, card=last.price_card
+    runway = session_runway(turns, context_window=window.tokens if window else None, card=last.price_card)
+    if runway is None or window is None:
+        return None
+    return replace(
+        runway,
+        model_id=last.model_id,
+        window_source=window.source,
+        estimated=any(record.usage_source == UsageSource.ESTIMATED for record in tail),
     )
-    return replace(runway, model_id=last.model_id) if runway is not None else None
