@@ -125,7 +125,17 @@ class Message(models.Model):
     # Written by the user, not sent or answered: an example answer (few-shot), a message inserted
     # into the history (`chat.services.branching.chat_message_write`).
     written = models.BooleanField(default=False)
+    # A fork's copy of an answer: the original answer's usage record, shown on the copy (the model
+    # that answered, the usage line) but not its own: the record stays with the conversation it
+    # cost, whose totals count it once.
+    copied_record = models.ForeignKey(
+        "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+    # When a branch switch last made this message the end of the branch on screen (its creation
+    # is its first visit): the arrows come back to the leaf the user was on last
+    # (`chat.domain.branches.MessageTree.last_visited_leaf`).
+    visited_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -141,6 +151,11 @@ class Message(models.Model):
         if self.role != MessageRole.ASSISTANT:
             return False
         return answer_failed(self.usage_record, content=self.content, tool_calls=self.tool_calls)
+
+    @property
+    def shown_record(self) -> UsageRecord | None:
+        """The usage record its answer shows: its own, or, on a fork's copy, the original's."""
+        return self.usage_record or self.copied_record
 
 
 def answer_failed(record: UsageRecord | None, *, content: str, tool_calls: list[Any]) -> bool:

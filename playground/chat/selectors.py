@@ -220,11 +220,14 @@ def conversation_setup(conversation: Conversation) -> PresetSetup:
 
 
 def message_list(*, conversation: Conversation) -> QuerySet[Message]:
-    """A conversation's messages with their usage records (the caller already checked access)."""
+    """A conversation's messages with their usage records (a fork's copies with the original's;
+    the caller already checked access)."""
     # Request bodies hold the whole history each: loaded one at a time by `message_request_get`.
     return (
-        conversation.messages.select_related("usage_record", "usage_record__price_card")
-        .defer("usage_record__request_body")
+        conversation.messages.select_related(
+            "usage_record", "usage_record__price_card", "copied_record", "copied_record__price_card"
+        )
+        .defer("usage_record__request_body", "copied_record__request_body")
         .prefetch_related("attachments")
     )
 
@@ -249,16 +252,15 @@ def branch_shown(*, conversation: Conversation) -> BranchShown:
 
 
 def message_request_get(*, user: AnyUser, conversation_id: int, message_id: int) -> UsageRecord | None:
-    """The usage record of one answer, with its request body, if the user's team owns it."""
+    """The usage record of one answer (a fork's copy: the original's, of the same team), with its
+    request body, if the user's team owns it."""
     conversation = conversation_get(user=user, conversation_id=conversation_id)
     if conversation is None:
         return None
     message = (
-        conversation.messages.filter(pk=message_id, usage_record__isnull=False)
-        .select_related("usage_record")
-        .first()
+        conversation.messages.filter(pk=message_id).select_related("usage_record", "copied_record").first()
     )
-    return message.usage_record if message is not None else None
+    return message.shown_record if message is not None else None
 
 
 def attachment_get(*, user: AnyUser, attachment_id: int) -> Attachment | None:

@@ -15,14 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asgiref.sync import async_to_sync
 from playwright.sync_api import ViewportSize, expect
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.conversations import conversation_create
-from playground.chat.services.turns import chat_turn_start
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream, native_frame, sse, usage
@@ -36,6 +34,7 @@ from tests.support.browser import (
     fake_workers_connection,
     log_in,
     open_chat,
+    turn_answered,
 )
 from tests.support.sockets import SLOW_WORDS
 
@@ -46,18 +45,6 @@ PHONE: ViewportSize = {"width": 390, "height": 844}
 SCOUT = "@cf/meta/llama-4-scout-17b-16e-instruct"
 ANSWER = "Pack a kaleidoscope for the long train ride, and book the sleeper early."
 CODE_ANSWER = "Run this:\n\n```sh\ngrep -rn TODO src/ | wc -l\n```\n\nIt counts them."
-
-
-def answered(actors: Actors, conversation: Conversation, question: str) -> None:
-    """One real turn through the fake upstream (before the browser starts: the ORM cannot run
-    inside Playwright's sync API)."""
-    turn = chat_turn_start(user=actors.teammate, conversation_id=conversation.pk, text=question)
-
-    async def run() -> None:
-        async for _ in turn.events():
-            pass
-
-    async_to_sync(run)()
 
 
 def a_list_of_conversations(actors: Actors, fake_upstream: FakeUpstream) -> dict[str, Conversation]:
@@ -74,11 +61,11 @@ def a_list_of_conversations(actors: Actors, fake_upstream: FakeUpstream) -> dict
         conversation = conversation_create(
             user=actors.teammate, connection_id=connection.pk, model_id=KIMI_K26
         )
-        answered(actors, conversation, topic)
+        turn_answered(actors, conversation, topic)
         made[topic] = conversation
     trip = conversation_create(user=actors.teammate, connection_id=connection.pk, model_id=KIMI_K26)
     fake_upstream.script(sse([native_frame(ANSWER), native_frame("", usage=usage(40, 16))]))
-    answered(actors, trip, "Travel notes for Helsinki")
+    turn_answered(actors, trip, "Travel notes for Helsinki")
     made["trip"] = trip
     # Another team's conversation holds the word too: it must never show.
     other = fake_workers_connection(actors.other_team, fake_upstream, token="cf-bravo")

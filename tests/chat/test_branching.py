@@ -13,11 +13,17 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.http import QueryDict
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from playground.analytics.filters import filters_from_query
+from playground.analytics.selectors.conversations import top_conversations
+from playground.analytics.selectors.totals import headline
+from playground.catalog.seed import KIMI_K26
 from playground.chat.domain.attachments import attachment_store, image_clean
 from playground.chat.models import Attachment, Conversation, Message, MessageRole
-from playground.chat.selectors import branch_shown
+from playground.chat.selectors import branch_shown, conversation_usage_so_far
 from playground.chat.services.branching import (
     chat_branch_switch,
     chat_edit_start,
@@ -160,6 +166,56 @@ def test_switching_back_shows_where_that_branch_was_left(
         "Deeper",
         fake_upstream.default_text,
     ]
+
+
+def test_the_arrows_come_back_to_the_leaf_the_user_left_not_the_newest_one(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, three_turns: list[Message]
+) -> None:
+    """Branch A is left on the first of two answers to "Three" (the second, regenerated, is newer):
+    a switch to branch B and back shows A down to that first answer."""
+    two, first_answer = three_turns[1], Message.objects.get(parent=three_turns[2])
+    fake_upstream.script(sse([native_frame("a newer answer"), native_frame("", usage=usage(40, 3))]))
+    drain(
+        chat_regenerate_start(user=actors.owner, conversation_id=conversation.pk, message_id=first_answer.pk)
+    )
+    chat_branch_switch(user=actors.owner, conversation_id=conversation.pk, message_id=first_answer.pk)
+    assert shown(conversation)[-1] == "answer to Three"
+    edited = drain(
+        chat_edit_start(user=actors.owner, conversation_id=conversation.pk, message_id=two.pk, text="Other")
+    ).user_message
+
+    chat_branch_switch(user=actors.owner, conversation_id=conversation.pk, message_id=two.pk)
+    assert shown(conversation)[-2:] == ["Three", "answer to Three"]
+    page = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk]))
+    assert (
+        page.content.decode().count('<span class="branch-position">1 / 2</span>') == 2
+    )  # Two, and its answer
+
+    chat_branch_switch(user=actors.owner, conversation_id=conversation.pk, message_id=edited.pk)
+    assert shown(conversation)[-2:] == ["Other", fake_upstream.default_text]
+    chat_branch_switch(user=actors.owner, conversation_id=conversation.pk, message_id=two.pk)
+    assert shown(conversation)[-1] == "answer to Three"
+
+
+def test_a_switch_reads_the_tree_in_the_same_queries_however_long_the_conversation(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, three_turns: list[Message]
+) -> None:
+    two = three_turns[1]
+    drain(
+        chat_edit_start(user=actors.owner, conversation_id=conversation.pk, message_id=two.pk, text="Other")
+    )
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            chat_branch_switch(user=actors.owner, conversation_id=conversation.pk, message_id=two.pk)
+        return len(captured)
+
+    short = queries()
+    for n in range(30):  # thirty more turns under the branch switched to
+        message_append(conversation=conversation, role=MessageRole.USER, content=f"Q{n}")
+        message_append(conversation=conversation, role=MessageRole.ASSISTANT, content=f"A{n}")
+    assert queries() == short
+    assert shown(conversation)[-1] == "A29"
 
 
 # --- regenerate --------------------------------------------------------------------------
@@ -310,6 +366,49 @@ def test_a_fork_copies_the_setup_and_the_branch_up_to_the_message_and_the_record
         "answer to Two",
         "Five",
     ]
+
+
+def spend(actors: Actors) -> tuple[Any, list[dict[str, Any]]]:
+    """The team's headline totals for the last day and its conversations ranked by cost."""
+    filters = filters_from_query(user=actors.owner, query=QueryDict("range=24h"))
+    assert filters is not None
+    return headline(filters).totals, top_conversations(filters)
+
+
+def test_a_forks_answers_keep_their_model_and_usage_line_and_nothing_is_counted_twice(
+    actors: Actors, conversation: Conversation, fake_upstream: FakeUpstream, three_turns: list[Message]
+) -> None:
+    Conversation.objects.filter(pk=conversation.pk).update(model_id=SCOUT)
+    four = answered(actors, conversation, "Four, on Scout", fake_upstream)
+    answers = list(Message.objects.filter(parent__in=[*three_turns, four]).order_by("id"))
+    before = spend(actors)
+
+    fork = chat_fork(user=actors.owner, conversation_id=conversation.pk, message_id=answers[-1].pk)
+    again = chat_fork(user=actors.owner, conversation_id=fork.pk, message_id=fork.current_leaf_id or 0)
+
+    for copy in (fork, again):
+        copies = list(copy.messages.filter(role=MessageRole.ASSISTANT).order_by("id"))
+        assert [m.copied_record_id for m in copies] == [a.usage_record_id for a in answers]
+        assert all(m.usage_record_id is None for m in copies)
+        page = (
+            client_for(actors.owner).get(reverse("chat:conversation-detail", args=[copy.pk])).content.decode()
+        )
+        assert f"Answered by <code>{KIMI_K26}</code>" in page and f"Answered by <code>{SCOUT}</code>" in page
+        assert page.count('<footer class="usage-line"') == 4 and page.count("from the original</span>") == 4
+        assert page.count("<span>20 in</span>") == 4 and page.count("View request") == 4
+        request = client_for(actors.owner).get(reverse("chat:message-request", args=[copy.pk, copies[0].pk]))
+        assert request.status_code == 200 and b"One" in request.content
+        assert conversation_usage_so_far(conversation=copy).turns == 0
+    assert spend(actors) == before  # the team's spend, and each conversation's, as before the forks
+    assert [row["conversation_id"] for row in before[1]] == [conversation.pk]
+    assert UsageRecord.objects.filter(conversation_id__in=[fork.pk, again.pk]).count() == 0
+
+    # Forked before the switch to Scout: its next answer is named Scout's as it streams, as on
+    # the page, since the copied answer before it was Kimi's.
+    early = chat_fork(user=actors.owner, conversation_id=conversation.pk, message_id=answers[2].pk)
+    turn = send(actors, early, "Five")
+    assert turn.model_label == SCOUT
+    assert [row["conversation_id"] for row in spend(actors)[1]] == [conversation.pk, early.pk]
 
 
 # --- who may -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import LazySettings
 from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
@@ -18,6 +19,7 @@ from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import KIMI_K26, catalog_seed
 from playground.chat.models import Conversation
 from playground.chat.services.conversations import conversation_create
+from playground.chat.services.turns import chat_turn_start
 from playground.providers.models import ProviderConnection
 from playground.providers.services import connection_engine_ensure
 from tests.fakes.upstream import FakeUpstream
@@ -129,6 +131,18 @@ def chat_ready(page: Page) -> None:
     page.wait_for_function(
         "() => document.readyState === 'complete' && document.querySelector('[ws-connect]') && window.htmx"
     )
+
+
+def turn_answered(actors: Actors, conversation: Conversation, question: str) -> None:
+    """One real turn of the teammate's through the conversation's connection (before the browser
+    starts: the ORM cannot run inside Playwright's sync API)."""
+    turn = chat_turn_start(user=actors.teammate, conversation_id=conversation.pk, text=question)
+
+    async def run() -> None:
+        async for _ in turn.events():
+            pass
+
+    async_to_sync(run)()
 
 
 def engine_connection(actors: Actors, settings: LazySettings, engine: Any) -> ProviderConnection:

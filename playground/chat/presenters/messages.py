@@ -120,6 +120,7 @@ class MessageView:
     cache_break: BreakShown | None = None  # its request lost the prefix the one before it cached
     system_changes: tuple[SystemChangeView, ...] = ()  # made between the message before and this one
     written: bool = False  # written by the user (an example answer, an inserted message), not sent
+    copied: bool = False  # a fork's copy: its usage line is the original's, counted there
 
     @property
     def is_user(self) -> bool:
@@ -139,8 +140,8 @@ def message_view(
     """`tools`: the conversation's definitions (for mocks); `results`: this answer's tool
     messages; `awaiting`: it is the latest answer and its calls may still be answered;
     `model_label`: the model to name on it (see `answer_models`); `alternatives`: its branch
-    alternatives, itself included."""
-    record = message.usage_record if message.role == MessageRole.ASSISTANT else None
+    alternatives, itself included. A fork's copy shows the original answer's record."""
+    record = message.shown_record if message.role == MessageRole.ASSISTANT else None
     return MessageView(
         id=message.pk,
         role=message.role,
@@ -160,6 +161,7 @@ def message_view(
         branch=branch_view(message.pk, alternatives),
         cache_break=cache_break,
         written=message.written,
+        copied=record is not None and message.usage_record is None,
     )
 
 
@@ -185,11 +187,12 @@ def structured_view(text: str, structured: dict[str, Any]) -> StructuredView:
 def answer_models(messages: Sequence[Message], *, current_model: str) -> dict[int, str]:
     """Which answers name their model: none while one model wrote them all and is still the
     conversation's; once it changed, the first answer and every answer whose model differs
-    from the answer before it. The model is the one its usage record says served it."""
+    from the answer before it. The model is the one its usage record says served it (a fork's
+    copy: the original's)."""
     served = [
-        (message.pk, message.usage_record.model_id)
+        (message.pk, record.model_id)
         for message in messages
-        if message.role == MessageRole.ASSISTANT and message.usage_record is not None
+        if message.role == MessageRole.ASSISTANT and (record := message.shown_record) is not None
     ]
     if len({model for _, model in served} | {current_model}) <= 1:
         return {}

@@ -147,16 +147,14 @@ def chat_message_write(
 
 
 def chat_branch_switch(*, user: User, conversation_id: int, message_id: int) -> Conversation:
-    """Show the branch through `message_id` (a fork's other side): the current leaf becomes the
-    last message written under it, where the user left that branch.
+    """Show the branch through `message_id` (a fork's other side) down to where the user left it:
+    the leaf under it they were on last (`MessageTree.last_visited_leaf`).
 
     Raises `MessageNotFound` or `ConversationNotFound` (both 404) or `PermissionDenied`.
     """
     conversation = conversation_for_run(user=user, conversation_id=conversation_id)
     _message(conversation, message_id)
-    leaf = MessageTree.load(conversation).newest_leaf(message_id)
-    Conversation.objects.filter(pk=conversation.pk).update(current_leaf_id=leaf)
-    conversation.current_leaf_id = leaf
+    _leaf_show(conversation, MessageTree.load(conversation).last_visited_leaf(message_id))
     return conversation
 
 
@@ -198,16 +196,18 @@ def chat_turn_delete(*, user: User, conversation_id: int, message_id: int) -> li
         Message.objects.filter(pk__in=doomed).delete()
         leaf = branch_leaf_id(conversation, tree)
         if leaf is None or leaf in doomed:
-            leaf = MessageTree.load(conversation).newest_leaf(above)
-        Conversation.objects.filter(pk=conversation.pk).update(current_leaf_id=leaf)
+            leaf = MessageTree.load(conversation).last_visited_leaf(above)
+        _leaf_show(conversation, leaf)
     return doomed
 
 
 def chat_fork(*, user: User, conversation_id: int, message_id: int) -> Conversation:
     """A new conversation with this one's setup (connection, model, system prompt, tools and
     their mocks, response format, parameters, affinity on or off; its own affinity key) and
-    the branch up to and including `message_id`, as one branch. Failed turns are left out;
-    copied answers have no usage record (theirs stay with the conversation they cost).
+    the branch up to and including `message_id`, as one branch. Failed turns are left out.
+    A copied answer shows its original's usage record (`Message.copied_record`: the model that
+    answered, the usage line) without owning it: the record stays with the conversation it cost,
+    whose totals (and the team's) count it once.
 
     Raises `MessageNotFound`, `ConversationNotFound` or `PermissionDenied`.
     """
@@ -247,6 +247,7 @@ def chat_fork(*, user: User, conversation_id: int, message_id: int) -> Conversat
                 tool_call_id=message.tool_call_id,
                 structured=message.structured,
                 written=message.written,
+                copied_record_id=message.usage_record_id or message.copied_record_id,
             )
             copies[message.pk] = parent
             for attachment in message.attachments.all():
@@ -254,6 +255,15 @@ def chat_fork(*, user: User, conversation_id: int, message_id: int) -> Conversat
         fork.current_leaf = parent
         fork.save(update_fields=["current_leaf"])
     return fork
+
+
+def _leaf_show(conversation: Conversation, leaf_id: int | None) -> None:
+    """End the branch on screen at `leaf_id`, remembered as visited now: a switch away and back
+    returns to it."""
+    Conversation.objects.filter(pk=conversation.pk).update(current_leaf_id=leaf_id)
+    if leaf_id is not None:
+        Message.objects.filter(pk=leaf_id).update(visited_at=timezone.now())
+    conversation.current_leaf_id = leaf_id
 
 
 def _message(conversation: Conversation, message_id: int) -> Message:

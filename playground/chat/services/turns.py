@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import prefetch_related_objects
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from playground.chat.domain.attachments import (
@@ -267,11 +268,13 @@ def turn_request_build(
 
 
 def _model_label(conversation: Conversation) -> str:
-    """The conversation's model if the last answer was written by another (as the page names it)."""
+    """The conversation's model if the last answer was written by another (as the page names it;
+    a fork's copied answers by the model of their original's record)."""
     previous = (
-        conversation.messages.filter(role=MessageRole.ASSISTANT, usage_record__isnull=False)
+        conversation.messages.filter(role=MessageRole.ASSISTANT)
+        .exclude(usage_record__isnull=True, copied_record__isnull=True)
         .order_by("-created_at", "-id")
-        .values_list("usage_record__model_id", flat=True)
+        .values_list(Coalesce("usage_record__model_id", "copied_record__model_id"), flat=True)
         .first()
     )
     return conversation.model_id if previous is not None and previous != conversation.model_id else ""
