@@ -66,6 +66,7 @@ async def test_chat_and_upstream_error_paths_log_no_secret(
     settings.UPSTREAM_MAX_RETRY_AFTER = 0.01
     settings.ENGINE_URL = fake_upstream.url
     settings.ENGINE_API_TOKEN = engine_token
+    fake_upstream.unscripted = ("/models", "/engine/v1/tokenize")  # the scripted replies are the turns'
     workers, engine = await sync_to_async(_connections)(actors, fake_upstream, provider_token)
     chat = await sync_to_async(conversation_create)(
         user=actors.owner, connection_id=workers.pk, model_id=KIMI_K26
@@ -94,7 +95,8 @@ async def test_chat_and_upstream_error_paths_log_no_secret(
     settings.UPSTREAM_MAX_RETRIES = 0
     await open_socket("owner", local.pk).exchange("Six")  # type: ignore[operator]
 
-    assert len(fake_upstream.requests) == 7  # with the engine's model list, asked at creation
+    # With the engine's model list, asked at creation, and before "Four" its window and its count.
+    assert len(fake_upstream.requests) == 9
     assert_no_canary(everything_logged, [provider_token, engine_token])
 
 
