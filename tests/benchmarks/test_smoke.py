@@ -42,6 +42,8 @@ FIGURES = {
     # Every query timed, the rare word found exactly once (the script asserts it) on SQLite.
     "conversation_search.py": r"search sqlite: worst p95 \d+ ms, all queries p50 \d+ ms "
     r"over 2,000 conversations",
+    "redaction.py": r"redaction: typical [\d.]+ MB/s per core .*, p99 [\d.]+ ms per 20 KB prompt .*; "
+    r"dense [\d.]+ MB/s, p99 [\d.]+ ms",
 }
 
 

@@ -1,0 +1,403 @@
+"""Sensitive values in text, found and replaced by typed placeholders before anything is stored.
+
+Six kinds (`ENTITIES`): e-mail addresses; phone numbers, which `phonenumbers` (the Python port
+of Google's libphonenumber) decides are valid for their region; payment card numbers (a card
+network's prefix and length, Luhn-checked); IBANs (mod-97 checksum); IPv4 and IPv6 addresses
+(`ipaddress` decides); secrets (`SECRETS`: provider and cloud keys, bearer and basic
+credentials, this playground's `pgk_` keys, private-key blocks, `password=`-style values).
+Each value becomes `<kind:xxxx>`, four hex digits of a hash of the value keyed by the
+redaction's salt: one `Redaction` per usage record, so a value repeated in a request reads the
+same wherever it stands in it, and since the salt is never kept nobody can hash guesses to
+match a placeholder.
+
+Speed (`benchmarks/redaction.py`): Python's `re` scans about 30 MB/s with a character class
+first and hundreds with a literal, so each kind is looked for from a literal or from the one
+scan for runs of seven or more digit-ish characters: "@" for e-mail, a literal start for each
+secret (found with `str.find`, then matched there), two colons for IPv6, and in those runs
+cards, IPv4 addresses, phone numbers and the IBANs around them. `phonenumbers` costs ~0.2 ms a
+number, so it sees only candidates whose digit count suits the region. Imports nothing of
+Django: the record writer (`playground.usage.redacting`) runs it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import hashlib
+import ipaddress
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import phonenumbers
+
+EMAIL = "email"
+PHONE = "phone"
+CARD = "card"
+IBAN = "iban"
+IP = "ip"
+SECRET = "secret"  # noqa: S105 (the name of a kind, not a secret)
+# Where two finds overlap, the kind listed first wins: a key holding digits stays a secret, an
+# IBAN's or an address's digits are not a card or a phone number.
+ENTITIES = (SECRET, EMAIL, IBAN, CARD, IP, PHONE)
+RANK = {kind: i for i, kind in enumerate(ENTITIES)}
+PLACEHOLDER = re.compile(r"<(" + "|".join(ENTITIES) + r"):[0-9a-f]{4}>")
+
+
+@dataclass(frozen=True)
+class SecretPattern:
+    """A kind of secret: `pattern` is matched where one of `starts` (lower-case) begins, not
+    inside a word unless `inside_words`; `group` is the part replaced (0: all of it). `needs`:
+    characters of which every such secret holds one (of `NEEDED`), so that a text with none of
+    them is not searched for it."""
+
+    starts: tuple[str, ...]
+    pattern: re.Pattern[str]
+    group: int = 0
+    inside_words: bool = False
+    needs: str = ""
+
+
+NEEDED = "_-.:="
+# Each start costs a `str.find` over the text, the bulk of looking for secrets: few and short.
+SECRETS = (
+    SecretPattern(
+        ("-----begin ",),
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",  # unterminated: to the end
+            re.DOTALL,
+        ),
+        needs="-",
+    ),
+    SecretPattern(("pgk_",), re.compile(r"pgk_[A-Za-z0-9_-]{16,}"), needs="_"),  # this playground's API keys
+    # OpenAI, Anthropic, OpenRouter, DeepSeek...
+    SecretPattern(
+        ("sk-",), re.compile(r"sk-(?:ant-|proj-|svcacct-|admin-|or-)?[A-Za-z0-9_-]{20,}"), needs="-"
+    ),
+    # Stripe's secret and restricted keys (sk_live_..., rk_test_...): the "k_" on, with its letter.
+    SecretPattern(
+        ("k_live_", "k_test_"), re.compile(r"(?<=[sr])k_(?:live|test)_\w{16,}"), inside_words=True, needs="_"
+    ),
+    SecretPattern(("akia", "asia", "abia", "acca"), re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
+    SecretPattern(("gh",), re.compile(r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{22,}"), needs="_"),  # GitHub
+    SecretPattern(("glpat-",), re.compile(r"glpat-[\w-]{20,}"), needs="-"),  # GitLab
+    SecretPattern(("xox",), re.compile(r"xox[abposr]-[\w-]{10,}"), needs="-"),  # Slack
+    SecretPattern(("https://hooks.slack.com/",), re.compile(r"https://hooks\.slack\.com/services/[\w/-]+")),
+    SecretPattern(("aiza",), re.compile(r"AIza[\w-]{35}")),  # Google
+    SecretPattern(("hf_",), re.compile(r"hf_[A-Za-z0-9]{30,}"), needs="_"),  # Hugging Face
+    SecretPattern(("eyj",), re.compile(r"eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}"), needs="."),  # a JWT
+    SecretPattern(
+        ("bearer", "basic"), re.compile(r"(?i:bearer|basic)\s+([A-Za-z0-9._~+/-]{16,}=*)"), group=1
+    ),
+    # The value of a name that says it is secret: `password: ...`, `"api_key": "..."`,
+    # `AWS_SECRET_ACCESS_KEY=...`, `db_password=...`, `x-api-key: ...`.
+    SecretPattern(
+        ("passw", "pwd", "secret", "api", "token"),
+        re.compile(
+            r"(?i:passw(?:or)?d|pwd|secret|api[_-]?key|token)[\w-]*[\"']?\s*[:=]\s*[\"']?([^\s\"',;<>]{8,})"
+        ),
+        group=1,
+        inside_words=True,
+        needs=":=",
+    ),
+)
+
+_DOMAIN = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
+    r"\.[A-Za-z]{2,63}\b"
+)
+_LOCAL_REVERSED = re.compile(r"[A-Za-z0-9._%+-]{1,64}")
+# Seven or more characters of digits and the separators numbers are written with, from a digit
+# to a digit: where cards, IPv4 addresses, phone numbers and IBANs' digits are. At most 48 at
+# once, so a long table of figures costs its length, not its square.
+_DIGIT_RUN = re.compile(r"\d[\d \t().\-/]{5,46}\d")
+_NOT_DIGIT = re.compile(r"\D")
+_CARD = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
+_LAST_GROUP = re.compile(r"[ -]?[A-Z0-9]+$")
+_IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+IBAN_BEFORE_DIGITS = 12  # "GB82 WEST 1234...": its first run of digits starts 10 characters in
+# What may be a phone number, for `phonenumbers` to decide: international (+44 20 7946 0958), an
+# area code in brackets ((415) 555-2671), groups (030 1234 5678, 415.555.2671), or 8-12 digits.
+_PHONE = re.compile(
+    r"(?<![\d+.])(?:"
+    r"\+\d{1,3}(?:[ .\-]?\(?\d{1,5}\)?){1,5}"
+    r"|\(\d{2,5}\)[ .\-]?\d{2,5}(?:[ .\-]?\d{2,5}){0,2}"
+    r"|\d{2,5}(?:[ .\-]\d{2,8}){1,3}"
+    r"|\d{8,12}"
+    r")(?![\d.]\d|\d)"
+)
+MIN_PHONE_DIGITS = 7
+PHONE_LEAD = "+("  # may stand just before a run of digits
+_IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_IPV6_LEFT_REVERSED = re.compile(r"[0-9A-Fa-f:]{0,40}")
+_IPV6_RIGHT = re.compile(r"[0-9A-Fa-f:]*(?:\d{1,3}(?:\.\d{1,3}){3})?")
+_WORD = re.compile(r"\w")
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        digit = ord(char) - 48
+        if position % 2:
+            digit = digit * 2 - 9 if digit > 4 else digit * 2
+        total += digit
+    return total % 10 == 0
+
+
+def _card_network(digits: str) -> bool:
+    """Whether the number has the prefix and length of a card network (Visa, Mastercard, Amex,
+    Discover, JCB, Diners, UnionPay, Maestro): a Luhn-valid run of digits alone is one in ten."""
+    n, two, three, four = len(digits), int(digits[:2]), int(digits[:3]), int(digits[:4])
+    return (
+        (digits[0] == "4" and n in (13, 16, 19))
+        or ((51 <= two <= 55 or 2221 <= four <= 2720) and n == 16)
+        or (two in (34, 37) and n == 15)
+        or ((four == 6011 or two == 65 or 644 <= three <= 649) and 16 <= n <= 19)
+        or (3528 <= four <= 3589 and 16 <= n <= 19)
+        or ((two in (36, 38, 39) or 300 <= three <= 305) and 14 <= n <= 19)
+        or (two == 62 and 16 <= n <= 19)
+        or (two in (50, 56, 57, 58, 67) and 12 <= n <= 19)
+    )
+
+
+def card_number(candidate: str) -> bool:
+    digits = _NOT_DIGIT.sub("", candidate)
+    return 13 <= len(digits) <= 19 and _card_network(digits) and luhn_valid(digits)
+
+
+def iban_valid(candidate: str) -> bool:
+    """ISO 13616: country and check digits moved to the end, letters read as 10-35, mod 97 is 1."""
+    compact = candidate.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    return int("".join(str(int(char, 36)) for char in compact[4:] + compact[:4])) % 97 == 1
+
+
+class Found(NamedTuple):  # a tuple: made for every candidate, it is cheaper than a dataclass
+    start: int
+    end: int
+    kind: str
+
+
+def _secrets(text: str, lower: str) -> Iterator[Found]:
+    present = {char for char in NEEDED if char in text}
+    for secret in SECRETS:
+        if secret.needs and present.isdisjoint(secret.needs):
+            continue
+        for start in secret.starts:
+            at = lower.find(start)
+            while at != -1:
+                inside = at and not secret.inside_words and _WORD.match(text, at - 1)
+                match = None if inside else secret.pattern.match(text, at)
+                if match is not None:
+                    yield Found(match.start(secret.group), match.end(secret.group), SECRET)
+                at = lower.find(start, match.end() if match is not None else at + 1)
+
+
+def _emails(text: str, lower: str) -> Iterator[Found]:
+    at = text.find("@")
+    while at != -1:
+        domain = _DOMAIN.match(text, at + 1)
+        local = _LOCAL_REVERSED.match(text[max(0, at - 64) : at][::-1])
+        if domain is not None and local is not None:
+            start = at - local.end()
+            while text[start] == ".":  # a local part does not start with a dot
+                start += 1
+            if start < at:
+                yield Found(start, domain.end(), EMAIL)
+        at = text.find("@", at + 1)
+
+
+def _numbers(text: str, lower: str, *, region: str) -> Iterator[Found]:
+    """Cards, IPv4 addresses, phone numbers and IBANs, each in or around a run of digits."""
+    lengths = _national_lengths(region)
+    fewest = min(lengths)
+    for run in _DIGIT_RUN.finditer(text):
+        start, end = run.span()
+        if start and text[start - 1] in PHONE_LEAD:
+            start -= 1
+        value = text[start:end]
+        digits = len(_NOT_DIGIT.sub("", value))
+        if value.count(".") >= 3:
+            for match in _IPV4.finditer(value):
+                if _ip_valid(match.group()):
+                    yield Found(start + match.start(), start + match.end(), IP)
+        if digits >= 13:
+            for match in _CARD.finditer(value):
+                yield from _shortened(match, start, CARD, card_number)
+        if digits >= fewest or (value[0] == "+" and digits >= MIN_PHONE_DIGITS):
+            yield from _phones(value, start, region=region, lengths=lengths)
+        before = max(0, start - IBAN_BEFORE_DIGITS)
+        if not text[before:start].islower():  # an IBAN starts with two capitals
+            for match in _IBAN.finditer(text, before, end + 34):
+                yield from _shortened(match, 0, IBAN, iban_valid)
+
+
+def _phones(value: str, offset: int, *, region: str, lengths: frozenset[int]) -> Iterator[Found]:
+    for match in _PHONE.finditer(value):
+        candidate = match.group()
+        digits = len(_NOT_DIGIT.sub("", candidate))
+        if (8 <= digits <= 15 if candidate[0] == "+" else digits in lengths) and _phone_valid(
+            candidate, region
+        ):
+            yield Found(offset + match.start(), offset + match.end(), PHONE)
+
+
+def _shortened(match: re.Match[str], offset: int, kind: str, valid: Callable[[str], bool]) -> Iterator[Found]:
+    """The match if valid, else its longest valid start in whole groups: a figure or word written
+    after a card or an IBAN joins the match."""
+    candidate = match.group()
+    while candidate:
+        if valid(candidate):
+            yield Found(offset + match.start(), offset + match.start() + len(candidate), kind)
+            return
+        shorter = _LAST_GROUP.sub("", candidate)
+        candidate = shorter if shorter != candidate else ""
+
+
+@functools.cache
+def _national_lengths(region: str) -> frozenset[int]:
+    """How many digits a number written nationally in `region` has, with its trunk prefix or
+    without (libphonenumber's metadata: 10 and 11 in the US)."""
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    if metadata is None or metadata.general_desc is None:
+        raise ValueError(f"phonenumbers knows no region {region!r}")
+    lengths = set(metadata.general_desc.possible_length)
+    prefix = len(metadata.national_prefix or "")
+    return frozenset(lengths | {length + prefix for length in lengths})
+
+
+# Whether a candidate is a valid number, kept by a keyed hash of it (a process keeps no phone
+# number): a conversation sends its whole history again with each turn.
+_PHONE_KEY = os.urandom(16)
+_phones_checked: dict[bytes, bool] = {}
+PHONES_CHECKED_MAX = 8192
+
+
+def _phone_valid(candidate: str, region: str) -> bool:
+    key = hashlib.blake2b(f"{region}:{candidate}".encode(), digest_size=16, key=_PHONE_KEY).digest()
+    valid = _phones_checked.get(key)
+    if valid is None:
+        valid = _phone_parsed_valid(candidate, region)
+        if len(_phones_checked) >= PHONES_CHECKED_MAX:
+            _phones_checked.clear()
+        _phones_checked[key] = valid
+    return valid
+
+
+def _phone_parsed_valid(candidate: str, region: str) -> bool:
+    try:
+        number = phonenumbers.parse(candidate, region)
+    except phonenumbers.NumberParseException:
+        return False
+    if number.country_code is None:
+        return False
+    # The country code's main region first: one region's rules, where `is_valid_number` tries
+    # each region of the code (25 for +1).
+    main = phonenumbers.region_code_for_country_code(number.country_code)
+    return phonenumbers.is_valid_number_for_region(number, main) or phonenumbers.is_valid_number(number)
+
+
+def _ip_valid(candidate: str) -> bool:
+    try:
+        ipaddress.ip_address(candidate)
+    except ValueError:
+        return False
+    return True
+
+
+def _ipv6(text: str, lower: str) -> Iterator[Found]:
+    """IPv6 addresses, found from two colons close together. Loopback's and a slice's few digits
+    (`::1`, `x[1::2]`) are no address worth a placeholder: one needs a group of 3+ hex digits."""
+    position = 0 if text.count(":") >= 2 else len(text)
+    while (hit := _IPV6_COLONS.search(text, position)) is not None:
+        before = text[max(0, hit.start() - 40) : hit.start()][::-1]
+        left = hit.start() - _matched_length(_IPV6_LEFT_REVERSED, before, 0)
+        right = hit.start() + _matched_length(_IPV6_RIGHT, text, hit.start())
+        position = max(right, hit.end())
+        if (left and _WORD.match(text, left - 1)) or _WORD.match(text, right):
+            continue  # part of a word: `std::vector`, a hash
+        candidate = text[left:right]
+        if max(len(group) for group in candidate.split(":")) >= 3 and _ip_valid(candidate):
+            yield Found(left, right, IP)
+
+
+def _matched_length(pattern: re.Pattern[str], text: str, at: int) -> int:
+    """How many characters from `at` a pattern that may match nothing matches."""
+    match = pattern.match(text, at)
+    return match.end() - at if match is not None else 0
+
+
+def _lower(text: str) -> str:
+    """`text` lower-cased, character for character (a few characters lower to two: İ)."""
+    lower = text.lower()
+    return (
+        lower if len(lower) == len(text) else "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    )
+
+
+Finder = Callable[[str, str], Iterator[Found]]
+
+
+@dataclass
+class Redaction:
+    """One record's redaction: its salt, and how many values of each kind it replaced (a value
+    repeated counts each time). `text` and `value` (every string of a JSON value) replace."""
+
+    phone_region: str = "US"  # how a phone number written without its country code is read
+    salt: bytes = field(default_factory=lambda: os.urandom(16))
+    counts: Counter[str] = field(default_factory=Counter)
+    _finders: tuple[Finder, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._finders = (_secrets, _emails, functools.partial(_numbers, region=self.phone_region), _ipv6)
+
+    def text(self, text: str) -> str:
+        found = self._found(text)
+        if not found:
+            return text
+        parts: list[str] = []
+        at = 0
+        for each in found:
+            parts += (text[at : each.start], self._placeholder(each.kind, text[each.start : each.end]))
+            at = each.end
+            self.counts[each.kind] += 1
+        parts.append(text[at:])
+        return "".join(parts)
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.value(item) for key, item in value.items()}
+        return value
+
+    def _found(self, text: str) -> list[Found]:
+        """What to replace, in order and without overlaps: the kind listed first in `ENTITIES` wins."""
+        if len(text) < 7:  # the shortest entity: 1.1.1.1
+            return []
+        lower = _lower(text)
+        candidates = [each for finder in self._finders for each in finder(text, lower)]
+        if not candidates:
+            return []
+        candidates.sort(key=lambda each: (RANK[each.kind], each.start, -each.end))
+        starts: list[int] = []  # of `kept`, which stays in order and without overlaps
+        kept: list[Found] = []
+        for each in candidates:
+            i = bisect.bisect_right(starts, each.start)
+            overlaps = (i and kept[i - 1].end > each.start) or (i < len(kept) and kept[i].start < each.end)
+            if each.start < each.end and not overlaps:
+                starts.insert(i, each.start)
+                kept.insert(i, each)
+        return kept
+
+    def _placeholder(self, kind: str, value: str) -> str:
+        digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=2, key=self.salt)
+        return f"<{kind}:{digest.hexdigest()}>"

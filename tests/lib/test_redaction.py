@@ -1,0 +1,137 @@
+"""The redactor: each kind found where it is, and left alone where it only looks like one."""
+
+from __future__ import annotations
+
+import pytest
+
+from playground.lib.redaction import PLACEHOLDER, Redaction, card_number, iban_valid, luhn_valid
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+
+
+def redacted(text: str, *, region: str = "US") -> tuple[str, dict[str, int]]:
+    redaction = Redaction(phone_region=region)
+    return redaction.text(text), dict(redaction.counts)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("write to ana.lima+billing@example.co.uk today", "email"),
+        ("call +44 20 7946 0958 after six", "phone"),
+        ("call (415) 555-2671 after six", "phone"),
+        ("call 415.555.2671 after six", "phone"),
+        ("ruf an: +49 30 12345678", "phone"),
+        ("card 4111 1111 1111 1111 exp 12/28", "card"),
+        ("card 4111-1111-1111-1111", "card"),
+        ("amex 378282246310005", "card"),
+        ("pay to DE89 3704 0044 0532 0130 00 please", "iban"),
+        ("pay to GB82WEST12345698765432.", "iban"),
+        ("server 192.168.10.24 is down", "ip"),
+        ("server 2001:db8::8a2e:370:7334 is down", "ip"),
+        ("link-local fe80::1ff:fe23:4567:890a", "ip"),
+        ("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz012345", "secret"),
+        ("our key pgk_Zx81AbCdEfGhIjKlMnOpQrStUv", "secret"),
+        ("aws AKIAIOSFODNN7EXAMPLE here", "secret"),
+        ("token ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ here", "secret"),
+        ("Authorization: Bearer abcdef0123456789abcdef", "secret"),
+        ('{"password": "hunter2hunter2"}', "secret"),
+        ("stripe sk_live_abcdefghijklmnop1234", "secret"),
+        (f"jwt {JWT}", "secret"),
+    ],
+)
+def test_each_kind_is_replaced_by_a_typed_placeholder(text: str, kind: str) -> None:
+    out, counts = redacted(text)
+
+    assert counts == {kind: 1}
+    assert PLACEHOLDER.search(out) is not None and f"<{kind}:" in out
+
+
+def test_a_private_key_block_is_replaced_whole_even_unterminated() -> None:
+    block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nabc\n-----END RSA PRIVATE KEY-----"
+
+    out, counts = redacted(f"key:\n{block}\nthanks")
+    cut, cut_counts = redacted("key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA")
+
+    assert counts == {"secret": 1} and "MIIE" not in out and out.endswith("\nthanks")
+    assert cut_counts == {"secret": 1} and "b3Bl" not in cut
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "card 4111 1111 1111 1112 fails Luhn",  # 16 digits, Luhn-invalid: not a card
+        "order 1234567812345678 shipped",  # Luhn-invalid too
+        "ids 1700000000000 and 1234567890",  # a timestamp, a run of digits no phone plan has
+        "in 2024 17 people paid 250 each on 2026-01-15 at 10:30:00",
+        "total $1,249.50 or 1249.50 EUR, version 1.2.3",
+        "std::vector<int> v; x[1::2]; ::1 is loopback",
+        "IBAN-like DE00 3704 0044 0532 0130 00 fails its checksum",
+        "no TLD: ana@localhost, a decorator @property",
+        "tokens: 512 and max_tokens=1024",  # a name that sounds secret with a short value
+        "sk-short and pgk_short",
+    ],
+)
+def test_what_only_looks_like_an_entity_is_left_alone(text: str) -> None:
+    assert redacted(text) == (text, {})
+
+
+def test_the_same_value_reads_the_same_within_a_record_and_differently_in_the_next() -> None:
+    first = Redaction()
+    body = first.value(
+        {
+            "messages": [
+                {"role": "user", "content": "I am ana@example.com"},
+                {"content": "ana@example.com, hi"},
+            ]
+        }
+    )
+    again = Redaction().text("I am ana@example.com")
+
+    one, two = (PLACEHOLDER.search(m["content"]).group() for m in body["messages"])  # type: ignore[union-attr]
+    assert one == two and first.counts["email"] == 2
+    assert again != body["messages"][0]["content"]  # another record, another salt
+
+
+def test_a_json_value_keeps_its_shape_keys_and_numbers() -> None:
+    value = {
+        "model": "m",
+        "temperature": 0.5,
+        "n": 2,
+        "messages": [{"role": "user", "content": "x@example.org"}],
+    }
+
+    out = Redaction().value(value)
+
+    assert out["model"] == "m" and out["temperature"] == 0.5 and out["n"] == 2
+    assert out["messages"][0]["role"] == "user" and out["messages"][0]["content"].startswith("<email:")
+
+
+def test_overlapping_finds_keep_the_stronger_kind() -> None:
+    _, counts = redacted("key sk-proj-4111111111111111aaaaaaaaaaaaaaaa and 10.0.0.1")
+
+    assert counts == {"secret": 1, "ip": 1}
+
+
+def test_a_national_number_is_read_in_the_configured_region() -> None:
+    german = "ruf 030 12345678 an"
+
+    assert redacted(german, region="DE")[1] == {"phone": 1}
+    assert redacted(german, region="US")[1] == {}
+
+
+def test_the_checksums() -> None:
+    assert luhn_valid("4111111111111111") and not luhn_valid("4111111111111112")
+    assert card_number("5555 5555 5555 4444") and not card_number("1234 5678 9012 3456")
+    assert iban_valid("DE89 3704 0044 0532 0130 00") and not iban_valid("DE89 3704 0044 0532 0130 01")
+
+
+def test_a_large_body_is_redacted_in_bounded_time() -> None:
+    """Half a megabyte of figures and words (the gateway's cap is larger, the shape is the
+    worst): linear, well under a second even on a busy machine."""
+    import time
+
+    text = " ".join(f"{i} 2024-01-15 {i * 7919} word" for i in range(40_000))[:512_000]
+    started = time.perf_counter()
+    Redaction().text(text)
+    assert time.perf_counter() - started < 5
