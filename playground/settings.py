@@ -278,6 +278,9 @@ PRICE_CARD_CACHE_SECONDS = env_int("PRICE_CARD_CACHE_SECONDS", 5)
 # Under load, the usage records of calls ending together are written in one group at most this
 # often (milliseconds, `usage.calls.settlement`); a call ending alone is written at once.
 USAGE_SETTLE_EVERY_MS = env_int("USAGE_SETTLE_EVERY_MS", 20)
+# How a redacted record reads a phone number written without its country code (+44...): as a
+# number of this region (ISO 3166 code, as libphonenumber names it; playground.lib.redaction).
+REDACTION_PHONE_REGION = env_str("REDACTION_PHONE_REGION", "US")
 
 # --- exports ---
 # Who the FOCUS export names as the provider, publisher and invoice issuer of its charges: the

@@ -14,11 +14,27 @@ def time_zone_validate(value: str) -> None:
         raise ValidationError(f"{value!r} is not a time zone name (e.g. UTC, Europe/Paris, Asia/Tokyo).")
 
 
+class StoreMode(models.TextChoices):
+    """What a usage record keeps of its request's text (issue 37), from most to least: the body
+    as sent; the body with e-mail addresses, phone and card numbers, IBANs, IP addresses and
+    secrets replaced by placeholders (`playground.lib.redaction`); or no text at all, only
+    tokens, cost, timings, the model, attribution and the prompt's digests."""
+
+    FULL = "full", "Full: the text as sent"
+    REDACTED = "redacted", "Redacted: sensitive values replaced"
+    METADATA = "metadata", "Metadata only: no prompt or answer text"
+
+
 class Team(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
     # Budget months start at midnight on the 1st in this zone.
     time_zone = models.CharField(max_length=64, default="UTC", validators=[time_zone_validate])
+    # What the records of the team's chat, compare and batch requests keep of their text, and of
+    # its gateway keys' requests unless a key says otherwise (`ApiKey.store_mode`).
+    store_mode = models.CharField(
+        max_length=10, choices=StoreMode.choices, default=StoreMode.FULL, db_default=StoreMode.FULL
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -103,6 +119,7 @@ class AuditAction(models.TextChoices):
     API_KEY_CREATED = "api_key.created", "Created an API key"
     API_KEY_UPDATED = "api_key.updated", "Changed an API key"
     API_KEY_REVOKED = "api_key.revoked", "Revoked an API key"
+    STORE_MODE_CHANGED = "team.store_mode_changed", "Changed what request records keep"
 
 
 class AuditEvent(models.Model):

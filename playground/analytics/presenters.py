@@ -11,8 +11,10 @@ from playground.analytics.charts import milliseconds
 from playground.analytics.filters import Filters
 from playground.analytics.selectors.conformance import Conformance, ConformanceRow
 from playground.analytics.selectors.totals import Headline, Totals
+from playground.lib.redaction import CARD, EMAIL, IBAN, IP, PHONE, SECRET
 from playground.usage.models import RequestPath, UsageRecord
 from playground.usage.money import money
+from playground.usage.storage import REDACTOR_ERROR
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,28 @@ def record_attribution(record: UsageRecord) -> AttributionView | None:
         return None
     metadata = json.dumps(record.metadata, indent=2, ensure_ascii=False) if record.metadata else ""
     return AttributionView(tags=tags_of(record.tags), metadata=metadata)
+
+
+# What a record's redaction counts are called on its page, in this order.
+REDACTION_LABELS = {
+    EMAIL: ("e-mail address", "e-mail addresses"),
+    PHONE: ("phone number", "phone numbers"),
+    CARD: ("card number", "card numbers"),
+    IBAN: ("IBAN", "IBANs"),
+    IP: ("IP address", "IP addresses"),
+    SECRET: ("secret", "secrets"),
+    REDACTOR_ERROR: ("redactor failure: no text kept", "redactor failures"),
+}
+
+
+def record_redactions(record: UsageRecord) -> list[str]:
+    """What the redactor replaced in the record, kind by kind ("2 e-mail addresses")."""
+    counts = record.redactions or {}
+    return [
+        f"{counts[kind]} {one if counts[kind] == 1 else many}"
+        for kind, (one, many) in REDACTION_LABELS.items()
+        if counts.get(kind)
+    ]
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from playground.analytics.presenters import (
     cost_formula,
     headline_tiles,
     record_attribution,
+    record_redactions,
 )
 from playground.analytics.routing_view import record_routing
 from playground.analytics.selectors.attribution import cost_by_end_user, cost_by_key
@@ -471,6 +472,7 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
         "cache_break": break_shown(found) if found is not None else None,
         "formula": cost_formula(record),
         "attribution": record_attribution(record),
+        "redactions": record_redactions(record),
         "routing": record_routing(record),
         "source": record_source_links(team_id=record.team_id, records=[record])[0],
         "raw_usage": json.dumps(record.raw_usage, indent=2, ensure_ascii=False) if record.raw_usage else "",

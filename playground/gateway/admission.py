@@ -176,6 +176,7 @@ def _admitted(prepared: _Prepared, rate: RateState) -> Admitted:
         prepared.chat,
         target=routed.target if routed is not None else None,
         attribution=request.headers.attribution,
+        store_asked=request.headers.store_asked,
         held_at_admission=True,
     )
     if routed is not None:

@@ -232,6 +232,7 @@ class _Relay:
                 sent,
                 target=routed.target,
                 attribution=request.headers.attribution,
+                store_asked=request.headers.store_asked,
                 held_at_admission=False,
             )
             return adapter, call

@@ -23,6 +23,7 @@ from playground.usage.calls.call import MeteredCall
 from playground.usage.calls.context import Attribution
 from playground.usage.calls.kinds import gateway_call
 from playground.usage.models import ApiKey
+from playground.usage.storage import key_store_mode, store_mode_applied
 
 
 def attempt_adapter(
@@ -76,9 +77,11 @@ def attempt_call(
     *,
     target: Target | None,
     attribution: Attribution,
+    store_asked: str,
     held_at_admission: bool,
 ) -> MeteredCall:
-    """The attempt's metered call: its record names the connection and model it called."""
+    """The attempt's metered call: its record names the connection and model it called, and
+    keeps the text the key's storage mode says, or less if the request asked (`store_asked`)."""
     return gateway_call(
         adapter=adapter,
         request=chat,
@@ -88,5 +91,6 @@ def attempt_call(
         model_id=chat.model,
         attribution=attribution,
         key=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
+        store=store_mode_applied(key_store_mode(key), store_asked),
         held_at_admission=held_at_admission,
     )

@@ -4,7 +4,9 @@
 `x-playground-session`, `x-playground-user` (the caller's end user), `x-playground-tags`
 (comma-separated), `x-playground-metadata` (a JSON object) and `traceparent` (its trace id).
 A request over a cap is refused with a 400 that names the header: a value cut or dropped
-without a word would make the records disagree with what the caller sent.
+without a word would make the records disagree with what the caller sent. Beside them,
+`x-playground-store` asks that the record keep less of the request's text than the key's
+storage mode says (`usage.storage`); an unknown value is refused the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from playground.accounts.models import StoreMode
 from playground.gateway.errors import GatewayError
 from playground.lib.storable import storable_json
 from playground.usage.calls.context import Attribution
@@ -35,10 +38,14 @@ ATTRIBUTION_HEADERS = (
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
+STORE_HEADER = "x-playground-store"
+
+
 @dataclass(frozen=True)
 class RequestAttribution:
     affinity_key: str
     attribution: Attribution  # without the key (the admission adds it)
+    store_asked: str = ""  # x-playground-store: "" or a StoreMode, applied only if it is less
 
 
 def attribution_read(headers: Mapping[str, str]) -> RequestAttribution:
@@ -70,7 +77,18 @@ def attribution_read(headers: Mapping[str, str]) -> RequestAttribution:
             metadata=_metadata(present.get("x-playground-metadata")),
             trace_id=_trace_id(present.get("traceparent")),
         ),
+        store_asked=_store_asked(headers.get(STORE_HEADER, "")),
     )
+
+
+def _store_asked(value: str) -> str:
+    asked = value.strip().lower()
+    if asked and asked not in StoreMode.values:
+        raise _invalid(
+            f"The {STORE_HEADER} header must be one of {', '.join(StoreMode.values)}: it asks the "
+            "record to keep less of the request's text than the key's storage mode, never more."
+        )
+    return asked
 
 
 def _tags(value: str) -> tuple[str, ...]:

@@ -67,6 +67,11 @@ def _limits(key: ApiKey) -> list[str]:
     return parts
 
 
+def api_keys_unrevoked(*, team: Team) -> list[ApiKey]:
+    """The team's keys that are not revoked, by name (what the Data page lists with their modes)."""
+    return list(ApiKey.objects.filter(team=team, revoked_at__isnull=True).order_by("name"))
+
+
 def api_key_for(*, team_id: int, key_id: int) -> ApiKey | None:
     return ApiKey.objects.select_related("connection").filter(team_id=team_id, pk=key_id).first()
 

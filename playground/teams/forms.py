@@ -14,11 +14,12 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
-from playground.accounts.models import Role
+from playground.accounts.models import Role, StoreMode
 from playground.catalog.models import CatalogModel
 from playground.providers.kinds import KINDS, ConnectionKind, kind_spec
 from playground.providers.models import ProviderConnection
 from playground.teams.services.api_keys import KeySettings
+from playground.usage.models import TEAM_STORE_MODE
 
 MONEY: dict[str, Any] = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal(0)}
 PRICE: dict[str, Any] = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal(0)}
@@ -200,11 +201,18 @@ class UnpricedForm(forms.Form):
     allow_unpriced = forms.BooleanField(required=False)
 
 
+class TeamStoreForm(forms.Form):
+    store_mode = forms.ChoiceField(choices=StoreMode.choices, widget=forms.RadioSelect, label="Records keep")
+
+
 class MemberBudgetForm(forms.Form):
     monthly_budget_usd = forms.DecimalField(label="Monthly budget (USD)", required=False, **MONEY)
 
 
 # --- API keys ----------------------------------------------------------------------------------------
+
+
+FOLLOWS_TEAM = "team"  # the key form's value for a key that keeps what its team's mode says
 
 
 class ApiKeyForm(forms.Form):
@@ -247,6 +255,15 @@ class ApiKeyForm(forms.Form):
         help_text="Blank: never.",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
+    store_mode = forms.ChoiceField(
+        choices=[(FOLLOWS_TEAM, "The team's mode"), *StoreMode.choices],
+        initial=StoreMode.REDACTED,
+        required=False,  # a client that sends none gets the default, redacted
+        label="Its records keep",
+        help_text="What the request log keeps of each request's text. Redacted: e-mail addresses, phone and "
+        "card numbers, IBANs, IP addresses and secrets replaced by placeholders. A request can ask for "
+        "less with x-playground-store, never for more.",
+    )
 
     def __init__(
         self,
@@ -278,7 +295,7 @@ class ApiKeyForm(forms.Form):
         return [self[name] for name in ("monthly_budget_usd", "requests_per_minute", "tokens_per_minute")]
 
     def expiry_fields(self) -> list[forms.BoundField]:
-        return [self["expires_at"]]
+        return [self["expires_at"], self["store_mode"]]
 
     def clean_expires_at(self) -> dt.datetime | None:
         """The key's own expiry when the field still shows it: the field has minutes only, and
@@ -288,6 +305,11 @@ class ApiKeyForm(forms.Form):
         if value and isinstance(kept, dt.datetime) and value == kept.replace(second=0, microsecond=0):
             return kept
         return value
+
+    def clean_store_mode(self) -> str:
+        """The key's `store_mode`: "" for the team's, redacted when none was sent."""
+        value = str(self.cleaned_data.get("store_mode") or StoreMode.REDACTED)
+        return TEAM_STORE_MODE if value == FOLLOWS_TEAM else value
 
     def clean_other_models(self) -> list[str]:
         raw = str(self.cleaned_data.get("other_models") or "")
@@ -304,4 +326,5 @@ class ApiKeyForm(forms.Form):
             tokens_per_minute=data["tokens_per_minute"],
             expires_at=data["expires_at"],
             follows_policy=data["follows_policy"],
+            store_mode=data["store_mode"],
         )

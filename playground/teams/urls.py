@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.teams.views import api_keys, audit, budgets, catalogue, connections, joining, members, routing
+from playground.teams.views import (
+    api_keys,
+    audit,
+    budgets,
+    catalogue,
+    connections,
+    data,
+    joining,
+    members,
+    routing,
+)
 
 app_name = "teams"
 urlpatterns: list[URLPattern] = [
@@ -63,5 +73,6 @@ urlpatterns: list[URLPattern] = [
     path("<int:team_id>/routing/", routing.routing_view, name="routing"),
     path("<int:team_id>/routing/dry-run/", routing.routing_dry_run_view, name="routing-dry-run"),
     path("<int:team_id>/routing/schema.json", routing.routing_schema_view, name="routing-schema"),
+    path("<int:team_id>/data/", data.data_view, name="data"),
     path("<int:team_id>/audit/", audit.audit_view, name="audit"),
 ]

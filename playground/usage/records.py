@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from playground.accounts.models import StoreMode
 from playground.catalog.selectors import price_card_for, price_card_label
 from playground.providers.structured_answers import answer_check
 from playground.usage.calls.context import RequestContext
@@ -25,6 +26,7 @@ from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import KnownCard, cost_for
 from playground.usage.rollups import rollup_add, rollups_add
 from playground.usage.statements import raw_sql
+from playground.usage.storage import record_text_kept, team_store_mode
 from playground.usage.telemetry import spans_after_commit
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ def _record_or_minimal(*, context: RequestContext, outcome: Outcome) -> UsageRec
             **_identity(context),
             status=outcome.status,
             usage_source=UsageSource.ESTIMATED,
+            store_mode=StoreMode.METADATA,  # it keeps no text
             error_code=RECORD_WRITE_FAILED,
             error_text=f"The full usage record could not be written ({type(exc).__name__}): "
             "its tokens, cost and timings are missing.",
@@ -140,6 +143,15 @@ def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     card = known.card
     cost = cost_for(usage=outcome.usage, card=card).stored()
     usage = outcome.usage
+    schema = _schema_conformance(context=context, outcome=outcome)
+    # Redacted before anything is written; the digests are of the body as sent (issue 37).
+    kept = record_text_kept(
+        mode=context.store or team_store_mode(context.team_id),
+        request_body=context.request_body,
+        variables=context.variables,
+        error_text=outcome.error_text,
+        schema_errors=schema.pop("schema_errors", None),
+    )
     return UsageRecord(
         **_identity(context),
         affinity_key=context.affinity_key,
@@ -165,10 +177,14 @@ def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
         upstream_request_id=outcome.upstream_request_id[:200],
         http_status=outcome.http_status,
         error_code=outcome.error_code[:40],
-        error_text=outcome.error_text,
-        request_body=context.request_body,
+        error_text=kept.error_text,
+        request_body=kept.request_body,
+        variables=kept.variables,
+        store_mode=kept.store_mode,
+        redactions=kept.redactions,
         prefix_digest=_digest_stored(context.request_body),
-        **_schema_conformance(context=context, outcome=outcome),
+        schema_errors=kept.schema_errors,
+        **schema,
     )
 
 
@@ -205,7 +221,6 @@ def _identity(context: RequestContext) -> dict[str, Any]:
         "model_id": context.model_id,
         "conversation_id": context.conversation_id,
         "preset_version_id": context.preset_version_id,
-        "variables": context.variables,
         "path": context.path,
         "source": context.source,
         **context.attribution.record_fields(),

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from playground.accounts.models import StoreMode
 from playground.analytics.filters import Filters, Period
 from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.catalog.seed import ENGINE_MODEL_ID
@@ -26,8 +27,9 @@ DAY = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
 TOOLS = [{"type": "function", "function": {"name": name}} for name in ("lookup_order", "refund")]
 
 
-def _turns(actors: Actors) -> tuple[Conversation, UsageRecord, UsageRecord]:
-    """Two turns of one conversation; the second reordered the tools and lost its prefix."""
+def _turns(actors: Actors, *, store: str = "") -> tuple[Conversation, UsageRecord, UsageRecord]:
+    """Two turns of one conversation; the second reordered the tools and lost its prefix.
+    `store`: the storage mode their records are kept in ("": the team's, full)."""
     conversation = Conversation.objects.create(
         team=actors.team, user=actors.owner, model_id=ENGINE_MODEL_ID, title="Refunds"
     )
@@ -54,6 +56,7 @@ def _turns(actors: Actors) -> tuple[Conversation, UsageRecord, UsageRecord]:
             conversation_id=conversation.pk,
             affinity_key="conv-refunds",
             request_body=body,
+            store=store,
         )
         record = record_write(
             DAY + dt.timedelta(minutes=turn),
@@ -89,6 +92,20 @@ def test_the_record_page_says_where_the_cache_broke_and_shows_the_changed_tools(
 
     unbroken = client.get(reverse("analytics:record-detail", args=[first.request_id])).content.decode()
     assert "Cache broke here" not in unbroken
+
+
+def test_a_break_between_metadata_records_is_found_from_digests_and_says_the_text_was_not_kept(
+    actors: Actors,
+) -> None:
+    _, first, second = _turns(actors, store=StoreMode.METADATA)
+
+    page = client_for(actors.owner).get(reverse("analytics:record-detail", args=[second.request_id]))
+
+    text = page.content.decode()
+    assert first.request_body is None and second.request_body is None
+    assert "Cache broke here:</strong> the tools list was reordered" in text
+    assert "What changed cannot be shown: the text of this request or the one before was not kept" in text
+    assert 'class="diff-block"' not in text
 
 
 def test_the_conversation_shows_the_break_under_the_answer_that_lost_its_prefix(actors: Actors) -> None:

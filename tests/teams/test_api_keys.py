@@ -185,6 +185,7 @@ def test_each_change_is_audited_with_what_it_replaced_and_never_the_secret(
         "tokens_per_minute": None,
         "expires": None,
         "follows_routing_policy": False,
+        "records_keep": "redacted",
     }
     assert events[1].detail == {
         "name": "billing-agent-2",

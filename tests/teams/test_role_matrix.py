@@ -65,6 +65,7 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
     "routing": {"GET": EVERYONE, "POST": MANAGERS},
     "routing-dry-run": {"GET": NOT_ALLOWED, "POST": EVERYONE},  # a dry run changes nothing
     "routing-schema": {"GET": EVERYONE, "POST": NOT_ALLOWED},
+    "data": {"GET": EVERYONE, "POST": OWNERS},
 }
 # Routes that are not about one team, and why.
 NOT_TEAM_SCOPED = {
@@ -202,6 +203,7 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
             {"model": "m", "prompt_tokens": "1", "completion_tokens": "1"},
         ),
         "routing-schema": lambda: (f"/teams/{team}/routing/schema.json", {}),
+        "data": lambda: (f"/teams/{team}/data/", {"store_mode": "redacted"}),
     }
     return build[name]()
 

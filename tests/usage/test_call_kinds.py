@@ -89,13 +89,15 @@ def test_a_gateway_request_is_held_at_admission_with_its_key_and_settled_grouped
         model_id="m",
         attribution=Attribution(end_user="ana"),
         key=key,
+        store="redacted",
     )
     other = gateway_call(
         adapter=ADAPTER, request=REQUEST, team_id=1, user_id=None, connection_id=3, model_id="m",
-        attribution=Attribution(), key=key,
+        attribution=Attribution(), key=key, store="full",
     )  # fmt: skip
 
     assert (call.budget, call.settlement) == (HoldAtAdmission(key), Grouped())
     assert call.context.attribution == Attribution(api_key_id=9, end_user="ana")
     assert call.context.path == RequestPath.GATEWAY and call.context.affinity_key == "pg-1"
     assert call.context.request_id is not None and call.context.request_id != other.context.request_id
+    assert (call.context.store, other.context.store) == ("redacted", "full")

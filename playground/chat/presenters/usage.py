@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from playground.accounts.models import StoreMode
 from playground.usage.metering import STOPPED_BY_USER
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.money import money
@@ -18,6 +19,7 @@ from playground.usage.records import RECORD_WRITE_FAILED
 
 NOT_REPORTED = "—"
 NOT_KEPT = "Not kept (sent before request bodies were recorded)."
+NOT_KEPT_BY_MODE = "Not kept: the record keeps metadata only (the team's storage mode, on Team → Data)."
 ESTIMATE_RULE = "counted from the text, about 4 characters per token."
 SEPARATOR = " · "
 
@@ -123,9 +125,13 @@ def status_label(status: str, error_code: str = "") -> str:
     return UsageStatus(status).label if status in UsageStatus.values else status
 
 
+def _not_kept(record: UsageRecord) -> str:
+    return NOT_KEPT_BY_MODE if record.store_mode == StoreMode.METADATA else NOT_KEPT
+
+
 def request_view(record: UsageRecord) -> RequestView:
     return RequestView(
-        body=_pretty(record.request_body) if record.request_body is not None else NOT_KEPT,
+        body=_pretty(record.request_body) if record.request_body is not None else _not_kept(record),
         http_status=str(record.http_status) if record.http_status is not None else NOT_REPORTED,
         raw_usage=_pretty(record.raw_usage) if record.raw_usage else "The provider sent no usage.",
         streamed=record.streamed,

@@ -18,14 +18,14 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from playground.accounts.models import AuditAction, Membership, Team
+from playground.accounts.models import AuditAction, Membership, StoreMode, Team
 from playground.providers.connection_check import connection_models_check
 from playground.providers.model_ids import MODEL_ID_HELP, model_id_validate
 from playground.providers.models import ProviderConnection
 from playground.teams.services.audit import audit
 from playground.teams.services.role_checks import require_manager
 from playground.usage.api_keys import api_key_issue
-from playground.usage.models import ApiKey
+from playground.usage.models import KEY_STORE_MODES, TEAM_STORE_MODE, ApiKey
 
 # The audit log's actor for keys made on the server's command line (`gateway_key_create`).
 OPERATOR = "manage.py"
@@ -48,6 +48,8 @@ class KeySettings:
     # Its requests follow the team's routing policy (Team -> Routing); `connection_id` is where a
     # request that no rule matches goes.
     follows_policy: bool = False
+    # What its requests' records keep of their text (`ApiKey.store_mode`; "" the team's mode).
+    store_mode: str = StoreMode.REDACTED
 
     def limits(self) -> dict[str, Any]:
         """The optional fields as `ApiKey` names them (the allow-list without repeats)."""
@@ -58,6 +60,7 @@ class KeySettings:
             "tokens_per_minute": self.tokens_per_minute,
             "expires_at": self.expires_at,
             "follows_policy": self.follows_policy,
+            "store_mode": self.store_mode,
         }
 
 
@@ -174,6 +177,8 @@ def _settings_check(*, team: Team, settings: KeySettings, expiry_set: bool) -> P
             errors[name] = "At least 1, or blank for no limit."
     if expiry_set and settings.expires_at is not None and settings.expires_at <= timezone.now():
         errors["expires_at"] = "Choose a time in the future (or leave it blank: the key never expires)."
+    if settings.store_mode not in dict(KEY_STORE_MODES):
+        errors["store_mode"] = f"Not a storage mode: choose {', '.join(StoreMode.values)} or the team's."
     malformed = [model_id for model_id in settings.allowed_models if not _well_formed(model_id)]
     if malformed:
         errors["allowed_models"] = f"Not a model id: {', '.join(malformed)}. {MODEL_ID_HELP}"
@@ -204,4 +209,5 @@ def _audited(key: ApiKey) -> dict[str, Any]:
         "tokens_per_minute": key.tokens_per_minute,
         "expires": f"{key.expires_at.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC" if key.expires_at else None,
         "follows_routing_policy": key.follows_policy,
+        "records_keep": key.store_mode if key.store_mode != TEAM_STORE_MODE else "the team's mode",
     }

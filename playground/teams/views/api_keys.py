@@ -24,7 +24,7 @@ from playground.lib.web import HtmxHttpRequest, form_errors_add
 from playground.providers.models import ProviderConnection
 from playground.teams import selectors
 from playground.teams.api_key_selectors import ModelOptions, api_key_for, api_key_rows, model_options
-from playground.teams.forms import ApiKeyForm
+from playground.teams.forms import FOLLOWS_TEAM, ApiKeyForm
 from playground.teams.services.api_keys import api_key_create, api_key_revoke, api_key_update
 from playground.teams.views.page import redirect_done, redirect_failed, team_page, team_view
 from playground.usage.models import ApiKey
@@ -127,6 +127,7 @@ def api_key_edit_view(request: HtmxHttpRequest, membership: Membership, key_id: 
         "tokens_per_minute": key.tokens_per_minute,
         "expires_at": key.expires_at,
         "follows_policy": key.follows_policy,
+        "store_mode": key.store_mode or FOLLOWS_TEAM,
     }
     if request.method == "GET":
         form = _form(request, membership, options, initial=initial)

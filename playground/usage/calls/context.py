@@ -87,3 +87,6 @@ class RequestContext:
     # gateway sends it in the answer's headers); None: a new one.
     request_id: uuid.UUID | None = None
     route: RouteRecord = RouteRecord()  # the routing policy's decision (gateway requests it routed)
+    # What the record keeps of its text (`accounts.StoreMode`, `usage.storage`): set for a gateway
+    # request from its key and headers; "": the team's mode, read when the record is written.
+    store: str = ""

@@ -1,4 +1,9 @@
-"""The changed section of two request bodies, as a unified diff, to show beside a cache break."""
+"""The changed section of two request bodies, as a unified diff, to show beside a cache break.
+
+Redacted bodies (issue 37) are compared with their placeholders' salts left out: each record
+has its own salt, so the same e-mail address reads `<email:3f9a>` in one and `<email:81c0>` in
+the next, and would otherwise look changed in every message that holds one.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from playground.lib.redaction import PLACEHOLDER
 from playground.usage.insights.cache_breaks import Cause
 from playground.usage.prefix_digest import body_messages, split_system
 
 MAX_LINES = 80
+# The causes that name a section of the prompt, which a diff of two bodies shows.
+SECTION_CAUSES = frozenset(
+    {
+        Cause.TOOLS_CHANGED,
+        Cause.SYSTEM_CHANGED,
+        Cause.HISTORY_CHANGED,
+        Cause.MODEL_CHANGED,
+        Cause.ROUTE_CHANGED,
+        Cause.FORMAT_CHANGED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -21,12 +38,14 @@ class DiffLine:
 
 
 def section_diff(
-    cause: Cause, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+    cause: Cause, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, *, redacted: bool = False
 ) -> list[DiffLine]:
     """The lines of the section `cause` names, previous request first; [] when the cause is
-    not a section (affinity, eviction) or a body was not kept."""
+    not a section (affinity, eviction) or a body was not kept. `redacted`: either body is."""
     if before is None or after is None:
         return []
+    if redacted:
+        before, after = _unsalted(before), _unsalted(after)
     if cause == Cause.TOOLS_CHANGED:
         return _diff(before.get("tools") or [], after.get("tools") or [])
     if cause == Cause.SYSTEM_CHANGED:
@@ -38,6 +57,17 @@ def section_diff(
     if cause == Cause.FORMAT_CHANGED:
         return _diff(before.get("response_format") or {}, after.get("response_format") or {})
     return []
+
+
+def _unsalted(value: Any) -> Any:
+    """`value` with every placeholder's salted digits left out (`<email:3f9a>` reads `<email>`)."""
+    if isinstance(value, str):
+        return PLACEHOLDER.sub(r"<\1>", value)
+    if isinstance(value, list):
+        return [_unsalted(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _unsalted(item) for key, item in value.items()}
+    return value
 
 
 def _system(body: Mapping[str, Any]) -> list[Any]:

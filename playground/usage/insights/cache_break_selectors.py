@@ -10,8 +10,9 @@ from typing import Any
 
 from django.db.models import Case, F, JSONField, QuerySet, Value, When
 
+from playground.accounts.models import StoreMode
 from playground.catalog.models import PriceCard
-from playground.usage.insights.cache_break_diff import DiffLine, section_diff
+from playground.usage.insights.cache_break_diff import SECTION_CAUSES, DiffLine, section_diff
 from playground.usage.insights.cache_breaks import CacheBreak, SessionRequest, session_breaks
 from playground.usage.insights.session_inference import INFERRABLE, INFERRED, Turn, sessions_infer
 from playground.usage.insights.sessions import session_filter, session_key, session_key_expression
@@ -200,11 +201,23 @@ def _digest(record: UsageRecord) -> PrefixDigest | None:
 
 @dataclass(frozen=True)
 class BreakShown:
-    """A break as a page shows it: with the request before it and the diff of the changed section."""
+    """A break as a page shows it: with the request before it and the diff of the changed section.
+    `text` says why the diff may be missing or read differently: "" (both bodies kept as sent),
+    `redacted` (placeholders compared without their salts), `not_kept` (a body holds no text)."""
 
     found: CacheBreak
     previous_request_id: str
     diff: list[DiffLine]
+    text: str = ""
+
+    @property
+    def diff_not_kept(self) -> bool:
+        """The cause names a section whose text a record did not keep: the page says so."""
+        return self.text == NOT_KEPT and self.found.cause in SECTION_CAUSES
+
+
+NOT_KEPT = "not_kept"
+REDACTED = "redacted"
 
 
 def break_shown(found: CacheBreak) -> BreakShown:
@@ -216,24 +229,24 @@ def breaks_shown(found: list[CacheBreak]) -> dict[int, BreakShown]:
     """Each break as shown, by the id of the record that broke: one query for every body."""
     ids = {each.record_id for each in found} | {each.previous_record_id for each in found}
     rows = {
-        pk: (str(request_id), body)
-        for pk, request_id, body in UsageRecord.objects.filter(pk__in=ids).values_list(
-            "pk", "request_id", "request_body"
+        pk: (str(request_id), body, mode)
+        for pk, request_id, body, mode in UsageRecord.objects.filter(pk__in=ids).values_list(
+            "pk", "request_id", "request_body", "store_mode"
         )
     }
-    missing: tuple[str, dict[str, Any] | None] = ("", None)
-    return {
-        each.record_id: BreakShown(
+    missing: tuple[str, dict[str, Any] | None, str] = ("", None, StoreMode.FULL)
+    shown = {}
+    for each in found:
+        previous, current = rows.get(each.previous_record_id, missing), rows.get(each.record_id, missing)
+        modes = {previous[2], current[2]}
+        text = NOT_KEPT if StoreMode.METADATA in modes else REDACTED if StoreMode.REDACTED in modes else ""
+        shown[each.record_id] = BreakShown(
             found=each,
-            previous_request_id=rows.get(each.previous_record_id, missing)[0],
-            diff=section_diff(
-                each.cause,
-                rows.get(each.previous_record_id, missing)[1],
-                rows.get(each.record_id, missing)[1],
-            ),
+            previous_request_id=previous[0],
+            diff=section_diff(each.cause, previous[1], current[1], redacted=text == REDACTED),
+            text=text,
         )
-        for each in found
-    }
+    return shown
 
 
 def conversation_breaks_shown(*, team_id: int, conversation_id: int) -> dict[int, BreakShown]:

@@ -5,7 +5,7 @@ it names them all."""
 
 from __future__ import annotations
 
-from playground.usage.models.api_keys import KEY_PREFIX, ApiKey
+from playground.usage.models.api_keys import KEY_PREFIX, KEY_STORE_MODES, TEAM_STORE_MODE, ApiKey
 from playground.usage.models.budgets import (
     DEFAULT_ALERT_THRESHOLDS,
     BudgetAlert,
@@ -54,7 +54,9 @@ __all__ = [
     "HISTOGRAM_BUCKETS",
     "HISTOGRAM_EDGES_MS",
     "KEY_PREFIX",
+    "KEY_STORE_MODES",
     "LATENCY_COLUMNS",
+    "TEAM_STORE_MODE",
     "TTFT_COLUMNS",
     "ApiKey",
     "BudgetAlert",

@@ -13,9 +13,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from playground.accounts.models import Team
+from playground.accounts.models import StoreMode, Team
 from playground.providers.models import ProviderConnection
 
+TEAM_STORE_MODE = ""  # a key's `store_mode` that follows its team's
+KEY_STORE_MODES = [(TEAM_STORE_MODE, "The team's"), *StoreMode.choices]
 KEY_PREFIX = "pgk_"  # every key starts with it, so a leaked one is easy to recognise and scan for
 
 
@@ -30,6 +32,15 @@ class ApiKey(models.Model):
     # Its requests follow the team's routing policy (Team -> Routing, issue 35), `connection` being
     # where a request that no rule matches goes; False: every request goes to `connection`.
     follows_policy = models.BooleanField(default=False, db_default=False)
+    # What its requests' records keep of their text (`accounts.StoreMode`), or "" for the team's.
+    # Keys made before issue 37 follow the team (migration usage 0025); new ones are redacted.
+    store_mode = models.CharField(
+        max_length=10,
+        choices=KEY_STORE_MODES,
+        blank=True,
+        default=StoreMode.REDACTED,
+        db_default=StoreMode.REDACTED,
+    )
     # Model ids of that connection the key may call; empty: every model the connection serves.
     allowed_models = models.JSONField(default=list, blank=True)
     monthly_budget_usd = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, OrderBy, Q
 
-from playground.accounts.models import Team
+from playground.accounts.models import StoreMode, Team
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.usage.models.api_keys import ApiKey
@@ -114,8 +114,17 @@ class UsageRecord(models.Model):
     # What caused the request, for paths without a key of their own here (e.g. "batch-item:42:1"):
     # unique when set, so a redelivered task cannot write a second record for the same attempt.
     source = models.CharField(max_length=64, blank=True)
-    # The body as sent upstream: no secrets, and each image replaced by its hash, type and size.
+    # The body as sent upstream: no credentials, and each image replaced by its hash, type and size;
+    # redacted or not kept at all as `store_mode` says.
     request_body = models.JSONField(null=True, blank=True)
+    # What this record kept of its text (`accounts.StoreMode`, `usage.redacting`): the key's or the
+    # team's mode, or less when the request asked (x-playground-store) or the redactor failed.
+    store_mode = models.CharField(
+        max_length=10, choices=StoreMode.choices, default=StoreMode.FULL, db_default=StoreMode.FULL
+    )
+    # How many values of each kind were replaced ({"email": 2, "phone": 1}); {} when none, None
+    # when the text was kept in full. "redactor_error": 1 when the redactor failed.
+    redactions = models.JSONField(null=True, blank=True)
     # Its prompt prefix in hashed sections (`usage.prefix_digest`): the cache-break detector
     # compares these instead of reading two bodies.
     prefix_digest = models.JSONField(null=True, blank=True)

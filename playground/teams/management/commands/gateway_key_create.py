@@ -1,5 +1,6 @@
-"""`manage.py gateway_key_create --team TEAM --name NAME [--connection NAME] [--policy]`: a team API
-key for automation, made through the same service as the API keys page; the key alone on the last line."""
+"""`manage.py gateway_key_create --team TEAM --name NAME [--connection NAME] [--policy] [--store MODE]`:
+a team API key for automation, made through the same service as the API keys page; the key alone
+on the last line."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from playground.accounts.commands import team_named
-from playground.accounts.models import Team
+from playground.accounts.models import StoreMode, Team
 from playground.providers.models import ProviderConnection
+from playground.teams.forms import FOLLOWS_TEAM
 from playground.teams.services.api_keys import KeySettings, api_key_create_by_operator
+from playground.usage.models import TEAM_STORE_MODE
 
 
 class Command(BaseCommand):
@@ -29,6 +32,12 @@ class Command(BaseCommand):
             action="store_true",
             help="Follow the team's routing policy (the connection takes the requests no rule matches)",
         )
+        parser.add_argument(
+            "--store",
+            choices=[*StoreMode.values, FOLLOWS_TEAM],
+            default=StoreMode.REDACTED,
+            help="What its requests' records keep of their text (default redacted; team: the team's mode)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         team = team_named(str(options["team"]))
@@ -40,13 +49,15 @@ class Command(BaseCommand):
                     name=str(options["name"]),
                     connection_id=connection.pk,
                     follows_policy=bool(options["policy"]),
+                    store_mode=TEAM_STORE_MODE if options["store"] == FOLLOWS_TEAM else str(options["store"]),
                 ),
             )
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         self.stderr.write(
             f"Created the API key {key.name!r} ({key.prefix}…) of {team.name} (#{team.pk}) on "
-            f"{connection.name}{', following the team routing policy' if key.follows_policy else ''}. "
+            f"{connection.name}{', following the team routing policy' if key.follows_policy else ''}, "
+            f"its records keeping {key.store_mode or 'what the team keeps'}. "
             "It is shown this once; only its hash is stored."
         )
         self.stdout.write(secret)

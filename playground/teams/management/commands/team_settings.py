@@ -1,0 +1,36 @@
+"""`manage.py team_settings --team TEAM [--store {full,redacted,metadata}]`: a team's settings on
+the server's command line, through the same services as the team pages; without an option it
+prints them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from playground.accounts.commands import team_named
+from playground.accounts.models import StoreMode
+from playground.teams.services.storage import team_store_mode_set_by_operator
+
+
+class Command(BaseCommand):
+    help = "Show or change a team's settings: --store sets what its request records keep of their text."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--team", required=True, help="The team's id or name")
+        parser.add_argument(
+            "--store",
+            choices=StoreMode.values,
+            help="What the records of the team's requests keep of their text (gateway keys that name "
+            "their own mode keep theirs): the full text, redacted text, or metadata only",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        team = team_named(str(options["team"]))
+        if options["store"] is not None:
+            try:
+                team = team_store_mode_set_by_operator(team=team, mode=str(options["store"]))
+            except ValidationError as exc:
+                raise CommandError(" ".join(exc.messages)) from None
+        self.stdout.write(f"{team.name} (#{team.pk}): store {team.store_mode}")
