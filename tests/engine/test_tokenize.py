@@ -58,8 +58,10 @@ def test_the_model_list_says_each_models_context_window(engine: EngineProcess) -
     ]
 
 
-def test_a_context_size_of_zero_serves_the_ggufs_trained_length(tmp_path: Path) -> None:
-    engine = start_engine(tmp_path, replicas=1, gemma_replicas=0, context_size=0)
+def test_each_model_serves_its_own_context_size_zero_its_trained_length(tmp_path: Path) -> None:
+    engine = start_engine(
+        tmp_path, replicas=1, gemma_replicas=1, context_size=0, args=("--gemma-context-size", "1024")
+    )
     try:
         response = httpx.get(
             f"{engine.url}/client/v4/accounts/test/ai/v1/models", headers=engine.headers, timeout=10
@@ -67,7 +69,8 @@ def test_a_context_size_of_zero_serves_the_ggufs_trained_length(tmp_path: Path) 
     finally:
         engine.stop()
 
-    assert [(row["id"], row["context_window"]) for row in response.json()["data"]] == [(MODEL_ID, 8192)]
+    windows = [(row["id"], row["context_window"]) for row in response.json()["data"]]
+    assert windows == [(MODEL_ID, 8192), (GEMMA, 1024)]  # SmolLM2 was trained on 8,192 tokens
 
 
 @pytest.mark.parametrize(
