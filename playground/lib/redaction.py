@@ -3,7 +3,7 @@
 Six kinds (`ENTITIES`): e-mail addresses; phone numbers, which `phonenumbers` (the Python port
 of Google's libphonenumber) decides are valid for their region; payment card numbers (a card
 network's prefix and length, Luhn-checked); IBANs (mod-97 checksum); IPv4 and IPv6 addresses
-(`ipaddress` decides); secrets (`SECRETS`: provider and cloud keys, bearer and basic
+(`ipaddress` decides); secrets (`KEYS` and `SECRETS`: provider and cloud keys, bearer and basic
 credentials, this playground's `pgk_` keys, private-key blocks, `password=`-style values).
 Each value becomes `<kind:xxxx>`, four hex digits of a hash of the value keyed by the
 redaction's salt: one `Redaction` per usage record, so a value repeated in a request reads the
@@ -11,12 +11,13 @@ same wherever it stands in it, and since the salt is never kept nobody can hash 
 match a placeholder.
 
 Speed (`benchmarks/redaction.py`): Python's `re` scans about 30 MB/s with a character class
-first and hundreds with a literal, so each kind is looked for from a literal or from the one
-scan for runs of seven or more digit-ish characters: "@" for e-mail, a literal start for each
-secret (found with `str.find`, then matched there), two colons for IPv6, and in those runs
-cards, IPv4 addresses, phone numbers and the IBANs around them. `phonenumbers` costs ~0.2 ms a
-number, so it sees only candidates whose digit count suits the region. Imports nothing of
-Django: the record writer (`playground.usage.redacting`) runs it.
+first and hundreds with a literal, so each kind is looked for from a literal or from one cheap
+pass: "@" for e-mail; provider keys at the start of each long run of key characters (the text
+mapped by `str.translate`, then `str.find`); other secrets from a literal start (found with
+`str.find`, then matched there); two colons for IPv6; and in the one scan for runs of seven or
+more digit-ish characters, cards, IPv4 addresses, phone numbers and the IBANs around them.
+`phonenumbers` costs ~0.2 ms a number, so it sees only candidates whose digit count suits the
+region. Imports nothing of Django: the record writer (`playground.usage.storage`) runs it.
 """
 
 from __future__ import annotations
@@ -47,22 +48,44 @@ RANK = {kind: i for i, kind in enumerate(ENTITIES)}
 PLACEHOLDER = re.compile(r"<(" + "|".join(ENTITIES) + r"):[0-9a-f]{4}>")
 
 
+# Keys with a provider's prefix, each a run of 15 or more characters of [A-Za-z0-9_-] (a JWT's
+# first part): `_secrets` finds such runs in one pass and checks only their starts.
+KEYS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    (("pgk_",), re.compile(r"pgk_[A-Za-z0-9_-]{16,}")),  # this playground's API keys
+    (
+        ("sk-",),
+        re.compile(r"sk-(?:ant-|proj-|svcacct-|admin-|or-)?[A-Za-z0-9_-]{20,}"),
+    ),  # OpenAI, Anthropic...
+    (("sk_live_", "sk_test_", "rk_live_", "rk_test_"), re.compile(r"[sr]k_(?:live|test)_\w{16,}")),  # Stripe
+    (("AKIA", "ASIA", "ABIA", "ACCA"), re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),  # AWS key ids
+    (
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{22,}"),
+    ),
+    (("glpat-",), re.compile(r"glpat-[\w-]{20,}")),  # GitLab
+    (("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"), re.compile(r"xox[abposr]-[\w-]{10,}")),  # Slack
+    (("AIza",), re.compile(r"AIza[\w-]{35}")),  # Google
+    (("hf_",), re.compile(r"hf_[A-Za-z0-9]{30,}")),  # Hugging Face
+    (("eyJ",), re.compile(r"eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}")),  # a JWT
+)
+KEY_STARTS = tuple(start for starts, _ in KEYS for start in starts)
+KEY_RUN = 15
+_KEY_CHARS = str.maketrans(
+    {chr(i): "k" if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "_-") else " " for i in range(128)}
+)
+
+
 @dataclass(frozen=True)
 class SecretPattern:
-    """A kind of secret: `pattern` is matched where one of `starts` (lower-case) begins, not
-    inside a word unless `inside_words`; `group` is the part replaced (0: all of it). `needs`:
-    characters of which every such secret holds one (of `NEEDED`), so that a text with none of
-    them is not searched for it."""
+    """A secret found by what precedes it or starts it: `pattern` is matched where one of
+    `starts` (lower-case) begins; `group` is the part replaced (0: all of it)."""
 
     starts: tuple[str, ...]
     pattern: re.Pattern[str]
     group: int = 0
-    inside_words: bool = False
-    needs: str = ""
 
 
-NEEDED = "_-.:="
-# Each start costs a `str.find` over the text, the bulk of looking for secrets: few and short.
+# Each start costs a `str.find` over the text, the bulk of looking for these: few and long.
 SECRETS = (
     SecretPattern(
         ("-----begin ",),
@@ -71,25 +94,8 @@ SECRETS = (
             r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",  # unterminated: to the end
             re.DOTALL,
         ),
-        needs="-",
     ),
-    SecretPattern(("pgk_",), re.compile(r"pgk_[A-Za-z0-9_-]{16,}"), needs="_"),  # this playground's API keys
-    # OpenAI, Anthropic, OpenRouter, DeepSeek...
-    SecretPattern(
-        ("sk-",), re.compile(r"sk-(?:ant-|proj-|svcacct-|admin-|or-)?[A-Za-z0-9_-]{20,}"), needs="-"
-    ),
-    # Stripe's secret and restricted keys (sk_live_..., rk_test_...): the "k_" on, with its letter.
-    SecretPattern(
-        ("k_live_", "k_test_"), re.compile(r"(?<=[sr])k_(?:live|test)_\w{16,}"), inside_words=True, needs="_"
-    ),
-    SecretPattern(("akia", "asia", "abia", "acca"), re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
-    SecretPattern(("gh",), re.compile(r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{22,}"), needs="_"),  # GitHub
-    SecretPattern(("glpat-",), re.compile(r"glpat-[\w-]{20,}"), needs="-"),  # GitLab
-    SecretPattern(("xox",), re.compile(r"xox[abposr]-[\w-]{10,}"), needs="-"),  # Slack
-    SecretPattern(("https://hooks.slack.com/",), re.compile(r"https://hooks\.slack\.com/services/[\w/-]+")),
-    SecretPattern(("aiza",), re.compile(r"AIza[\w-]{35}")),  # Google
-    SecretPattern(("hf_",), re.compile(r"hf_[A-Za-z0-9]{30,}"), needs="_"),  # Hugging Face
-    SecretPattern(("eyj",), re.compile(r"eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}"), needs="."),  # a JWT
+    SecretPattern(("hooks.slack.com/",), re.compile(r"hooks\.slack\.com/services/[\w/-]+")),
     SecretPattern(
         ("bearer", "basic"), re.compile(r"(?i:bearer|basic)\s+([A-Za-z0-9._~+/-]{16,}=*)"), group=1
     ),
@@ -101,8 +107,6 @@ SECRETS = (
             r"(?i:passw(?:or)?d|pwd|secret|api[_-]?key|token)[\w-]*[\"']?\s*[:=]\s*[\"']?([^\s\"',;<>]{8,})"
         ),
         group=1,
-        inside_words=True,
-        needs=":=",
     ),
 )
 
@@ -185,18 +189,34 @@ class Found(NamedTuple):  # a tuple: made for every candidate, it is cheaper tha
 
 
 def _secrets(text: str, lower: str) -> Iterator[Found]:
-    present = {char for char in NEEDED if char in text}
+    yield from _keys(text)
     for secret in SECRETS:
-        if secret.needs and present.isdisjoint(secret.needs):
-            continue
         for start in secret.starts:
             at = lower.find(start)
             while at != -1:
-                inside = at and not secret.inside_words and _WORD.match(text, at - 1)
-                match = None if inside else secret.pattern.match(text, at)
+                match = secret.pattern.match(text, at)
                 if match is not None:
                     yield Found(match.start(secret.group), match.end(secret.group), SECRET)
                 at = lower.find(start, match.end() if match is not None else at + 1)
+
+
+def _keys(text: str) -> Iterator[Found]:
+    """Provider keys, checked at the start of each run of KEY_RUN or more key characters (found
+    in one pass over the text mapped to "k" and " ")."""
+    runs = text.translate(_KEY_CHARS)
+    long = "k" * KEY_RUN
+    at = runs.find(long)
+    while at != -1:
+        end = runs.find(" ", at)
+        end = len(runs) if end == -1 else end
+        if text.startswith(KEY_STARTS, at):
+            for starts, pattern in KEYS:
+                match = pattern.match(text, at) if text.startswith(starts, at) else None
+                if match is not None:
+                    yield Found(at, match.end(), SECRET)
+                    end = max(end, match.end())
+                    break
+        at = runs.find(long, end)
 
 
 def _emails(text: str, lower: str) -> Iterator[Found]:

@@ -37,6 +37,12 @@ def redacted(text: str, *, region: str = "US") -> tuple[str, dict[str, int]]:
         ("Authorization: Bearer abcdef0123456789abcdef", "secret"),
         ('{"password": "hunter2hunter2"}', "secret"),
         ("stripe sk_live_abcdefghijklmnop1234", "secret"),
+        ("slack xoxb-123456789012-abcdefABCDEF", "secret"),
+        ("hook https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX", "secret"),
+        ("google AIzaSyA1234567890abcdefghijklmnopqrstuv", "secret"),
+        ("gitlab glpat-abcdefghijklmnopqrst", "secret"),
+        ("hub hf_abcdefghijklmnopqrstuvwxyz012345", "secret"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "secret"),
         (f"jwt {JWT}", "secret"),
     ],
 )
