@@ -168,6 +168,9 @@ def test_the_preflight_says_whose_turns_its_expected_cost_comes_from(
             "title", re.compile(r"\(this conversation has no answered turn yet\)")
         )
         expect(page.locator("#preflight-expected")).to_contain_text("expected $")
+        page.set_viewport_size(PHONE)  # a phone shows what the figure is based on whole, not cut
+        expect(basis).to_be_visible()
+        assert basis.evaluate("e => e.scrollWidth <= e.clientWidth && e.offsetWidth > 0")
         phone_shot(page, artifacts / "promises-preflight-team-390.png")
 
         send(page, "Hello there")
