@@ -46,7 +46,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         answer.get_by_role("button", name="Save").click()
 
         written = page.locator(".message-assistant").last
-        expect(written).to_contain_text("Written by you")
+        expect(written).to_contain_text("Written, not generated here")
         expect(written.locator(".branch-position")).to_have_text("2 / 2")  # the model's answer stays
         requests = len(fake_upstream.requests)
 
@@ -56,7 +56,7 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         )
         # An example answer to the inserted question.
         insert_after(page.locator(".message-user").last, "Assistant", HOE)
-        expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
+        expect(page.locator(".message-assistant", has_text="Written, not generated here")).to_have_count(2)
         assert len(fake_upstream.requests) == requests  # nothing was sent
         page.screenshot(path=artifacts / "written-messages-1280.png")
 
@@ -65,12 +65,12 @@ def test_an_answer_edited_and_a_message_inserted_are_branches_the_next_question_
         page.locator(".message-assistant").last.get_by_role(
             "button", name="Delete this written answer"
         ).click()
-        expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(1)
+        expect(page.locator(".message-assistant", has_text="Written, not generated here")).to_have_count(1)
         expect(page.locator(".message-user .bubble")).to_have_text(
             ["Price of a rake, as JSON?", "And of a hoe?"]
         )
         insert_after(page.locator(".message-user").last, "Assistant", HOE)
-        expect(page.locator(".message-assistant", has_text="Written by you")).to_have_count(2)
+        expect(page.locator(".message-assistant", has_text="Written, not generated here")).to_have_count(2)
 
         send(page, "And of a spade?")
         idle(page)

@@ -658,7 +658,7 @@ def test_an_answer_rewritten_by_hand_is_a_new_branch_the_next_turn_sends_as_the_
         headers={"HX-Request": "true"},
     )
 
-    assert response.status_code == 200 and "Written by you" in response.text
+    assert response.status_code == 200 and "Written, not generated here" in response.text
     assert len(fake_upstream.requests) == requests  # nothing was sent
     written = Message.objects.get(written=True)
     assert (written.parent_id, written.role, written.content) == (
