@@ -23,15 +23,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from playground.engine.config import DEFAULT_MODEL_ID, GEMMA_MODEL_ID
-from playground.providers.models import ProviderConnection
-from playground.providers.services import connection_engine_ensure
-from tests.support.actors import Actors
+
+if TYPE_CHECKING:  # the benchmarks import this module without Django set up: models only when typed
+    from playground.providers.models import ProviderConnection
+    from tests.support.actors import Actors
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_ID = DEFAULT_MODEL_ID
@@ -182,5 +183,7 @@ def served_engine(
     settings: Any, running_engine: EngineProcess, actors: Actors, catalogue: None
 ) -> ProviderConnection:
     """The team's engine connection, the app's `ENGINE_URL` and token those of `running_engine`."""
+    from playground.providers.services import connection_engine_ensure
+
     settings.ENGINE_URL, settings.ENGINE_API_TOKEN = running_engine.url, running_engine.token
     return connection_engine_ensure(team=actors.team)
