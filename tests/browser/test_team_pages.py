@@ -119,6 +119,9 @@ def test_an_invitee_without_an_account_signs_up_from_the_link_and_lands_in_the_t
             expect(visitor.locator(".user-name")).to_have_text("dana")
             visitor.screenshot(path=artifacts / "invite-03-joined.png", full_page=True)
 
+            # The owner's page sat behind the visitor's: brought forward, or Chromium under load
+            # may refuse to capture a page it stopped painting (seen once in CI).
+            owner.bring_to_front()
             owner.goto(f"{live_app.url}/teams/{actors.team.pk}/audit/")
             joined = owner.locator("tr", has_text="Joined the team")
             expect(joined).to_contain_text("account: new")
