@@ -122,8 +122,15 @@ def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]])
     """Write the full records of requests that ended together, in one INSERT, and their rollups
     (`rollups_add`), in the caller's transaction; raises if any cannot be written (the caller
     then writes each with `usage_record_create`, which falls back to a minimal record)."""
+    modes: dict[int, str] = {}  # each team's storage mode, read once for the group (a batch step: hundreds)
+    for context, _ in settled:
+        if not context.store and context.team_id not in modes:
+            modes[context.team_id] = team_store_mode(context.team_id)
     records = raw_sql.insert_many(
-        [_full_record(context=context, outcome=outcome) for context, outcome in settled]
+        [
+            _full_record(context=context, outcome=outcome, team_mode=modes.get(context.team_id, ""))
+            for context, outcome in settled
+        ]
     )
     rollups_add(records)
     spans_after_commit(records)  # dropped with the caller's transaction if it rolls back, as is
@@ -138,7 +145,8 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
     return record
 
 
-def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
+def _full_record(*, context: RequestContext, outcome: Outcome, team_mode: str = "") -> UsageRecord:
+    """`team_mode`: the team's storage mode when the caller read it already (else read here)."""
     known = request_price_card(context=context)
     card = known.card
     cost = cost_for(usage=outcome.usage, card=card).stored()
@@ -146,7 +154,7 @@ def _full_record(*, context: RequestContext, outcome: Outcome) -> UsageRecord:
     schema = _schema_conformance(context=context, outcome=outcome)
     # Redacted before anything is written; the digests are of the body as sent (issue 37).
     kept = record_text_kept(
-        mode=context.store or team_store_mode(context.team_id),
+        mode=context.store or team_mode or team_store_mode(context.team_id),
         request_body=context.request_body,
         variables=context.variables,
         error_text=outcome.error_text,

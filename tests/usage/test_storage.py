@@ -6,6 +6,8 @@ import logging
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from playground.accounts.models import StoreMode
 from playground.catalog.seed import ENGINE_MODEL_ID
@@ -17,7 +19,7 @@ from playground.usage.insights.cache_breaks import Cause
 from playground.usage.metering import UsageMeter
 from playground.usage.models import UsageRecord
 from playground.usage.prefix_digest import prefix_digest
-from playground.usage.records import usage_record_create
+from playground.usage.records import usage_record_create, usage_records_create_many
 from playground.usage.storage import REDACTOR_ERROR, record_text_kept, store_mode_applied
 
 EMAIL, CARD = "ana.lima@example.com", "4111 1111 1111 1111"
@@ -162,3 +164,30 @@ def test_a_diff_of_redacted_bodies_compares_placeholders_without_their_salts() -
 
     changed = [line.text for line in lines if line.kind in "+-"]
     assert changed == ['    "content": "Where is order 7?",', '    "content": "Where is order 8?",']
+
+
+@pytest.mark.django_db(transaction=True)
+def test_records_written_together_read_their_teams_mode_once_and_redact_each(actors: Any) -> None:
+    actors.team.store_mode = StoreMode.REDACTED
+    actors.team.save(update_fields=["store_mode"])
+    meter = UsageMeter(prompt_chars=100)
+    meter.observe(TextDelta("ok"))
+    meter.observe(Finish("stop"))
+    context = RequestContext(
+        team_id=actors.team.pk,
+        user_id=actors.owner.pk,
+        connection_id=None,
+        model_id=ENGINE_MODEL_ID,
+        request_body=BODY,
+        variables={"customer": EMAIL},
+    )
+
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        records = usage_records_create_many([(context, meter.outcome())] * 5)
+
+    team_reads = [
+        q["sql"] for q in queries.captured_queries if '"store_mode"' in q["sql"] and "SELECT" in q["sql"]
+    ]
+    assert len(team_reads) == 1
+    assert {record.store_mode for record in records} == {StoreMode.REDACTED}
+    assert all(EMAIL not in str(record.variables) for record in records)
