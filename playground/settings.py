@@ -122,7 +122,14 @@ else:
             # synchronous=NORMAL, SQLite's advice for WAL: a commit no longer waits for the disk
             # (an fsync each, a third of the gateway's database time, issue 24); the database
             # stays intact, and only a power cut can lose the last moments' commits.
-            "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "timeout": 20},
+            # secure_delete: a deleted or overwritten value is zeroed where it lay, not left in a
+            # freed page (issue 37; usage.reclaim then empties the log, which held the old pages).
+            "OPTIONS": {
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
+                ),
+                "timeout": 20,
+            },
             # Kept a minute, as on PostgreSQL: Channels closes "old" connections around each
             # database call of a consumer, so with 0 every chat turn reopened the file several
             # times (a profile of benchmarks/stream_relay.py at 200 streams: 7 % of the process).
