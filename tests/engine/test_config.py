@@ -19,6 +19,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "ENGINE_PREFIX_CACHE_BYTES",
         "ENGINE_CACHE_DIR", "ENGINE_QUEUE_PATH", "ENGINE_MAX_BODY_BYTES", "ENGINE_DEFAULT_MAX_TOKENS",
         "ENGINE_LOG_LEVEL", "ENGINE_API_TOKEN", "ENGINE_API_TOKEN_FILE", "PLAYGROUND_DATA_DIR",
+        "ENGINE_MODEL", "ENGINE_QUALITY_REPLICAS", "ENGINE_QUALITY_CONTEXT_SIZE", "ENGINE_QUALITY_THREADS",
     ]:  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
@@ -138,3 +139,27 @@ def test_with_a_token_it_serves_any_address(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("ENGINE_API_TOKEN", "s3cret")
 
     assert load_config(["--host", "0.0.0.0"]).host == "0.0.0.0"
+
+
+def test_the_quality_model_is_served_only_when_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert load_config([]).quality_replicas == 0  # SmolLM2 and Gemma only, unless chosen
+
+    monkeypatch.setenv("ENGINE_MODEL", "quality")
+    config = load_config([])
+
+    assert (config.quality_replicas, config.quality_context_size, config.quality_threads) == (1, 8192, 2)
+    assert (config.model_id, config.replicas, config.gemma_replicas) == ("@local/smollm2-135m-instruct", 5, 1)
+    assert config.threads == 1  # the small models' share is unchanged: cores / their replicas
+    assert load_config(["--quality-replicas", "0"]).quality_replicas == 0
+
+
+def test_it_refuses_an_engine_model_it_does_not_know(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ENGINE_MODEL", "qwen")
+
+    with pytest.raises(SystemExit):
+        load_config([])
+
+    assert "ENGINE_MODEL must be one of smollm2, quality; got 'qwen'" in capsys.readouterr().err

