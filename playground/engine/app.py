@@ -66,7 +66,6 @@ from playground.engine.shapes import (
     Reply,
     envelope,
     error_envelope,
-    finish_reason,
     openai_error,
     sse,
     tool_call_deltas,
@@ -341,7 +340,7 @@ class Engine:
                     for delta in tool_call_deltas(event):
                         yield sse(reply.chunk(delta))
                 elif isinstance(event, Finished):
-                    yield sse(reply.chunk({}, finish_reason(event)))
+                    yield sse(reply.chunk({}, event))
                     if usage:
                         yield sse(reply.usage_chunk(event))
                     yield sse("[DONE]")

@@ -101,6 +101,8 @@ class Generator:
     def _generate(
         self, spec: GenerationSpec, emit: Callable[[Event], None], cancelled: Callable[[], bool]
     ) -> Event:
+        answer = AnswerWriter(spec, emit, self._count_tokens)
+        answer.check_room()  # before Started, so a stream is refused with a 400 too
         tokens = self.prompts.tokens(spec.messages)
         if len(tokens) >= self.n_ctx:
             raise invalid_input(
@@ -111,7 +113,6 @@ class Generator:
         emit(Started(prompt_tokens=len(tokens), cached_tokens=cached))
         if not self._prefill(tokens, cached, cancelled):
             return Finished("cancelled", len(tokens), 0, cached)
-        answer = AnswerWriter(spec, emit)
         seed = secrets.randbits(32) if spec.seed is None else spec.seed
         free = Sampler(self.vocab, grammar=None, temperature=spec.temperature, top_p=spec.top_p, seed=seed)
         constrained = (
@@ -136,15 +137,23 @@ class Generator:
                 if llama_cpp.llama_vocab_is_eog(self.vocab, token):
                     reason = "stop"
                     break
+                piece = self.llm.detokenize([token], prev_tokens=completion)
+                if not answer.fits(piece, len(completion) + 1):
+                    break  # the rest of max_tokens is the room a JSON answer needs to close
                 completion.append(token)
-                if answer.feed(self.llm.detokenize([token], prev_tokens=completion[:-1])):
+                if answer.feed(piece):
                     reason = "stop"
                     break
         finally:
             free.close()
             if constrained:
                 constrained.close()
-        return Finished(answer.finish(reason), len(tokens), len(completion), cached)
+        reason = answer.finish(reason)
+        completion_tokens = len(completion) + answer.closing_tokens
+        return Finished(reason, len(tokens), completion_tokens, cached, answer.closed_early)
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode(), add_bos=False, special=False)) if text else 0
 
     def _reuse_prefix(self, tokens: Tokens, scope: str) -> int:
         """Keep the longest prefix of `tokens` already in the KV (live or from `scope`'s cache).

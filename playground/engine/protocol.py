@@ -54,11 +54,20 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ClosedEarly:
+    """A JSON answer that `max_tokens` cut short, closed by the engine (`json_closer`)."""
+
+    appended: str  # the text the engine added after the model's, already sent as text
+    schema_error: str | None  # what the closed answer still breaks of its schema, if anything
+
+
+@dataclass(frozen=True)
 class Finished:
     finish_reason: str  # stop | length | tool_calls | cancelled
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    closed_early: ClosedEarly | None = None
 
 
 @dataclass(frozen=True)

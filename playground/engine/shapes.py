@@ -1,4 +1,11 @@
-"""Wire shapes: OpenAI chat objects, the Cloudflare v4 envelope, OpenAI errors, SSE frames."""
+"""Wire shapes: OpenAI chat objects, the Cloudflare v4 envelope, OpenAI errors, SSE frames.
+
+A JSON answer the engine closed after `max_tokens` cut it short keeps `finish_reason: "length"`
+(the only reason the formats have for it) and its choice carries one extra field,
+`closed_early: {"appended", "schema_error"}`: the text the engine added, and what the closed
+answer still breaks of its schema (null when it validates). OpenAI's and Cloudflare's SDKs keep
+fields they do not know, so clients that ignore it see a plain cut-off answer that parses.
+"""
 
 from __future__ import annotations
 
@@ -22,11 +29,11 @@ class Reply:
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        return {
-            **self._head("chat.completion.chunk"),
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-        }
+    def chunk(self, delta: dict[str, Any], finished: Finished | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        if finished is not None:
+            choice.update(_ending(finished))
+        return {**self._head("chat.completion.chunk"), "choices": [choice]}
 
     def usage_chunk(self, finished: Finished) -> dict[str, Any]:
         return {**self._head("chat.completion.chunk"), "choices": [], "usage": usage(finished)}
@@ -37,9 +44,7 @@ class Reply:
             message["tool_calls"] = [tool_call(call) for call in calls]
         return {
             **self._head("chat.completion"),
-            "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(finished)}
-            ],
+            "choices": [{"index": 0, "message": message, "logprobs": None, **_ending(finished)}],
             "usage": usage(finished),
         }
 
@@ -55,6 +60,17 @@ class Reply:
 
 def finish_reason(finished: Finished) -> str:
     return "stop" if finished.finish_reason == "cancelled" else finished.finish_reason
+
+
+def _ending(finished: Finished) -> dict[str, Any]:
+    """The fields of the choice that ends an answer: its finish reason, and how it was closed."""
+    ending: dict[str, Any] = {"finish_reason": finish_reason(finished)}
+    if finished.closed_early is not None:
+        ending["closed_early"] = {
+            "appended": finished.closed_early.appended,
+            "schema_error": finished.closed_early.schema_error,
+        }
+    return ending
 
 
 def usage(finished: Finished) -> dict[str, Any]:
