@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from playground.chat.models import Conversation, Message
+from playground.chat.models import Conversation, Message, MessageRole
 from playground.chat.services.conversations import (
     conversation_composer_update,
     conversation_variables_update,
@@ -138,6 +140,25 @@ def test_the_drawer_saves_rows_drops_a_cleared_name_declares_a_placeholder_and_r
     assert refused.status_code in (400, 403, 404)
     conversation.refresh_from_db()
     assert [row["name"] for row in conversation.variables] == ["customer", "plan", "ticket"]
+
+
+@pytest.mark.django_db
+def test_the_conversation_page_loads_its_branch_once_for_the_messages_and_the_drawer(
+    actors: Actors, conversation: Conversation
+) -> None:
+    with_prompt(conversation, "Hi {{customer}}")
+    asked = Message.objects.create(
+        conversation=conversation, role=MessageRole.USER, content="About {{ticket}}"
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(current_leaf=asked)
+
+    with CaptureQueriesContext(connection) as queries:
+        page = client_for(actors.owner).get(reverse("chat:conversation-detail", args=[conversation.pk]))
+
+    assert page.status_code == 200
+    assert "Make ticket a variable" in page.content.decode()  # the drawer saw the branch's message
+    tree_reads = [q["sql"] for q in queries.captured_queries if 'FROM "chat_message"' in q["sql"]]
+    assert len(tree_reads) == 2, tree_reads  # the tree's ids once, then the branch's rows once
 
 
 @pytest.mark.django_db

@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from playground.chat.forms import MessageWriteForm
 from playground.chat.models import Conversation
 from playground.chat.presenters.messages import message_views, system_changes_after
-from playground.chat.selectors import branch_shown, conversation_system_changes
+from playground.chat.selectors import BranchShown, branch_shown, conversation_system_changes
 from playground.chat.services.branching import (
     chat_branch_switch,
     chat_fork,
@@ -33,9 +33,10 @@ from playground.lib.web import HtmxHttpRequest, refusal
 from playground.usage.insights.cache_break_selectors import conversation_breaks_shown
 
 
-def branch_context(conversation: Conversation) -> dict[str, Any]:
-    """What the messages partial shows: the branch on screen, with its forks' switchers."""
-    shown = branch_shown(conversation=conversation)
+def branch_context(conversation: Conversation, shown: BranchShown | None = None) -> dict[str, Any]:
+    """What the messages partial shows: the branch on screen, with its forks' switchers
+    (`shown` when the caller already loaded it for another part of the page)."""
+    shown = shown or branch_shown(conversation=conversation)
     changes = conversation_system_changes(conversation=conversation)
     return {
         "messages_list": message_views(

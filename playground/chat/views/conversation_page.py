@@ -35,6 +35,7 @@ from playground.chat.selectors import (
     COUNT_CAP,
     BadCursor,
     ConversationPage,
+    branch_shown,
     conversation_count_capped,
     conversation_page,
     conversation_search,
@@ -134,10 +135,11 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
     can_run = user_can_run(user=request.user, team_id=conversation.team_id)
     connection = conversation.connection
     note = composer_note(conversation, can_run=can_run)
+    shown = branch_shown(conversation=conversation)
     context = {
         "conversation": conversation,
         "connection_label": connection_label(connection) if connection else "deleted connection",
-        **branch_context(conversation),
+        **branch_context(conversation, shown),
         "can_send": not note,
         "can_run": can_run,
         "composer_note": note,
@@ -146,7 +148,7 @@ def conversation_detail_view(request: HtmxHttpRequest, conversation_id: int) -> 
         "affinity_help": AFFINITY_HELP,
         **_composer_context(conversation, can_run=can_run),
         "tools_panel": _tools_panel(conversation),
-        "variables_panel": conversation_variables_panel(conversation),
+        "variables_panel": conversation_variables_panel(conversation, shown=shown),
         **attachments_context(conversation, can_send=not note),
         **model_drawer_context(
             conversation.connection_id, conversation.model_id, team_connections(request, conversation)
@@ -226,11 +228,12 @@ def conversation_composer_view(request: HtmxHttpRequest, conversation_id: int) -
     }
     if request.htmx:  # errors are a normal answer to the panel's own request, so htmx swaps them in
         if saved and conversation.system_prompt != prompt_before:
+            shown = branch_shown(conversation=conversation)
             context |= {
                 "messages_redrawn": True,
                 "can_send": True,
-                **branch_context(conversation),
-                "variables_panel": conversation_variables_panel(conversation),
+                **branch_context(conversation, shown),
+                "variables_panel": conversation_variables_panel(conversation, shown=shown),
             }
         return render(request, "chat/composer_saved.html", context)
     return render(request, "chat/composer_settings_page.html", context, status=400)

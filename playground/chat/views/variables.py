@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from playground.chat.models import Conversation
 from playground.chat.presenters.variables import VariablesPanel, variables_panel
-from playground.chat.selectors import branch_shown
+from playground.chat.selectors import BranchShown, branch_shown
 from playground.chat.services.conversations import ConversationNotFound, conversation_variables_update
 from playground.chat.views.lookups import conversation_or_404
 from playground.lib.web import HtmxHttpRequest
@@ -22,10 +22,12 @@ def conversation_variables_panel(
     rows: list[dict[str, str]] | None = None,
     errors: dict[str, list[str]] | None = None,
     saved: bool = False,
+    shown: BranchShown | None = None,
 ) -> VariablesPanel:
     """The drawer for the branch on screen (which variables its texts use, which are missing),
-    showing the stored variables or the `rows` just submitted."""
-    messages = branch_shown(conversation=conversation).messages
+    showing the stored variables or the `rows` just submitted (`shown` when the page already
+    loaded the branch)."""
+    messages = (shown or branch_shown(conversation=conversation)).messages
     return variables_panel(
         variables=conversation.variables if rows is None else rows,
         texts=[conversation.system_prompt, *(message.content for message in messages)],
