@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "playground.chat",
     "playground.teams",
     "playground.batches",
+    "playground.evals",
     "playground.analytics",
     "playground.gateway",
 ]

@@ -16,6 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("chat/", include("playground.chat.urls")),
     path("batches/", include("playground.batches.urls")),
+    path("evals/", include("playground.evals.urls")),
     path("teams/", include("playground.teams.urls")),
     path("presets/", include("playground.presets.urls")),
     # The Usage pages are the `analytics` app (namespace "analytics"), not the `usage` floor.

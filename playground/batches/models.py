@@ -56,6 +56,9 @@ class Batch(models.Model):
     item_count = models.PositiveIntegerField(default=0)
     # The preview rows and the pre-flight estimate shown before confirming.
     preview = models.JSONField(default=list, blank=True)
+    # Tags every item's record carries, with the item's `external_reference` (an experiment's
+    # batch: "experiment:12", "eval-target:3"), so the request log can filter what caused them.
+    record_tags = models.JSONField(default=list, blank=True)
     estimate = models.JSONField(default=dict, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)

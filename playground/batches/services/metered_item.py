@@ -71,7 +71,15 @@ def record_context(batch: Batch, item: BatchItem | None, card: KnownCard | None 
         priced_on=batch.priced_on,
         source=item.source if item is not None else "",
         card=card,
+        tags=_record_tags(batch, item),
     )
+
+
+def _record_tags(batch: Batch, item: BatchItem | None) -> tuple[str, ...]:
+    if not batch.record_tags:
+        return ()
+    reference = (item.external_reference,) if item is not None and item.external_reference else ()
+    return (*batch.record_tags, *reference)
 
 
 def draft_context(batch: Batch, day: dt.date) -> RequestContext:

@@ -98,9 +98,11 @@ def batch_context(
     priced_on: dt.date | None,
     source: str = "",
     card: KnownCard | None = None,
+    tags: tuple[str, ...] = (),
 ) -> RequestContext:
     """What a batch item's record carries: priced by the card of the day its batch was submitted
-    (`priced_on`; `card` when already looked up), never streamed. `source`: the item's attempt."""
+    (`priced_on`; `card` when already looked up), never streamed. `source`: the item's attempt;
+    `tags`: what the record is tagged with (an experiment's batch names the experiment)."""
     return RequestContext(
         team_id=team_id,
         user_id=user_id,
@@ -112,6 +114,7 @@ def batch_context(
         source=source,
         priced_on=priced_on,
         price_card=card,
+        attribution=Attribution(tags=tags),
     )
 
 

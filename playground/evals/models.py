@@ -1,0 +1,144 @@
+"""Evaluations: a team's datasets (versioned lists of items) and experiments over them.
+
+A dataset's items are never edited in place: an edit adds rows and marks others removed, each
+with the version number it happened in, so version N is the rows with `added_in <= N` and
+(`removed_in` empty or `> N`), read page by page without loading the dataset whole. An
+experiment names the version it ran on; each of its targets (a preset version) runs as one batch
+(`batches`), whose items are the dataset's items in id order, so item `index` i of every
+target's batch answers the same dataset item.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from playground.accounts.models import Team
+
+
+class Dataset(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=200)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    version = models.PositiveIntegerField(default=0)  # the newest version's number (0: no items yet)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="one_dataset_name_per_team")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DatasetVersion(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    item_count = models.PositiveIntegerField(default=0)
+    change = models.CharField(max_length=300)  # what made it: "Uploaded items.jsonl: 20 items"
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dataset", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "number"], name="one_dataset_version_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id} v{self.number}"
+
+
+class DatasetUpload(models.Model):
+    """An upload with bad lines: its good items wait (`DatasetItem.upload`) until the user
+    confirms them (a new version) or discards them."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="uploads")
+    file_name = models.CharField(max_length=200)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    item_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list)  # the first bad lines: [{"line", "message"}]
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"upload {self.file_name} to dataset {self.dataset_id}"
+
+
+class DatasetItem(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
+    # The version it first belongs to; None while it waits in an unconfirmed upload.
+    added_in = models.PositiveIntegerField(null=True, blank=True)
+    removed_in = models.PositiveIntegerField(null=True, blank=True)  # the first version without it
+    upload = models.ForeignKey(
+        DatasetUpload, null=True, blank=True, on_delete=models.CASCADE, related_name="items"
+    )
+    line = models.PositiveIntegerField(null=True, blank=True)  # its line in the uploaded file
+    # What is sent: plain `messages`, or an `input` (the user's message) with `variables`
+    # filling the preset's {{variables}}.
+    input = models.TextField(blank=True)
+    messages = models.JSONField(null=True, blank=True)
+    variables = models.JSONField(default=dict, blank=True)
+    expected = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["dataset", "added_in", "id"])]
+
+    def __str__(self) -> str:
+        return f"item {self.pk} of dataset {self.dataset_id}"
+
+
+class Experiment(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=200)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="experiments")
+    dataset_version = models.PositiveIntegerField()
+    item_count = models.PositiveIntegerField(default=0)
+    # The checks every answer is scored by: [{"kind", ...its parameters}] (`evals.checks`).
+    checks = models.JSONField(default=list)
+    # The pre-flight: {"cost": str | None, "per_target": [...], "blocked": str} when created.
+    estimate = models.JSONField(default=dict)
+    started_at = models.DateTimeField(null=True, blank=True)  # None: a draft, nothing sent
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["team", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.name or f"Experiment {self.pk}"
+
+
+class ExperimentTarget(models.Model):
+    """One preset version the experiment runs, as one batch of the dataset's items."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="targets")
+    position = models.PositiveSmallIntegerField()
+    label = models.CharField(max_length=200)  # "Support bot v3"
+    preset_version = models.ForeignKey(
+        "presets.PresetVersion", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    batch = models.OneToOneField(
+        "batches.Batch", null=True, on_delete=models.SET_NULL, related_name="experiment_target"
+    )
+
+    class Meta:
+        ordering = ["experiment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "position"], name="one_target_per_position")
+        ]
+
+    def __str__(self) -> str:
+        return self.label

@@ -1,0 +1,1 @@
+"""Evaluation writes: `datasets` (items, uploads, versions) and `experiments` (run, cancel)."""

@@ -1,0 +1,225 @@
+"""Experiments: a dataset version's items sent to each target (a preset version) as one batch.
+
+Each target is an ordinary batch (`batches.services`): the same input checks and estimate, the
+same budget hold per item, the same chain of Celery steps (resumed by the watchdog or the nudge
+after a worker dies; an item's record and result commit together under a unique source, so
+nothing is recorded twice) and the same usage records, tagged `experiment:<id>`,
+`eval-target:<id>` and `eval-item:<dataset item id>` (`Batch.record_tags`). An experiment is a
+draft with its pre-flight until the user starts it; starting is refused, with nothing sent,
+when the budget cannot cover the whole experiment's worst case.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from playground.accounts.permissions import require_run_role
+from playground.batches.models import Batch
+from playground.batches.services.actions import batch_cancel, batch_confirm, batch_discard
+from playground.batches.services.chain import batch_nudge_if_stalled
+from playground.batches.services.drafts import (
+    BatchInput,
+    BatchInputInvalid,
+    batch_draft_create,
+    batch_estimate_today,
+)
+from playground.evals.checks import check_problem
+from playground.evals.models import Dataset, DatasetItem, Experiment, ExperimentTarget
+from playground.evals.selectors import dataset_get, dataset_version_items, experiment_get
+from playground.presets.selectors import preset_version_setup
+from playground.presets.setup import PresetSetup
+from playground.usage.budgets import budget_headroom
+from playground.usage.money import money
+
+MAX_TARGETS = 4
+ITEM_REFERENCE = "eval-item:"
+
+
+class ExperimentNotFound(Exception):
+    """No experiment (or dataset) with that id in the user's teams (answered as 404)."""
+
+
+def experiment_create(
+    *,
+    user: User,
+    dataset_id: int,
+    preset_version_ids: Sequence[int],
+    checks: list[dict[str, Any]],
+    name: str = "",
+) -> Experiment:
+    """A draft: one batch draft per target over the dataset's newest version, and the pre-flight.
+
+    Refused (`ValidationError`) for a dataset without items, a version another team owns, a
+    check that cannot run, or items a target cannot send (each named by its dataset line)."""
+    dataset = dataset_get(user=user, dataset_id=dataset_id)
+    if dataset is None:
+        raise ExperimentNotFound(dataset_id)
+    require_run_role(user=user, team_id=dataset.team_id)
+    ids = list(dict.fromkeys(preset_version_ids))
+    if not 1 <= len(ids) <= MAX_TARGETS:
+        raise ValidationError({"targets": f"Choose 1 to {MAX_TARGETS} preset versions."})
+    problems = [problem for check in checks if (problem := check_problem(check))]
+    if problems:
+        raise ValidationError({"checks": problems})
+    setups = [_setup(user, dataset, version_id) for version_id in ids]
+    items = dataset_version_items(dataset=dataset, version=dataset.version)
+    count = items.count()
+    if not count:
+        raise ValidationError({"dataset": "The dataset has no items yet."})
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            team_id=dataset.team_id,
+            created_by=user,
+            name=(name.strip() or f"{dataset.name} v{dataset.version}")[:200],
+            dataset=dataset,
+            dataset_version=dataset.version,
+            item_count=count,
+            checks=checks,
+        )
+        for position, setup in enumerate(setups):
+            target = ExperimentTarget.objects.create(
+                experiment=experiment,
+                position=position,
+                label=f"{setup.preset_name} v{setup.version_number}",
+                preset_version_id=setup.version_id,
+            )
+            target.batch = _batch_draft(user, experiment, target, setup, items)
+            target.save(update_fields=["batch"])
+        experiment.estimate = experiment_preflight(experiment=experiment)
+        experiment.save(update_fields=["estimate"])
+    return experiment
+
+
+def experiment_preflight(*, experiment: Experiment) -> dict[str, Any]:
+    """The estimated cost of each target and in all (priced today), and why the budget refuses
+    it ("" when it fits): the whole experiment's worst case must fit before anything is sent."""
+    per_target, total, unpriced = [], Decimal(0), False
+    for target in experiment.targets.select_related("batch"):
+        cost = batch_estimate_today(batch=target.batch).get("cost") if target.batch else None
+        per_target.append({"label": target.label, "cost": cost})
+        if cost is None:
+            unpriced = True
+        else:
+            total += Decimal(cost)
+    blocked = ""
+    headroom = budget_headroom(team_id=experiment.team_id, user_id=experiment.created_by_id)
+    if headroom is not None and headroom.refusal(total) is not None:
+        blocked = (
+            f"This experiment could cost up to {money(total)}; {money(headroom.remaining)} of "
+            f"{headroom.whose} {money(headroom.limit)} budget remains this month. Nothing was sent: "
+            "raise the limit on the Budgets page, or use fewer items or targets."
+        )
+    return {"cost": None if unpriced else str(total), "per_target": per_target, "blocked": blocked}
+
+
+def experiment_start(*, user: User, experiment_id: int) -> Experiment:
+    """Send it: every target's batch confirmed, priced by today's cards. Refused with nothing
+    sent when the budget cannot cover the whole experiment's worst case."""
+    experiment = _experiment_for_run(user, experiment_id)
+    if experiment.started_at is not None:
+        return experiment
+    estimate = experiment_preflight(experiment=experiment)
+    if estimate["blocked"]:
+        raise ValidationError(estimate["blocked"])
+    with transaction.atomic():
+        experiment.estimate = estimate
+        experiment.started_at = timezone.now()
+        experiment.save(update_fields=["estimate", "started_at"])
+        for batch_id in _batch_ids(experiment):
+            batch_confirm(user=user, batch_id=batch_id)
+    return experiment
+
+
+def experiment_cancel(*, user: User, experiment_id: int) -> Experiment:
+    """Stop what is not sent yet; what was answered stays, with its cost. A draft is discarded."""
+    experiment = _experiment_for_run(user, experiment_id)
+    if experiment.started_at is None:
+        for batch_id in _batch_ids(experiment):
+            batch_discard(user=user, batch_id=batch_id)
+        experiment.delete()
+        return experiment
+    for batch_id in _batch_ids(experiment):
+        batch_cancel(user=user, batch_id=batch_id)
+    Experiment.objects.filter(pk=experiment.pk, cancelled_at__isnull=True).update(cancelled_at=timezone.now())
+    experiment.refresh_from_db()
+    return experiment
+
+
+def experiment_nudge(*, experiment: Experiment) -> None:
+    """Restart the chain of any target whose batch has visibly stalled (a worker died): the page
+    asks while it is watched, as the batch page does."""
+    for batch in Batch.objects.filter(experiment_target__experiment=experiment, finished_at__isnull=True):
+        batch_nudge_if_stalled(batch=batch)
+
+
+def _setup(user: User, dataset: Dataset, version_id: int) -> PresetSetup:
+    setup = preset_version_setup(user=user, version_id=version_id)
+    if setup is None or setup.team_id != dataset.team_id or setup.connection.id is None:
+        raise ValidationError(
+            {"targets": "Choose versions of the dataset's team's presets whose connection exists."}
+        )
+    return setup
+
+
+def _batch_draft(
+    user: User, experiment: Experiment, target: ExperimentTarget, setup: PresetSetup, items: Any
+) -> Batch:
+    declared = {variable["name"] for variable in setup.variables}
+    with tempfile.SpooledTemporaryFile(max_size=8_000_000) as stream:
+        for item in items.iterator(chunk_size=1_000):
+            stream.write(json.dumps(_line(item, declared)).encode() + b"\n")
+        stream.seek(0)
+        try:
+            batch = batch_draft_create(
+                user=user,
+                connection_id=setup.connection.id or 0,
+                model_id=setup.model_id,
+                source=BatchInput(kind="jsonl", stream=stream),
+                name=f"{experiment.name} · {target.label}",
+                preset_version_id=setup.version_id,
+            )
+        except BatchInputInvalid as exc:
+            # The batch's line N is the version's Nth item: say which item, and its upload line.
+            refs = list(items.values_list("pk", "line"))
+            named = [
+                f"item {refs[e.line - 1][0]}: {e.message}" if e.line else e.message for e in exc.errors[:5]
+            ]
+            raise ValidationError(
+                {"targets": [f"{target.label} cannot send {exc.error_count} item(s).", *named]}
+            ) from None
+    batch.record_tags = [f"experiment:{experiment.pk}", f"eval-target:{target.pk}"]
+    batch.save(update_fields=["record_tags"])
+    return batch
+
+
+def _line(item: DatasetItem, declared: set[str]) -> dict[str, Any]:
+    """The batch line of one item: its messages (or its input as the user's message), the values
+    of the variables this target's preset declares, and its reference."""
+    messages = item.messages or [{"role": "user", "content": item.input}]
+    variables = {name: value for name, value in item.variables.items() if name in declared}
+    return {
+        "messages": messages,
+        **({"variables": variables} if variables else {}),
+        "external_reference": f"{ITEM_REFERENCE}{item.pk}",
+    }
+
+
+def _batch_ids(experiment: Experiment) -> list[int]:
+    return [pk for pk in experiment.targets.values_list("batch_id", flat=True) if pk is not None]
+
+
+def _experiment_for_run(user: User, experiment_id: int) -> Experiment:
+    experiment = experiment_get(user=user, experiment_id=experiment_id)
+    if experiment is None:
+        raise ExperimentNotFound(experiment_id)
+    require_run_role(user=user, team_id=experiment.team_id)
+    return experiment
