@@ -52,7 +52,7 @@ PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 SERVICES_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
 
-.PHONY: run test test-services lint typecheck browser install bench
+.PHONY: run run-production test test-services lint typecheck browser install bench
 
 $(VENV)/bin/python:
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ not found (Django 6 needs it)"; exit 1; }
@@ -101,6 +101,11 @@ endif
 ## Run the app: engine + web + worker as one supervised group (Ctrl-C stops all).
 run: install
 	$(PY) -m playground.devrun
+
+## The production layout (docs/deploy.md): WEB_CONCURRENCY web processes, Celery worker(s) and beat,
+## on PostgreSQL and Redis (DATABASE_URL, REDIS_URL required); ENGINE_PROCESS=1 adds the engine.
+run-production: install
+	$(PY) -m playground.prodrun
 
 ## Browser tests drive Debian's chromium; install it when missing (needs root).
 browser:

@@ -7,7 +7,6 @@ gateway to the loopback fake upstream."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,15 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 
 from playground.providers.models import ProviderConnection
 from playground.usage.api_keys import api_key_issue
 from tests.support.actors import Actors
 from tests.support.engine import free_port
 from tests.support.metrics import Scrape
+from tests.support.web_processes import REPO, app_env, wait_alive
 
-REPO = Path(__file__).resolve().parents[2]
 TOKEN = "scrape-secret"
 MODEL = "gateway-model"
 # The Procfile's web command, on loopback.
@@ -32,57 +30,22 @@ WEB = [sys.executable, "-m", "uvicorn", "playground.asgi:application", "--host",
        "--no-access-log", "--lifespan", "off", "--log-level", "warning"]  # fmt: skip
 
 
-def database_url() -> str:
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 @pytest.fixture
 def web_processes(transactional_db: None, tmp_path: Path) -> Iterator[list[str]]:
-    env = {
-        key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE", "REDIS_URL")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="playground.settings",
-        DATABASE_URL=database_url(),
-        SECRET_KEY=settings.SECRET_KEY,
-        FIELD_ENCRYPTION_KEY=settings.FIELD_ENCRYPTION_KEY,  # the connection's token is encrypted with it
-        HTTPS="false",
-        PLAYGROUND_DATA_DIR=str(tmp_path),
-        PROVIDER_HOST_ALLOWLIST="127.0.0.1",
-        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
-        METRICS_TOKEN=TOKEN,
-        LOG_LEVEL="WARNING",
-    )
+    env = app_env(tmp_path, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"), METRICS_TOKEN=TOKEN)
     (tmp_path / "staticfiles").mkdir()  # ServeStatic warns about a missing static root
     ports = [free_port(), free_port()]
     processes = [subprocess.Popen([*WEB, "--port", str(port)], cwd=REPO, env=env) for port in ports]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     try:
         for url, process in zip(urls, processes, strict=True):
-            _wait_alive(url, process)
+            wait_alive(url, process)
         yield urls
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             process.wait(10)
-
-
-def _wait_alive(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the web process exited"
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer /healthz")
 
 
 def scrape(url: str) -> Scrape:
