@@ -186,12 +186,6 @@ class UsageRecord(models.Model):
                 condition=Q(routing__isnull=False),
                 name="usage_team_routed",
             ),
-            # The dashboard's redactions chart reads the records that were redacted (issue 37).
-            models.Index(
-                fields=["team", "created_at"],
-                condition=Q(redactions__isnull=False),
-                name="usage_team_redacted",
-            ),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.
             NullsLastIndex(

@@ -1,6 +1,6 @@
-"""`manage.py team_settings --team TEAM [--store {full,redacted,metadata}] [--upstream-redaction
-{on,off}]`: a team's settings on the server's command line, through the same services as the team
-pages; without an option it prints them."""
+"""`manage.py team_settings --team TEAM [--store {full,redacted,metadata}]`: a team's settings on
+the server's command line, through the same services as the team pages; without an option it
+prints them."""
 
 from __future__ import annotations
 
@@ -11,19 +11,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from playground.accounts.commands import team_named
 from playground.accounts.models import StoreMode
-from playground.teams.services.storage import (
-    team_store_mode_set_by_operator,
-    team_upstream_redaction_set_by_operator,
-)
-
-ON_OFF = {"on": True, "off": False}
+from playground.teams.services.storage import team_store_mode_set_by_operator
 
 
 class Command(BaseCommand):
-    help = (
-        "Show or change a team's settings: --store sets what its request records keep of their text, "
-        "--upstream-redaction whether its requests go to the model redacted."
-    )
+    help = "Show or change a team's settings: --store sets what its request records keep of their text."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--team", required=True, help="The team's id or name")
@@ -33,11 +25,6 @@ class Command(BaseCommand):
             help="What the records of the team's requests keep of their text (gateway keys that name "
             "their own mode keep theirs): the full text, redacted text, or metadata only",
         )
-        parser.add_argument(
-            "--upstream-redaction",
-            choices=list(ON_OFF),
-            help="on: the team's requests go to the model with placeholders instead of sensitive values",
-        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         team = team_named(str(options["team"]))
@@ -46,8 +33,4 @@ class Command(BaseCommand):
                 team = team_store_mode_set_by_operator(team=team, mode=str(options["store"]))
             except ValidationError as exc:
                 raise CommandError(" ".join(exc.messages)) from None
-        if options["upstream_redaction"] is not None:
-            on = ON_OFF[options["upstream_redaction"]]
-            team = team_upstream_redaction_set_by_operator(team=team, on=on)
-        upstream = "on" if team.upstream_redaction else "off"
-        self.stdout.write(f"{team.name} (#{team.pk}): store {team.store_mode}, upstream redaction {upstream}")
+        self.stdout.write(f"{team.name} (#{team.pk}): store {team.store_mode}")
