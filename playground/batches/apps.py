@@ -14,7 +14,9 @@ class BatchesConfig(AppConfig):
         # The package `__init__` no longer builds it: the engine must start without Celery.
         import playground.celery  # noqa: F401
         from playground.batches import tasks  # noqa: F401  (registers the tasks and the worker_ready hook)
+        from playground.batches.erasure import BatchEraser
         from playground.batches.sources import BatchItemSources
-        from playground.usage import sources
+        from playground.usage import erasure, sources
 
         sources.resolvers.register(sources.BATCH_ITEM, BatchItemSources())
+        erasure.erasers.register("batches", BatchEraser())

@@ -12,14 +12,16 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         # Below chat, usage and providers name conversations only through these registries.
+        from playground.chat.registries.erasure import ChatEraser
         from playground.chat.registries.presets import ConversationPresets
         from playground.chat.registries.sources import ComparisonColumnSources, ConversationSources
         from playground.presets import request_presets
-        from playground.usage import sources
+        from playground.usage import erasure, sources
 
         sources.resolvers.register(sources.CONVERSATION, ConversationSources())
         sources.resolvers.register(sources.COMPARISON_COLUMN, ComparisonColumnSources())
         request_presets.sources.register(sources.CONVERSATION, ConversationPresets())
+        erasure.erasers.register("chat", ChatEraser())
         post_migrate.connect(_search_index_ensure, sender=self)
 
 

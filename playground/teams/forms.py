@@ -328,3 +328,11 @@ class ApiKeyForm(forms.Form):
             follows_policy=data["follows_policy"],
             store_mode=data["store_mode"],
         )
+
+
+class EndUserEraseForm(forms.Form):
+    end_user = forms.CharField(
+        label="End user",
+        max_length=1024,
+        help_text="As its requests sent it: x-playground-user or the body's user field",
+    )
