@@ -7,6 +7,7 @@ import zoneinfo
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 
 def time_zone_validate(value: str) -> None:
@@ -123,7 +124,32 @@ class AuditAction(models.TextChoices):
     END_USER_ERASED = "team.end_user_erased", "Erased an end user's data"
 
 
-class AuditEvent(models.Model):
+class ChainedEntry(models.Model):
+    """An entry of its team's chain of decision records (`playground.accounts.chain`): its place,
+    the SHA-256 of its content and the hash of the entry before it. Written once, by
+    `chain_append`; blank only on a row slipped in around it."""
+
+    chain_seq = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    chain_digest = models.CharField(max_length=64, blank=True, editable=False)
+    chain_prev = models.CharField(max_length=64, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
+class DecisionChain(models.Model):
+    """The head of a team's chain: how many entries it holds and the last one's hash. Written
+    first by every append, so it is also what serializes a team's appends."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    length = models.PositiveIntegerField(default=0)
+    head = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"chain of team {self.team_id}: {self.length} entries"
+
+
+class AuditEvent(ChainedEntry):
     """Who changed what in a team, and when. Never holds a secret (tokens: "changed" only)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
@@ -134,10 +160,14 @@ class AuditEvent(models.Model):
     action = models.CharField(max_length=40, choices=AuditAction.choices)
     target = models.CharField(max_length=200, blank=True)
     detail = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Set when the event is made, not when saved: its hash is taken before the insert.
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "chain_seq"], name="audit_event_chain_place_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target}"

@@ -15,7 +15,6 @@ PREFIXES = ("/v1/", "/client/v4/")
 class Action(StrEnum):
     CHAT = "chat"
     MODELS = "models"
-    SCORES = "scores"  # POST /v1/scores: a score on one of the team's records
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,6 @@ _ACCOUNT = r"/client/v4/accounts/[^/]+/ai"
 _PATTERNS: tuple[tuple[re.Pattern[str], Endpoint], ...] = (
     (re.compile(r"^/v1/chat/completions/?$"), Endpoint(Action.CHAT, ErrorShape.OPENAI, "POST")),
     (re.compile(r"^/v1/models/?$"), Endpoint(Action.MODELS, ErrorShape.OPENAI, "GET")),
-    (re.compile(r"^/v1/scores/?$"), Endpoint(Action.SCORES, ErrorShape.OPENAI, "POST")),
     (re.compile(_ACCOUNT + r"/v1/chat/completions/?$"), Endpoint(Action.CHAT, ErrorShape.V4, "POST")),
     (re.compile(_ACCOUNT + r"/v1/models/?$"), Endpoint(Action.MODELS, ErrorShape.V4, "GET")),
 )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
-from playground.accounts.models import Team
+from playground.accounts.models import ChainedEntry, Team
 
 
-class RoutingPolicy(models.Model):
+class RoutingPolicy(ChainedEntry):
+    """One version, a link of the team's chain of decision records (`routing.chain`)."""
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="routing_policies")
     version = models.PositiveIntegerField()
     # As the user wrote it (connections by name): what the page shows and the command prints.
@@ -17,12 +20,14 @@ class RoutingPolicy(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Set when the version is made, not when saved: its hash is taken before the insert.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["-version"]
         constraints = [
-            models.UniqueConstraint(fields=["team", "version"], name="routing_policy_version_unique")
+            models.UniqueConstraint(fields=["team", "version"], name="routing_policy_version_unique"),
+            models.UniqueConstraint(fields=["team", "chain_seq"], name="routing_policy_chain_place_unique"),
         ]
 
     def __str__(self) -> str:

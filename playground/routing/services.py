@@ -6,7 +6,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
 
+from playground.accounts.chain import chain_append
 from playground.accounts.models import Team
+from playground.routing.chain import POLICY_VERSIONS
 from playground.routing.models import RoutingPolicy
 from playground.routing.problems import PolicyInvalid
 from playground.routing.selectors import policy_cache_forget
@@ -25,8 +27,9 @@ def routing_policy_save(*, team: Team, document: object, user: User | None, note
     with transaction.atomic():
         Team.objects.select_for_update().filter(pk=team.pk).first()  # versions in order, one at a time
         latest = RoutingPolicy.objects.filter(team=team).aggregate(latest=Max("version"))["latest"] or 0
-        policy = RoutingPolicy.objects.create(
-            team=team, version=latest + 1, document=parsed, note=note[:300], created_by=user
+        policy = chain_append(
+            RoutingPolicy(team=team, version=latest + 1, document=parsed, note=note[:300], created_by=user),
+            kind=POLICY_VERSIONS,
         )
     policy_cache_forget(team.pk)
     return policy

@@ -10,11 +10,13 @@ from typing import Any
 from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
+from playground.accounts.chain import ChainStatus, chain_verify
 from playground.accounts.models import AuditEvent, Invitation, Membership, Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.catalog.models import CatalogModel
 from playground.catalog.selectors import price_card_for, price_card_label
 from playground.providers.models import ProviderConnection
+from playground.routing.chain import DECISION_KINDS
 from playground.usage.budgets import BudgetStatus, member_spend
 from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, BudgetLedger
 from playground.usage.money import money
@@ -173,6 +175,11 @@ class AuditRow:
 def audit_rows(*, team: Team) -> list[AuditRow]:
     events = AuditEvent.objects.filter(team=team).select_related("actor")[:AUDIT_ROWS]
     return [AuditRow(event, audit_detail_lines(event.detail)) for event in events]
+
+
+def decision_chain_status(*, team: Team) -> ChainStatus:
+    """Whether the team's audit events and routing policy versions are as they were written."""
+    return chain_verify(team_id=team.pk, kinds=DECISION_KINDS)
 
 
 # Names of detail keys where the key itself does not read well.

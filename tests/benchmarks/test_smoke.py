@@ -44,6 +44,9 @@ FIGURES = {
     # Every query timed, the rare word found exactly once (the script asserts it) on SQLite.
     "conversation_search.py": r"search sqlite: worst p95 \d+ ms, all queries p50 \d+ ms "
     r"over 2,000 conversations",
+    # Every write chained and the chain verified intact (the script asserts it).
+    "audit_chain.py": r"audit chain sqlite: [+-][\d.]+ ms per audit write \(p50 .*\), "
+    r"verify \d+ ms per 1,000 entries",
     "redaction.py": r"redaction: typical [\d.]+ MB/s per core .*, p99 [\d.]+ ms per 20 KB prompt .*; "
     r"dense [\d.]+ MB/s, p99 [\d.]+ ms",
 }

@@ -14,6 +14,6 @@ from playground.teams.views.page import team_page, team_view
 @require_GET
 @team_view()
 def audit_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
-    return team_page(
-        request, membership, "teams/audit.html", {"events": selectors.audit_rows(team=membership.team)}
-    )
+    team = membership.team
+    context = {"events": selectors.audit_rows(team=team), "chain": selectors.decision_chain_status(team=team)}
+    return team_page(request, membership, "teams/audit.html", context)

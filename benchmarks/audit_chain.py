@@ -1,0 +1,119 @@
+"""What the hash chain of decision records (issue 37) adds to an audit write, and what verifying costs.
+
+Times `--writes` audit events written as the app writes them (`teams.services.audit.audit`:
+lock the team's chain head, hash, insert, move the head), each in its own transaction, against
+the same events inserted as before the chain (one INSERT), interleaved so both see the same
+database; then `chain_verify` over the chain. SQLite in a temporary file, or PostgreSQL in a
+database of its own (`bench_audit_chain`, dropped afterwards) on the server of `--pg`.
+
+    .venv/bin/python benchmarks/audit_chain.py [--writes 2000]
+    .venv/bin/python benchmarks/audit_chain.py --pg postgres://postgres@127.0.0.1:5432/postgres
+    .venv/bin/python benchmarks/audit_chain.py --smoke   # seconds: the test suite runs this
+
+The last line: `audit chain <database>: +<ms> ms per audit write (p50 <ms> chained vs <ms>
+plain, p99 ...), verify <ms> ms per 1,000 entries`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DB = "bench_audit_chain"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--writes", type=int, default=2000)
+    parser.add_argument("--pg", help="an admin URL of a PostgreSQL server: measure there instead of SQLite")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    if args.smoke:
+        args.writes = 100
+    data_dir = ""
+    if args.pg:
+        import psycopg
+
+        with psycopg.connect(args.pg, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+        os.environ["DATABASE_URL"] = args.pg.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+    else:
+        # The app's own SQLite settings (WAL, synchronous=NORMAL) in a folder of its own.
+        data_dir = tempfile.mkdtemp(prefix="bench-audit-")
+        os.environ["PLAYGROUND_DATA_DIR"] = data_dir
+        os.environ.pop("DATABASE_URL", None)
+    for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY"):
+        os.environ.setdefault(name, f"benchmark-only-{name.lower()}")
+    os.environ.setdefault("HTTPS", "false")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "playground.settings"
+    try:
+        measure(args.writes, "postgresql" if args.pg else "sqlite")
+    finally:
+        if args.pg:
+            import psycopg
+            from django.db import connections
+
+            connections.close_all()
+            with psycopg.connect(args.pg, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        if data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def measure(writes: int, database: str) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from playground.accounts.chain import chain_verify
+    from playground.accounts.models import AuditAction, AuditEvent, Team
+    from playground.routing.chain import DECISION_KINDS
+    from playground.teams.services.audit import audit
+
+    chained_team = Team.objects.create(name="Chained", slug="chained")
+    plain_team = Team.objects.create(name="Plain", slug="plain")
+    chained: list[float] = []
+    plain: list[float] = []
+    for index in range(writes):
+        detail: dict[str, Any] = {"limit": f"{index}.00", "previous": {"limit": f"{index - 1}.00"}}
+        started = time.perf_counter()
+        audit(actor=None, team=chained_team, action=AuditAction.BUDGET_CHANGED, actor_name="bench", **detail)
+        chained.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        AuditEvent.objects.create(
+            team=plain_team, actor_name="bench", action=AuditAction.BUDGET_CHANGED, detail=detail
+        )
+        plain.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    status = chain_verify(team_id=chained_team.pk, kinds=DECISION_KINDS)
+    verify_ms = (time.perf_counter() - started) * 1000
+    assert status.intact and status.entries == writes, str(status)
+
+    def ms(values: list[float], share: float) -> float:
+        return statistics.quantiles(values, n=100)[int(share * 100) - 1] * 1000
+
+    added = (statistics.median(chained) - statistics.median(plain)) * 1000
+    print(f"{writes} audit writes each, one transaction each, {database}")
+    print(
+        f"audit chain {database}: {added:+.2f} ms per audit write (p50 {ms(chained, 0.5):.2f} ms chained vs "
+        f"{ms(plain, 0.5):.2f} plain, p99 {ms(chained, 0.99):.2f} vs {ms(plain, 0.99):.2f}), "
+        f"verify {verify_ms / writes * 1000:.0f} ms per 1,000 entries"
+    )
+
+
+if __name__ == "__main__":
+    main()
