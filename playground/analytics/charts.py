@@ -461,6 +461,77 @@ def preset_versions(rows: list[dict[str, Any]]) -> Chart:
     return Chart(figure=figure, table=table, empty=not rows)
 
 
+def scores_by_version(rows: list[dict[str, Any]]) -> Chart:
+    """Two panels on one axis of versions, the most scored on top: the mean 1-5 rating and the
+    thumbs-up share, each bar hovered with how many scores it stands on (a version with no
+    rating, or no thumb, has no bar in that panel)."""
+    positions = [str(i) for i in range(len(rows))]
+    ticks = [_short(row["label"], 32) for row in rows]
+
+    def bars(value: str, count: str, *, axis: str, name: str, color: str, hover: str) -> dict[str, Any]:
+        return {
+            "type": "bar",
+            "orientation": "h",
+            "name": name,
+            "x": [_num(row[value]) for row in reversed(rows)],
+            "y": positions[::-1],
+            "customdata": [row[count] for row in reversed(rows)],
+            "marker": {"color": color},
+            "xaxis": axis,
+            "hovertemplate": f"{hover} · %{{customdata:,}} scored<extra></extra>",
+        }
+
+    data = [
+        bars("rating_mean", "ratings", axis="x", name="Mean rating", color=PALETTE[0], hover="%{x:.2f} of 5"),
+        bars("up_share", "thumbs", axis="x2", name="Thumbs up", color=PALETTE[2], hover="%{x:.0%} up"),
+    ]
+    layout = _layout(y_title="", hovermode="closest", showlegend=False)
+    layout["xaxis"] = {
+        "domain": [0, 0.47],
+        "range": [0, 5],
+        "dtick": 1,
+        "title": {"text": "Mean rating (1-5)"},
+        "gridcolor": "#f0f2f5",
+    }
+    layout["xaxis2"] = {
+        "domain": [0.53, 1],
+        "range": [0, 1],
+        "tickformat": ".0%",
+        "title": {"text": "Thumbs-up share"},
+        "gridcolor": "#f0f2f5",
+    }
+    layout["yaxis"] = {
+        "automargin": True,
+        "type": "category",
+        "tickmode": "array",
+        "tickvals": positions[::-1],
+        "ticktext": ticks[::-1],
+    }
+    layout["margin"]["l"] = 10
+    layout["height"] = max(RANKING_MIN_HEIGHT, 90 + RANKING_BAR_HEIGHT * len(rows))
+    table = Table(
+        ["Preset version", "Scores", "Ratings", "Mean rating", "Thumbs", "Thumbs up", "Up share"],
+        [
+            [
+                row["label"],
+                row["scores"],
+                row["ratings"],
+                None if row["rating_mean"] is None else round(row["rating_mean"], 2),
+                row["thumbs"],
+                row["thumbs_up"],
+                None if row["up_share"] is None else f"{row['up_share']:.0%}",
+            ]
+            for row in rows
+        ],
+    )
+    return Chart(
+        figure={"data": data, "layout": layout},
+        table=table,
+        empty=not rows,
+        empty_text="No request of this period was scored.",
+    )
+
+
 def _ranked_name(row: dict[str, Any]) -> str:
     return f"{row['label']} ({row['detail']})" if row["detail"] else str(row["label"])
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 from playground.accounts.models import Team
 from playground.accounts.selectors import AnyUser, team_list_for_user
 from playground.presets.selectors import preset_version_labels
-from playground.usage.models import ApiKey, RequestPath, UsageStatus
+from playground.usage.models import RATING_MAX, RATING_MIN, ApiKey, RequestPath, UsageStatus
 from playground.usage.rollups import day_start, hour_start
 
 PRESETS = {
@@ -39,6 +39,15 @@ CACHED_SHARES = {
     "unknown": "Not reported",
 }
 ROUTE_OUTCOMES = {"fell_back": "Fell back", "downgraded": "Downgraded"}
+# The log's filter by the scores records were given (`usage.models.Score`): any score, a thumb,
+# or a rating at most N ("rating_le_5": any rating).
+SCORE_FILTERS = {
+    "any": "Has a score",
+    "up": "Thumbs up",
+    "down": "Thumbs down",
+    **{f"rating_le_{n}": f"Rating ≤ {n}" for n in range(RATING_MIN, RATING_MAX)},
+    f"rating_le_{RATING_MAX}": "Any rating",
+}
 SORTS = {
     "newest": "Newest first",
     "oldest": "Oldest first",
@@ -79,6 +88,7 @@ class Filters:
     # What a routing policy decided (issue 35): the rule that matched, and "fell_back" or "downgraded".
     route_rule: str = ""
     route_outcome: str = ""
+    score: str = ""  # "" or a SCORE_FILTERS key
     group: str = "model"
     sort: str = "newest"
 
@@ -148,6 +158,7 @@ class FilterForm(forms.Form):
     session = forms.CharField(required=False, max_length=1024)
     route = forms.CharField(required=False, max_length=100)
     routed = forms.ChoiceField(required=False, choices=_choices(ROUTE_OUTCOMES, "Routed or not"))
+    score = forms.ChoiceField(required=False, choices=_choices(SCORE_FILTERS, "Scored or not"))
     group = forms.ChoiceField(required=False, choices=list(GROUPS.items()))
     sort = forms.ChoiceField(required=False, choices=list(SORTS.items()))
 
@@ -215,6 +226,7 @@ def filters_from_query(*, user: AnyUser, query: QueryDict, now: dt.datetime | No
         session=data["session"] or "",
         route_rule=data["route"] or "",
         route_outcome=data["routed"] or "",
+        score=data["score"] or "",
         group=data["group"] or "model",
         sort=data["sort"] or "newest",
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.analytics import views
+from playground.analytics import score_views, views
 
 app_name = "analytics"
 urlpatterns: list[URLPattern] = [
@@ -24,6 +24,7 @@ urlpatterns: list[URLPattern] = [
     path("log/", views.log_view, name="log"),
     path("log/totals/", views.log_totals_view, name="log-totals"),
     path("log/<uuid:request_id>/", views.record_detail_view, name="record-detail"),
+    path("log/<uuid:request_id>/score/", score_views.record_score_view, name="record-score"),
     path("export.<slug:fmt>", views.export_view, name="export"),
     path("focus.csv", views.focus_export_view, name="focus-export"),
 ]

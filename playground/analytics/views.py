@@ -45,6 +45,7 @@ from playground.analytics.presenters import (
     record_redactions,
 )
 from playground.analytics.routing_view import record_routing
+from playground.analytics.score_views import scores_context
 from playground.analytics.selectors.attribution import cost_by_end_user, cost_by_key
 from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.analytics.selectors.chart_series import (
@@ -65,6 +66,7 @@ from playground.analytics.selectors.request_log import BadCursor, log_page, usag
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
 from playground.analytics.selectors.routing_outcomes import TAGGED_FROM, routing_outcomes
 from playground.analytics.selectors.runway import CANDIDATES, sessions_near_limit
+from playground.analytics.selectors.scores import scores_by_preset_version
 from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
@@ -72,6 +74,7 @@ from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_labels, preset_version_ref
 from playground.usage.insights.cache_break_selectors import break_shown, record_break
 from playground.usage.models import UsageRecord
+from playground.usage.scores import score_summaries
 from playground.usage.sources import record_source_links
 
 
@@ -95,9 +98,13 @@ class ChartSpec:
     by_attribution: bool = False
     # Reads the rollups by preset version (`selectors.presets`).
     by_preset: bool = False
+    # Reads the scores, narrowed by the log's own filters (`selectors.scores`): answers any filter.
+    by_scores: bool = False
 
     def unavailable(self, filters: Filters) -> str:
         """Why this chart's rollups cannot answer the filters ("" when they can)."""
+        if self.by_scores:
+            return ""
         if self.by_preset:
             return preset_rows_unserved(filters)
         if self.by_attribution:
@@ -137,6 +144,12 @@ CHARTS: dict[str, ChartSpec] = {
         lambda f, q: charts.preset_versions(cost_by_preset_version(f)),
         over_time=False,
         by_preset=True,
+    ),
+    "scores-by-preset-version": ChartSpec(
+        "Scores by prompt version",
+        lambda f, q: charts.scores_by_version(scores_by_preset_version(f)),
+        over_time=False,
+        by_scores=True,
     ),
     "tokens": ChartSpec(
         "Input tokens: fresh and cached",
@@ -416,6 +429,7 @@ def log_view(request: HtmxHttpRequest) -> HttpResponse:
             team_id=filters.team.pk,
             ids=[record.preset_version_id for record in page.records if record.preset_version_id],
         )
+        scores = score_summaries(team_id=filters.team.pk, record_ids=[record.pk for record in page.records])
         context.update(
             {
                 "page": page,
@@ -425,6 +439,7 @@ def log_view(request: HtmxHttpRequest) -> HttpResponse:
                         source,
                         _attribution_queries(request.GET, record),
                         presets.get(record.preset_version_id or 0),
+                        scores.get(record.pk),
                     )
                     for record, source in zip(page.records, sources, strict=True)
                 ],
@@ -479,6 +494,7 @@ def record_detail_view(request: HtmxHttpRequest, request_id: uuid.UUID) -> HttpR
         "request_body": json.dumps(record.request_body, indent=2, ensure_ascii=False)
         if record.request_body
         else "",
+        **scores_context(record=record, user_id=request.user.pk),
     }
     return render(request, "analytics/detail.html", context)
 

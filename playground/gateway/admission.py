@@ -50,9 +50,12 @@ class Admitted:
     chat: ChatRequest | None = None
 
 
-def api_key_authenticate(secret: str | None, *, found: dict[str, ApiKey] | None = None) -> ApiKey:
+def api_key_authenticate(
+    secret: str | None, *, found: dict[str, ApiKey] | None = None, sends: bool = True
+) -> ApiKey:
     """The usable key with this secret, or a `GatewayError` (401, 403) saying why not.
-    `found`: the keys already read for a group's secrets (`api_keys_for_secrets`)."""
+    `found`: the keys already read for a group's secrets (`api_keys_for_secrets`); `sends`: the
+    request goes to the key's connection (a score does not, so a key without one may give it)."""
     if not secret:
         raise GatewayError(
             401,
@@ -75,7 +78,7 @@ def api_key_authenticate(secret: str | None, *, found: dict[str, ApiKey] | None 
             "invalid_api_key",
             f"The API key {key.name!r} expired on {key.expires_at:%Y-%m-%d %H:%M} UTC.",
         )
-    if key.connection is None:
+    if sends and key.connection is None:
         raise GatewayError(
             403,
             "no_connection",

@@ -38,6 +38,7 @@ from playground.gateway.models_list import models_for_key
 from playground.gateway.ratelimits import rate_count_tokens, rate_tokens_counted
 from playground.gateway.routed import BUDGET, Next, RoutedRequest, failure_kind, routed_success
 from playground.gateway.routes import Action, Endpoint, endpoint_for, shape_for
+from playground.gateway.scores import score_from_gateway
 from playground.gateway.upstream_errors import error_for_failed_call
 from playground.lib.db import connections_heal, db_run
 from playground.providers.adapters import PassthroughAdapter
@@ -73,6 +74,11 @@ async def gateway_app(scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
         if endpoint.action == Action.MODELS:
             await _send_json(send, 200, await _models(headers))
+            return
+        if endpoint.action == Action.SCORES:
+            raw = await _read_body(receive)
+            answer = await db_run(partial(score_from_gateway, _secret(headers), raw))
+            await _send_json(send, answer.status, answer.body, answer.headers)
             return
         await _chat(scope, receive, send, endpoint, headers, started)
     except GatewayError as error:
@@ -397,8 +403,10 @@ async def _send(send: Send, status: int, headers: dict[str, str], body: bytes) -
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def _send_json(send: Send, status: int, value: Any) -> None:
-    await _send(send, status, {"content-type": "application/json"}, json.dumps(value).encode())
+async def _send_json(send: Send, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
+    await _send(
+        send, status, {"content-type": "application/json", **(headers or {})}, json.dumps(value).encode()
+    )
 
 
 async def _send_error(send: Send, error: GatewayError, shape: ErrorShape) -> None:

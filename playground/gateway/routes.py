@@ -15,6 +15,7 @@ PREFIXES = ("/v1/", "/client/v4/")
 class Action(StrEnum):
     CHAT = "chat"
     MODELS = "models"
+    SCORES = "scores"  # POST /v1/scores: a score on one of the team's records
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ _ACCOUNT = r"/client/v4/accounts/[^/]+/ai"
 _PATTERNS: tuple[tuple[re.Pattern[str], Endpoint], ...] = (
     (re.compile(r"^/v1/chat/completions/?$"), Endpoint(Action.CHAT, ErrorShape.OPENAI, "POST")),
     (re.compile(r"^/v1/models/?$"), Endpoint(Action.MODELS, ErrorShape.OPENAI, "GET")),
+    (re.compile(r"^/v1/scores/?$"), Endpoint(Action.SCORES, ErrorShape.OPENAI, "POST")),
     (re.compile(_ACCOUNT + r"/v1/chat/completions/?$"), Endpoint(Action.CHAT, ErrorShape.V4, "POST")),
     (re.compile(_ACCOUNT + r"/v1/models/?$"), Endpoint(Action.MODELS, ErrorShape.V4, "GET")),
 )

@@ -22,8 +22,9 @@ from playground.catalog.seed import ENGINE_MODEL_ID, KIMI_K26
 from playground.chat.models import Conversation
 from playground.presets.models import Preset, PresetVersion
 from playground.usage.calls.context import RequestContext
-from playground.usage.models import RequestPath, UsageRecord, UsageStatus
+from playground.usage.models import RequestPath, ScoreKind, UsageRecord, UsageStatus
 from playground.usage.rollups import rollups_rebuild
+from playground.usage.scores import ScoreInput, score_put_by_person
 from tests.support.analytics import NOW, GatewayKnown, Known, body, filters_for, record_write
 from tests.support.clients import client_for
 from tests.support.clock import clock
@@ -39,6 +40,9 @@ def test_the_dashboard_and_every_chart_fragment_render_for_a_member(
     named = UsageRecord.objects.filter(team=actors.team).values_list("pk", flat=True)[:3]
     UsageRecord.objects.filter(pk__in=list(named)).update(preset_version_id=99)
     rollups_rebuild()
+    # And a score, so the chart of scores by version has bars to draw.
+    scored = UsageRecord.objects.get(pk=named[0])
+    score_put_by_person(user_id=actors.owner.pk, record=scored, given=ScoreInput(ScoreKind.RATING, 4))
     with clock(NOW):
         page = client.get(reverse("analytics:dashboard"), {"range": "24h"})
         assert page.status_code == 200

@@ -66,6 +66,7 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
     "routing-dry-run": {"GET": NOT_ALLOWED, "POST": EVERYONE},  # a dry run changes nothing
     "routing-schema": {"GET": EVERYONE, "POST": NOT_ALLOWED},
     "data": {"GET": EVERYONE, "POST": OWNERS},
+    "data-erase": {"GET": NOT_ALLOWED, "POST": OWNERS},  # its counting step changes nothing
 }
 # Routes that are not about one team, and why.
 NOT_TEAM_SCOPED = {
@@ -204,6 +205,7 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
         ),
         "routing-schema": lambda: (f"/teams/{team}/routing/schema.json", {}),
         "data": lambda: (f"/teams/{team}/data/", {"store_mode": "redacted"}),
+        "data-erase": lambda: (f"/teams/{team}/data/erase-end-user/", {"end_user": "cust-4711"}),
     }
     return build[name]()
 

@@ -7,5 +7,6 @@
 - `hit_ratio`, `runway`, `session_labels`: the session sections (raw records, bounded; the
   runway itself is `usage.insights.runway`).
 - `attribution`: the gateway's rankings, cost by API key and by end user (rollups by key).
+- `scores`: the mean rating and thumbs-up share of each preset version (the records' scores).
 - `request_log`: the raw records of the request log: filtered, sorted, keyset-paginated, exported.
 """

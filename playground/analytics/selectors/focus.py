@@ -28,6 +28,7 @@ _NOT_IN_ROLLUPS = {
     "end_user": "end user",
     "route_rule": "routing rule",
     "route_outcome": "routing outcome",
+    "score": "score",
 }
 
 

@@ -25,7 +25,7 @@ from playground.analytics.filters import Filters
 from playground.analytics.json_text import json_text_readable
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
-from playground.usage.models import ApiKey, UsageRecord
+from playground.usage.models import ApiKey, Score, ScoreKind, UsageRecord
 
 PAGE_SIZE = 50
 EXPORT_CHUNK = 5000
@@ -74,6 +74,8 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
         records = records.filter(conversation_id=filters.conversation_id)
     if filters.preset_version_id:
         records = records.filter(preset_version_id=filters.preset_version_id)
+    if filters.score:
+        records = records.filter(pk__in=_scored(filters).values("record_id"))
     match filters.cached_share:
         case "none":
             records = records.filter(cached_tokens=0)
@@ -88,6 +90,18 @@ def log_records(filters: Filters) -> QuerySet[UsageRecord]:
         case "unknown":
             records = records.filter(cached_tokens__isnull=True)
     return records
+
+
+def _scored(filters: Filters) -> QuerySet[Score]:
+    """The team's scores the score filter asks for (their index leads with team, kind, value)."""
+    scores = Score.objects.filter(team=filters.team)
+    if filters.score == "up":
+        return scores.filter(kind=ScoreKind.THUMBS, value=1)
+    if filters.score == "down":
+        return scores.filter(kind=ScoreKind.THUMBS, value=0)
+    if filters.score.startswith("rating_le_"):
+        return scores.filter(kind=ScoreKind.RATING, value__lte=int(filters.score.removeprefix("rating_le_")))
+    return scores
 
 
 def _ordered(records: QuerySet[UsageRecord], sort: str) -> QuerySet[UsageRecord]:

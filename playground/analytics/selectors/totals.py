@@ -103,12 +103,12 @@ def log_totals(filters: Filters) -> Totals:
 
 def _from_records(filters: Filters) -> bool:
     """Whether no rollup holds what the log's filters choose: a conversation, a preset version, a
-    tag, a session, a routing rule or outcome, or a cached share between none and all; with a key
+    tag, a session, a routing rule or outcome, a score, or a cached share between none and all; with a key
     or an end user, also any dimension the rollups by key lack (model, user, connection, status,
     affinity, a cached share)."""
     if filters.conversation_id or filters.preset_version_id or filters.tag or filters.session:
         return True
-    if filters.route_rule or filters.route_outcome:
+    if filters.route_rule or filters.route_outcome or filters.score:
         return True
     if filters.cached_share in ("some", "most"):
         return True

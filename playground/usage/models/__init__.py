@@ -1,7 +1,7 @@
 """The usage floor's tables: one row per request (`records`), the rollups the charts read
-(`rollups`), the budget ledgers (`budgets`) and the team API keys the gateway meters
-(`api_keys`). Django finds models through this module, so
-it names them all."""
+(`rollups`), the budget ledgers (`budgets`), the team API keys the gateway meters
+(`api_keys`) and the scores people and applications give records (`scores`). Django finds
+models through this module, so it names them all."""
 
 from __future__ import annotations
 
@@ -47,8 +47,18 @@ from playground.usage.models.rollups import (
     UsageTeamHourly,
     rollup_filter_indexes,
 )
+from playground.usage.models.scores import (
+    COMMENT_MAX,
+    NAME_MAX,
+    RATING_MAX,
+    RATING_MIN,
+    Score,
+    ScoreKind,
+    ScoreOrigin,
+)
 
 __all__ = [
+    "COMMENT_MAX",
     "COST_SCALE",
     "DEFAULT_ALERT_THRESHOLDS",
     "HISTOGRAM_BUCKETS",
@@ -56,6 +66,9 @@ __all__ = [
     "KEY_PREFIX",
     "KEY_STORE_MODES",
     "LATENCY_COLUMNS",
+    "NAME_MAX",
+    "RATING_MAX",
+    "RATING_MIN",
     "TEAM_STORE_MODE",
     "TTFT_COLUMNS",
     "ApiKey",
@@ -65,6 +78,9 @@ __all__ = [
     "CacheState",
     "NullsLastIndex",
     "RequestPath",
+    "Score",
+    "ScoreKind",
+    "ScoreOrigin",
     "TeamBudget",
     "UsageConversationDaily",
     "UsageConversationTotal",
