@@ -14,6 +14,7 @@ from typing import Any
 PRICING_SOURCE = "https://developers.cloudflare.com/workers-ai/platform/pricing/ (2026-08-28)"
 ENGINE_MODEL_ID = "@local/smollm2-135m-instruct"  # the engine's default model
 ENGINE_GEMMA_ID = "@local/gemma-3-270m"  # the engine's second model
+ENGINE_QUALITY_ID = "@local/qwen2.5-coder-1.5b-instruct"  # the third, with ENGINE_MODEL=quality
 KIMI_K25 = "@cf/moonshotai/kimi-k2.5"
 KIMI_K26 = "@cf/moonshotai/kimi-k2.6"
 
@@ -170,6 +171,21 @@ SEED: tuple[SeedModel, ...] = (
             "Runs on this machine's CPU. Text only. Pretrained, not instruction-tuned: it continues text "
             "rather than answering (often repeating the question). Real tokens, latency and prefix-cache "
             "effects; tools and JSON are constrained by grammar."
+        ),
+    ),
+    SeedModel(
+        ENGINE_QUALITY_ID,
+        "Qwen2.5-Coder 1.5B Instruct (embedded engine)",
+        32_768,
+        (),  # priced as Kimi K2.5, like the engine's other models
+        served_by="engine",
+        priced_as=KIMI_K25,
+        capabilities=ENGINE,
+        notes=(
+            "Runs on this machine's CPU, when installed (`make run ENGINE_MODEL=quality`). Text only. "
+            "The quality local model: instruction-tuned for code, it also answers short questions, keeps "
+            "to the format asked for and follows a conversation; slower than the small models (about "
+            "8 tokens/s on 2 cores). Tools and JSON are constrained by grammar."
         ),
     ),
 )

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import F, Q, QuerySet
 
 from playground.catalog.models import CatalogModel, PriceCard
+from playground.catalog.seed import ENGINE_QUALITY_ID
 
 
 def catalog_models_for_kind(*, kind: str) -> QuerySet[CatalogModel]:
@@ -20,10 +21,14 @@ def catalog_models_for_kind(*, kind: str) -> QuerySet[CatalogModel]:
     )
 
 
-def model_preselected(model_ids: Sequence[str]) -> str | None:
-    """The model a form or an example starts with among `model_ids`: the engine's default
-    instruct model when it is offered (the engine's pretrained second model sorts first by
-    name), else the first; None when there is none."""
+def model_preselected(model_ids: Sequence[str], *, served: bool = False) -> str | None:
+    """The model a form or an example starts with among `model_ids`: the engine's quality model
+    when the ids are what the engine serves now (`served`: the catalogue lists it everywhere,
+    the engine serves it only where it was installed), else the engine's default instruct
+    model when it is offered (the engine's pretrained second model sorts first by name), else
+    the first; None when there is none."""
+    if served and ENGINE_QUALITY_ID in model_ids:
+        return ENGINE_QUALITY_ID
     if settings.ENGINE_MODEL_ID in model_ids:
         return str(settings.ENGINE_MODEL_ID)
     return model_ids[0] if model_ids else None

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from playground.accounts.models import ROLES_THAT_CAN_RUN
 from playground.accounts.permissions import require_run_role
 from playground.accounts.selectors import AnyUser
+from playground.providers.context_windows import served_windows
 from playground.providers.kinds import ConnectionKind
 from playground.providers.model_ids import model_id_validate
 from playground.providers.models import ProviderConnection
@@ -35,10 +36,14 @@ def connection_list_runnable(*, user: AnyUser) -> QuerySet[ProviderConnection]:
 
 def connection_models_listed(connection: ProviderConnection) -> list[str] | None:
     """The model ids a picker offers for an endpoint that serves any id (OpenAI-compatible): the
-    ones its last test listed, not the catalogue's, which it may not serve. None when the kind
-    serves the catalogue's (Workers AI, the engine) or the endpoint listed none (never tested):
-    the picker then offers the catalogue's, with nothing preselected for such an endpoint."""
-    if not connection.spec.free_model_id or connection.kind == ConnectionKind.ENGINE:
+    ones its last test listed, not the catalogue's, which it may not serve; for the engine, the
+    ones it serves now (asked, kept a minute: the quality model only where it is installed).
+    None when the kind serves the catalogue's (Workers AI), the engine does not answer, or the
+    endpoint listed none (never tested): the picker then offers the catalogue's, with nothing
+    preselected for such an endpoint. Blocking (the engine may be asked)."""
+    if connection.kind == ConnectionKind.ENGINE:
+        return list(served_windows(connection)) or None
+    if not connection.spec.free_model_id:
         return None
     return list(connection.listed_models) if connection.listed_models else None
 

@@ -80,6 +80,7 @@ def api_key_for(*, team_id: int, key_id: int) -> ApiKey | None:
 class ModelOptions:
     ids: list[str]
     source: str  # where the list comes from, for the form's help
+    served: bool = False  # the ids are what the connection serves (or listed), not the catalogue's
 
 
 def model_options(connection: ProviderConnection) -> ModelOptions:
@@ -89,7 +90,7 @@ def model_options(connection: ProviderConnection) -> ModelOptions:
     served = connection_models_served(connection)
     if served is not None:
         verb = "serves" if connection.kind == ConnectionKind.ENGINE else "listed at its last test"
-        return ModelOptions(served, f"The models {connection.name} {verb}.")
+        return ModelOptions(served, f"The models {connection.name} {verb}.", served=True)
     catalogued = list(catalog_models_for_kind(kind=connection.kind).values_list("model_id", flat=True))
     why = (
         "did not answer just now"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from playground.catalog.models import CatalogModel, PriceCard
-from playground.catalog.seed import ENGINE_GEMMA_ID, ENGINE_MODEL_ID, KIMI_K25, KIMI_K26
+from playground.catalog.seed import ENGINE_GEMMA_ID, ENGINE_MODEL_ID, ENGINE_QUALITY_ID, KIMI_K25, KIMI_K26
 from playground.catalog.selectors import catalog_models_for_kind, price_card_for, price_card_label
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def test_kimi_k25_is_billed_as_k26_from_its_retirement_day() -> None:
     )
 
 
-@pytest.mark.parametrize("engine_model", [ENGINE_MODEL_ID, ENGINE_GEMMA_ID])
+@pytest.mark.parametrize("engine_model", [ENGINE_MODEL_ID, ENGINE_GEMMA_ID, ENGINE_QUALITY_ID])
 def test_each_engine_model_is_priced_with_kimi_k25s_card_of_the_day_and_says_which(engine_model: str) -> None:
     before = price_card_for(model_id=engine_model, day=dt.date(2026, 5, 29))
     after = price_card_for(model_id=engine_model, day=dt.date(2026, 11, 22))
@@ -58,7 +58,8 @@ def test_each_engine_model_is_priced_with_kimi_k25s_card_of_the_day_and_says_whi
 
 
 def test_the_engine_models_have_no_card_of_their_own_to_go_stale() -> None:
-    assert not PriceCard.objects.filter(model__model_id__in=[ENGINE_MODEL_ID, ENGINE_GEMMA_ID]).exists()
+    engine_models = [ENGINE_MODEL_ID, ENGINE_GEMMA_ID, ENGINE_QUALITY_ID]
+    assert not PriceCard.objects.filter(model__model_id__in=engine_models).exists()
 
 
 def test_a_retired_models_label_says_what_serves_it() -> None:
@@ -120,7 +121,11 @@ def test_an_unknown_model_has_no_price_card() -> None:
 
 
 def test_the_engine_kind_offers_only_the_local_models() -> None:
-    assert [m.model_id for m in catalog_models_for_kind(kind="engine")] == [ENGINE_GEMMA_ID, ENGINE_MODEL_ID]
+    assert [m.model_id for m in catalog_models_for_kind(kind="engine")] == [
+        ENGINE_GEMMA_ID,
+        ENGINE_QUALITY_ID,
+        ENGINE_MODEL_ID,
+    ]
     assert KIMI_K25 in {m.model_id for m in catalog_models_for_kind(kind="workers-ai")}
 
 

@@ -38,7 +38,7 @@ def model_field_context(
         elif connection.spec.free_model_id:
             custom = current
     if not selected and choices and not unlisted:
-        selected = model_preselected(values) or ""
+        selected = model_preselected(values, served=listed is not None) or ""
     return {
         "model_choices": choices,
         "selected_model": selected,

@@ -70,8 +70,8 @@ def _new_key_pop(request: HttpRequest, membership: Membership) -> NewKey | None:
 def _example_model(key: ApiKey) -> str:
     if key.allowed_models:
         return str(key.allowed_models[0])
-    options = model_options(key.connection).ids if key.connection else []
-    return model_preselected(options) or "MODEL_ID"
+    options = model_options(key.connection) if key.connection else ModelOptions([], "")
+    return model_preselected(options.ids, served=options.served) or "MODEL_ID"
 
 
 def curl_snippet(*, base_url: str, model_id: str) -> str:
