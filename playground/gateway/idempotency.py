@@ -7,24 +7,35 @@ record; the same key with another body gets 422; a repeat while the first is sti
 gets 409. An answer that says to try again (429, 5xx) or that never came (the client went
 away) is not kept, so the retry it invites is sent. Streamed requests are not replayable
 (the stream is gone once relayed): the header is ignored on them, as docs/gateway.md says.
+
+The stored answer is the whole body as sent, whatever the key's storage mode (issue 37), so it
+is kept Fernet-encrypted (`providers.secrets`, the key of the provider tokens) and for the window
+only: `idempotency_expire` deletes every row past it, its answer with it. Nothing of the text
+outlives the window here, in any mode; the usage record keeps what its mode allows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 from dataclasses import dataclass
 
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from playground.gateway.errors import GatewayError
 from playground.gateway.models import IdempotencyState, IdempotentRequest
+from playground.providers.secrets import data_decrypt, data_encrypt
 from playground.usage.models import ApiKey
 
 IDEMPOTENCY_TTL = dt.timedelta(hours=24)
 KEY_MAX = 255
+EXPIRE_BATCH = 1000
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,9 +88,15 @@ def idempotency_claim(*, api_key: ApiKey, key: str, digest: str) -> Claim | Repl
                 "A request with this Idempotency-Key is still running: wait for its answer, then repeat "
                 "the request to get it.",
             )
-        return Replay(
-            status=existing.status or 200, headers=dict(existing.headers), body=bytes(existing.body or b"")
-        )
+        try:
+            body = data_decrypt(bytes(existing.body)) if existing.body else b""
+        except InvalidToken:
+            # FIELD_ENCRYPTION_KEY changed without FIELD_ENCRYPTION_KEY_PREVIOUS: the answer is lost,
+            # so the key is given back and this request is sent as a first one.
+            logger.warning("An idempotent answer could not be decrypted; its key is claimed again.")
+            IdempotentRequest.objects.filter(pk=existing.pk).delete()
+            continue
+        return Replay(status=existing.status or 200, headers=dict(existing.headers), body=body)
     raise GatewayError(409, "idempotency_in_flight", "A request with this Idempotency-Key is being claimed.")
 
 
@@ -89,12 +106,22 @@ def idempotency_store(claim: Claim, *, status: int, headers: dict[str, str], bod
         idempotency_release(claim)
         return
     IdempotentRequest.objects.filter(pk=claim.id).update(
-        state=IdempotencyState.DONE, status=status, headers=headers, body=body
+        state=IdempotencyState.DONE, status=status, headers=headers, body=data_encrypt(body)
     )
 
 
 def idempotency_release(claim: Claim) -> None:
     IdempotentRequest.objects.filter(pk=claim.id, state=IdempotencyState.IN_FLIGHT).delete()
+
+
+def idempotency_expire(*, now: dt.datetime | None = None) -> int:
+    """Delete every claim and answer older than the window, in batches; returns how many."""
+    cutoff = (now or timezone.now()) - IDEMPOTENCY_TTL
+    removed = 0
+    expired = IdempotentRequest.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)
+    while ids := list(expired[:EXPIRE_BATCH]):
+        removed += IdempotentRequest.objects.filter(pk__in=ids).delete()[0]
+    return removed
 
 
 def _abandoned(row: IdempotentRequest, now: dt.datetime) -> bool:

@@ -1,4 +1,5 @@
-"""Provider tokens at rest: Fernet encryption, key rotation, masking and redaction.
+"""Provider tokens at rest: Fernet encryption, key rotation, masking and redaction; and the same
+encryption for other data kept at rest for a while (the gateway's idempotent answers).
 
 The only module that sees a token in clear besides the adapter that sends it. Keys come
 from `FIELD_ENCRYPTION_KEY` (and `FIELD_ENCRYPTION_KEY_PREVIOUS` while rotating); any
@@ -61,6 +62,16 @@ def token_decrypt(ciphertext: str) -> str:
 def token_rotate(ciphertext: str) -> str:
     """Re-encrypt under the current key (after a key rotation)."""
     return _cipher().rotate(ciphertext.encode()).decode()
+
+
+def data_encrypt(data: bytes) -> bytes:
+    """Fernet ciphertext of `data` (authenticated: a changed byte fails `data_decrypt`)."""
+    return _cipher().encrypt(data)
+
+
+def data_decrypt(ciphertext: bytes) -> bytes:
+    """Raises `cryptography.fernet.InvalidToken` when no current or previous key opens it."""
+    return _cipher().decrypt(ciphertext)
 
 
 def token_last4(token: str) -> str:
