@@ -36,7 +36,7 @@ class DatasetUploadForm(forms.Form):
 
 class DatasetItemForm(forms.Form):
     input = forms.CharField(
-        required=False, label="Input (the user's message)", widget=forms.Textarea(attrs={"rows": 2})
+        required=False, label="Input (what the user says)", widget=forms.Textarea(attrs={"rows": 2})
     )
     variables = forms.CharField(
         required=False,

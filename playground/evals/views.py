@@ -190,7 +190,7 @@ def experiment_create_view(request: HtmxHttpRequest, dataset_id: int) -> HttpRes
             experiment = experiment_create(
                 user=request.user,
                 dataset_id=dataset.pk,
-                preset_version_ids=form.cleaned_data["versions"],
+                preset_version_ids=sorted(form.cleaned_data["versions"]),  # the oldest first: the baseline
                 checks=form.cleaned_data["checks"],
                 name=form.cleaned_data["name"],
             )

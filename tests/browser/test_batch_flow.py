@@ -1,7 +1,7 @@
 """A batch in a real browser on the real engine: paste a 20-line JSONL, confirm, watch the
 progress reach 100 % (htmx polling), download the results and check them.
 
-The Celery worker runs in a thread of this process (Celery's own test worker, solo pool) on
+The Celery worker runs in a thread of this process (`celery_worker_thread`, tests/browser/conftest.py) on
 the in-memory broker, so it shares the test's in-memory database; the queue path talks to
 the real engine process over HTTP. Screenshots go to test-artifacts/batches-*.png.
 """
@@ -9,7 +9,6 @@ the real engine process over HTTP. Screenshots go to test-artifacts/batches-*.pn
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,35 +25,6 @@ from tests.support.browser import Console, LiveApp, browser_page, engine_connect
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ITEMS = 20
-
-
-@pytest.fixture
-def celery_worker_thread(settings: LazySettings) -> Iterator[None]:
-    from celery.contrib.testing.worker import start_worker
-
-    from playground.celery import app
-
-    saved = (app.conf.broker_url, app.conf.task_always_eager)
-    settings.CELERY_TASK_ALWAYS_EAGER = False
-    _broker_use(app, "memory://", eager=False)
-    try:
-        with start_worker(
-            app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
-        ):
-            yield
-    finally:
-        _broker_use(app, saved[0], eager=saved[1])
-
-
-def _broker_use(app: Any, url: str, *, eager: bool) -> None:  # Any: the pools are private (no public reset)
-    """Point the app at `url`. The pools an earlier test made (even an eager task acquires a
-    producer) still point at the old broker, and producers would publish there while the
-    worker reads `url`: the batch then waited at 0 % in a whole-suite run. They are dropped,
-    not closed: kombu keeps producer pools per broker URL, and a later test on the old URL
-    gets the same pool back."""
-    app.conf.update(broker_url=url, task_always_eager=eager)
-    app._pool = None
-    app.amqp._producer_pool = None
 
 
 def test_a_member_submits_a_jsonl_batch_watches_it_finish_and_downloads_the_results(

@@ -64,7 +64,7 @@ def experiment_create(
     if dataset is None:
         raise ExperimentNotFound(dataset_id)
     require_run_role(user=user, team_id=dataset.team_id)
-    ids = list(dict.fromkeys(preset_version_ids))
+    ids = list(dict.fromkeys(preset_version_ids))  # in the order given: the first is the baseline
     if not 1 <= len(ids) <= MAX_TARGETS:
         raise ValidationError({"targets": f"Choose 1 to {MAX_TARGETS} preset versions."})
     problems = [problem for check in checks if (problem := check_problem(check))]
@@ -79,7 +79,7 @@ def experiment_create(
         experiment = Experiment.objects.create(
             team_id=dataset.team_id,
             created_by=user,
-            name=(name.strip() or f"{dataset.name} v{dataset.version}")[:200],
+            name=(name.strip() or " vs ".join(_label(setup) for setup in setups))[:200],
             dataset=dataset,
             dataset_version=dataset.version,
             item_count=count,
@@ -89,7 +89,7 @@ def experiment_create(
             target = ExperimentTarget.objects.create(
                 experiment=experiment,
                 position=position,
-                label=f"{setup.preset_name} v{setup.version_number}",
+                label=_label(setup),
                 preset_version_id=setup.version_id,
             )
             target.batch = _batch_draft(user, experiment, target, setup, items)
@@ -159,6 +159,10 @@ def experiment_nudge(*, experiment: Experiment) -> None:
     asks while it is watched, as the batch page does."""
     for batch in Batch.objects.filter(experiment_target__experiment=experiment, finished_at__isnull=True):
         batch_nudge_if_stalled(batch=batch)
+
+
+def _label(setup: PresetSetup) -> str:
+    return f"{setup.preset_name} v{setup.version_number}"
 
 
 def _setup(user: User, dataset: Dataset, version_id: int) -> PresetSetup:
