@@ -1,9 +1,9 @@
-"""`make run`: prepare the database and start engine, web and worker as one group.
+"""`make run`: prepare the database and start engine, web, worker and beat as one group.
 
 Migrates, collects static files, creates the demo team and owner (printing the login the
 first time), empties the metrics folder (`PROMETHEUS_MULTIPROC_DIR`, default
 `var/prometheus`: the web and worker processes count into it, `/metrics` sums it), then hands
-the three processes to honcho, which stops them all on Ctrl-C.
+the four processes to honcho, which stops them all on Ctrl-C.
 The engine gets the same API token the web app uses to call it. The URL is printed only
 once the web app answers and every engine replica has passed its self-test; when the
 engine cannot start, honcho stops the group and this exits non-zero after the engine's

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 import django_stubs_ext
+from celery.schedules import crontab
 from django.utils.csp import CSP
 
 from playground.lib.env import (
@@ -170,6 +171,17 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+# --- retention (issue 37, playground.usage.retention): the beat process runs it daily ---
+RETENTION_AT_UTC = (env_int("RETENTION_HOUR_UTC", 3), env_int("RETENTION_MINUTE_UTC", 17))
+RETENTION_CHUNK = env_int("RETENTION_CHUNK", 500)  # records per transaction
+CELERY_BEAT_SCHEDULE = {
+    "usage-retention": {
+        "task": "playground.usage.tasks.retention_sweep",
+        "schedule": crontab(hour=RETENTION_AT_UTC[0], minute=RETENTION_AT_UTC[1]),
+    }
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 # --- batches (see playground.batches.services) ---
 BATCH_CONCURRENCY = env_int("BATCH_CONCURRENCY", 4)  # requests in flight per batch without a queue

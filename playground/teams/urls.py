@@ -12,6 +12,7 @@ from playground.teams.views import (
     erasure,
     joining,
     members,
+    retention,
     routing,
 )
 
@@ -75,6 +76,7 @@ urlpatterns: list[URLPattern] = [
     path("<int:team_id>/routing/dry-run/", routing.routing_dry_run_view, name="routing-dry-run"),
     path("<int:team_id>/routing/schema.json", routing.routing_schema_view, name="routing-schema"),
     path("<int:team_id>/data/", data.data_view, name="data"),
+    path("<int:team_id>/data/retention/", retention.retention_view, name="data-retention"),
     path("<int:team_id>/data/erase-end-user/", erasure.end_user_erase_view, name="data-erase"),
     path("<int:team_id>/audit/", audit.audit_view, name="audit"),
 ]

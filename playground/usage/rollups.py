@@ -42,6 +42,7 @@ from playground.usage.models import (
     LATENCY_COLUMNS,
     TTFT_COLUMNS,
     CacheState,
+    TeamRetention,
     UsageConversationDaily,
     UsageConversationTotal,
     UsageDaily,
@@ -254,11 +255,14 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
 
     One transaction: readers see the old rollups until it commits. On PostgreSQL the records
     table is locked against writes meanwhile (SHARE mode), so a record written during the
-    rebuild is neither missed nor counted twice; SQLite has one writer anyway.
+    rebuild is neither missed nor counted twice; SQLite has one writer anyway. A team whose
+    older records were deleted by retention keeps its rollups from before then
+    (`TeamRetention.records_removed_before`): only the buckets after are recomputed.
     """
     with transaction.atomic():
         records_lock_against_writes()
-        records = UsageRecord.objects.all()
+        kept_records, rebuilt = _after_retention(team_id)
+        records = UsageRecord.objects.filter(kept_records)
         if team_id is not None:
             records = records.filter(team_id=team_id)
         built = [(model, trunc, records) for model, trunc in FULL_KEY]
@@ -267,15 +271,16 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
             (model, trunc, records.filter(preset_version_id__isnull=False)) for model, trunc in BY_PRESET
         ]
         for model, trunc, rows in built:
-            _scoped(model, team_id).delete()
+            _scoped(model, team_id).filter(rebuilt).delete()
             rollup_insert_select(model, _rollup_select(rows, model, trunc))
         # The coarser tables and the conversation totals are sums of the rows just rebuilt:
         # exact (integer sums), and far fewer rows to read than the raw records.
         for summed, source in (*SUMMED, *BY_KEY):
-            _scoped(summed, team_id).delete()
+            _scoped(summed, team_id).filter(rebuilt).delete()
             measures = MEASURES_OF[summed]
-            rollup_insert_select(summed, _summed(_scoped(source, team_id), summed.DIMENSIONS, measures))
-        _scoped(UsageConversationDaily, team_id).delete()
+            sources = _scoped(source, team_id).filter(rebuilt)
+            rollup_insert_select(summed, _summed(sources, summed.DIMENSIONS, measures))
+        _scoped(UsageConversationDaily, team_id).filter(rebuilt).delete()
         rollup_insert_select(UsageConversationDaily, _conversation_select(records))
         _scoped(UsageConversationTotal, team_id).delete()
         days = _scoped(UsageConversationDaily, team_id)
@@ -283,6 +288,22 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
             r_first_bucket=Min("bucket"), r_last_bucket=Max("bucket")
         )
         rollup_insert_select(UsageConversationTotal, totals)
+
+
+def _after_retention(team_id: int | None) -> tuple[Q, Q]:
+    """(the records, the rollup rows) a rebuild recomputes: all of them, but for a team whose
+    records before a day were deleted by retention, only those from that day on."""
+    horizons = TeamRetention.objects.filter(records_removed_before__isnull=False)
+    if team_id is not None:
+        horizons = horizons.filter(pk=team_id)
+    cut = dict(horizons.values_list("pk", "records_removed_before"))
+    if not cut:
+        return Q(), Q()
+    records, rows = ~Q(team_id__in=list(cut)), ~Q(team_id__in=list(cut))
+    for team, since in cut.items():
+        records |= Q(team_id=team, created_at__gte=since)
+        rows |= Q(team_id=team, bucket__gte=since)
+    return records, rows
 
 
 def _summed(rows: QuerySet[Any], dimensions: Iterable[str], measures: Iterable[str]) -> QuerySet[Any]:

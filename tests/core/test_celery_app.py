@@ -66,5 +66,21 @@ def test_the_worker_finds_the_app_and_the_batch_tasks_by_the_name_in_the_procfil
             "playground.batches.tasks.batch_watch",
             "playground.batches.tasks.batches_resume",
             "playground.usage.tasks.budget_alert_email",
+            "playground.usage.tasks.retention_sweep",
         ],
     ]
+
+
+def test_the_beat_in_the_procfile_finds_every_scheduled_task(tmp_path: Path) -> None:
+    beat_app = re.search(r"celery -A (\S+) beat", (REPO / "Procfile").read_text())
+    assert beat_app is not None
+    probe = (
+        "import json; from celery.app.utils import find_app; "
+        f"app = find_app({beat_app[1]!r}); app.loader.import_default_modules(); "
+        "scheduled = sorted(entry['task'] for entry in app.conf.beat_schedule.values()); "
+        "print(json.dumps([scheduled, [name for name in scheduled if name not in app.tasks]]))"
+    )
+
+    scheduled, missing = _run_with_real_settings(probe, tmp_path)
+    assert isinstance(scheduled, list) and "playground.usage.tasks.retention_sweep" in scheduled
+    assert missing == []

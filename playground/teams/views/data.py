@@ -12,6 +12,7 @@ from playground.teams.api_key_selectors import api_keys_unrevoked
 from playground.teams.forms import TeamStoreForm
 from playground.teams.services.storage import team_store_mode_update
 from playground.teams.views.page import redirect_done, team_page, team_view
+from playground.teams.views.retention import retention_context
 
 
 @require_http_methods(["GET", "POST"])
@@ -33,4 +34,5 @@ def data_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     else:
         form = TeamStoreForm(initial={"store_mode": team.store_mode})
     context = {"form": form, "keys": api_keys_unrevoked(team=team)}
+    context = {**context, **retention_context(team)}
     return team_page(request, membership, "teams/data.html", context, status=status)

@@ -21,6 +21,7 @@ from playground.usage.models.records import (
     UsageSource,
     UsageStatus,
 )
+from playground.usage.models.retention import BodyRemoved, TeamRetention
 from playground.usage.models.rollups import (
     COST_SCALE,
     HISTOGRAM_BUCKETS,
@@ -72,6 +73,7 @@ __all__ = [
     "TEAM_STORE_MODE",
     "TTFT_COLUMNS",
     "ApiKey",
+    "BodyRemoved",
     "BudgetAlert",
     "BudgetLedger",
     "BudgetReservation",
@@ -82,6 +84,7 @@ __all__ = [
     "ScoreKind",
     "ScoreOrigin",
     "TeamBudget",
+    "TeamRetention",
     "UsageConversationDaily",
     "UsageConversationTotal",
     "UsageDaily",
