@@ -183,9 +183,9 @@ SEED: tuple[SeedModel, ...] = (
         capabilities=ENGINE,
         notes=(
             "Runs on this machine's CPU, when installed (`make run ENGINE_MODEL=quality`). Text only. "
-            "The quality local model: instruction-tuned for code, it also answers short questions, keeps "
-            "to the format asked for and follows a conversation; slower than the small models (about "
-            "8 tokens/s on 2 cores). Tools and JSON are constrained by grammar."
+            "The quality local model: instruction-tuned (for code first), 1.5B parameters against "
+            "SmolLM2's 135M, and several times slower per token than the small models. Tools and JSON "
+            "are constrained by grammar."
         ),
     ),
 )
