@@ -12,7 +12,7 @@ has one, wins over the item's expected output; without one the expected output i
 | `json_schema` | `schema` | 1 if the answer is JSON valid against the schema |
 | `json_path` | `path` (`$.a.b[0]`), `value`? | 1 if the value at the path in the JSON answer equals it |
 | `length` | `min`?, `max`? (characters) | 1 inside the range, else the share of the way there |
-| `numeric` | `value`?, `tolerance` (absolute, 0) | 1 within the tolerance, then linearly to 0 at 10x it |
+| `numeric` | `value`?, `tolerance` (absolute, 0) | its last number in tolerance: 1, then to 0 at 10x |
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ def _numeric(answer: str, target: str, tolerance: float) -> Verdict:
         wanted = float(target.strip().replace(",", "."))
     except ValueError:
         return Verdict(0.0, f"The expected value {target[:40]!r} is not a number.")
-    found = _NUMBER.search(answer)
+    # The last number: an answer that works it out ("1 + 1 = 2") ends with its result.
+    found = next(reversed(list(_NUMBER.finditer(answer))), None)
     if found is None:
         return Verdict(0.0, "The answer has no number.")
     got = float(found.group(0).replace(",", "."))

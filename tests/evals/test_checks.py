@@ -38,6 +38,7 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required"
         ({"kind": "numeric", "tolerance": 1}, "It is 6.5.", "1", 0.5),
         ({"kind": "numeric", "tolerance": 1}, "It is 100.", "1", 0.0),
         ({"kind": "numeric"}, "no number here", "1", 0.0),
+        ({"kind": "numeric"}, "1 + 1 = 2", "2", 1.0),  # the last number is the result
         ({"kind": "numeric"}, "4", "four", 0.0),
     ],
 )
