@@ -16,9 +16,11 @@ no system prompt, temperature 0, at most 64 tokens. The answers are checked mech
 An answer that contains the prompt itself (an echo, which is what a pretrained model tends to
 produce) passes nothing, whatever follows it. The prompts were written once, before any run,
 and are not tuned to either model. Targets: the default model passes at least 50 % and at
-least 3x Gemma's rate.
+least 3x Gemma's rate; the quality model (`--quality`, Qwen2.5-Coder 1.5B Instruct, where
+`make install ENGINE_MODEL=quality` placed it) at least 90 %.
 
     .venv/bin/python benchmarks/engine_instruct.py
+    .venv/bin/python benchmarks/engine_instruct.py --quality   # the three models side by side
     .venv/bin/python benchmarks/engine_instruct.py --smoke   # seconds: the test suite runs this
 """
 
@@ -40,7 +42,11 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from playground.engine.config import DEFAULT_GEMMA_REPLICAS, DEFAULT_REPLICAS  # noqa: E402
+from playground.engine.config import (  # noqa: E402
+    DEFAULT_GEMMA_REPLICAS,
+    DEFAULT_REPLICAS,
+    QUALITY_MODEL_ID,
+)
 from tests.support.engine import GEMMA, MODEL_ID, EngineProcess, start_engine  # noqa: E402
 
 MAX_TOKENS = 64
@@ -219,12 +225,12 @@ async def answer(client: httpx.AsyncClient, engine: EngineProcess, model: str, p
     return str(response.json()["choices"][0]["message"]["content"])
 
 
-async def ask_all(engine: EngineProcess, prompts: list[Prompt]) -> dict[str, list[str]]:
+async def ask_all(engine: EngineProcess, prompts: list[Prompt], models: list[str]) -> dict[str, list[str]]:
     """Every prompt to every model at once; each model's replicas take them in turn."""
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(1800.0)) as client:
         results = {
             model: await asyncio.gather(*(answer(client, engine, model, p.text) for p in prompts))
-            for model in (MODEL_ID, GEMMA)
+            for model in models
         }
     return {model: list(answers) for model, answers in results.items()}
 
@@ -235,28 +241,29 @@ def _excerpt(text: str, width: int = 34) -> str:
 
 
 def report(prompts: list[Prompt], answers: dict[str, list[str]], *, smoke: bool, show_answers: bool) -> None:
-    passed = {model: [p.passes(a) for p, a in zip(prompts, answers[model], strict=True)] for model in answers}
-    short = {MODEL_ID: "default (SmolLM2)", GEMMA: "Gemma"}
-    print(f"\n{'prompt':<46} {'check':<14} {short[MODEL_ID]:<42} {short[GEMMA]}")
+    models = list(answers)
+    passed = {model: [p.passes(a) for p, a in zip(prompts, answers[model], strict=True)] for model in models}
+    short = {MODEL_ID: "default (SmolLM2)", GEMMA: "Gemma", QUALITY_MODEL_ID: "quality (Qwen2.5-Coder)"}
+    print(f"\n{'prompt':<46} {'check':<14} " + " ".join(f"{short[model]:<42}" for model in models))
     for index, prompt in enumerate(prompts):
-        cells = [
-            f"{'PASS' if passed[model][index] else 'fail'} {_excerpt(answers[model][index])!r}"
-            for model in (MODEL_ID, GEMMA)
-        ]
-        print(f"{_excerpt(prompt.text, 45):<46} {prompt.kind:<14} {cells[0]:<42} {cells[1]}")
+        cells = [f"{'PASS' if passed[m][index] else 'fail'} {_excerpt(answers[m][index])!r}" for m in models]
+        row = " ".join(f"{cell:<42}" for cell in cells)
+        print(f"{_excerpt(prompt.text, 45):<46} {prompt.kind:<14} {row}")
     if show_answers:
-        for model in (MODEL_ID, GEMMA):
+        for model in models:
             print(f"\n== {model}: whole answers ==")
             for prompt, text in zip(prompts, answers[model], strict=True):
                 print(f"- {prompt.text}\n  {'PASS' if prompt.passes(text) else 'fail'}: {text!r}")
     rates = {model: sum(results) / len(results) for model, results in passed.items()}
     counts = {model: f"{sum(results)} of {len(results)}" for model, results in passed.items()}
     ratio = f"{rates[MODEL_ID] / rates[GEMMA]:.1f}x" if rates[GEMMA] else "no Gemma pass to divide by"
+    plain = {MODEL_ID: "default", GEMMA: "gemma", QUALITY_MODEL_ID: "quality"}
     print(
-        f"\ninstruct pass rate: default {100 * rates[MODEL_ID]:.1f} % ({counts[MODEL_ID]}), "
-        f"gemma {100 * rates[GEMMA]:.1f} % ({counts[GEMMA]}); default / gemma: {ratio}"
+        "\ninstruct pass rate: "
+        + ", ".join(f"{plain[model]} {100 * rates[model]:.1f} % ({counts[model]})" for model in models)
+        + f"; default / gemma: {ratio}"
     )
-    for model in (MODEL_ID, GEMMA):
+    for model in models:
         loose = sum(p.right_but_unformatted(a) for p, a in zip(prompts, answers[model], strict=True))
         echoes = sum(p.echoed(a) for p, a in zip(prompts, answers[model], strict=True))
         print(
@@ -266,6 +273,8 @@ def report(prompts: list[Prompt], answers: dict[str, list[str]], *, smoke: bool,
     print("\n== targets ==" + (" (a smoke run: too small to judge them)" if smoke else ""))
     print(f"  default model >= 50 %: {'met' if rates[MODEL_ID] >= 0.5 else 'MISSED'}")
     print(f"  default model >= 3x Gemma: {'met' if rates[MODEL_ID] >= 3 * rates[GEMMA] else 'MISSED'}")
+    if QUALITY_MODEL_ID in rates:
+        print(f"  quality model >= 90 %: {'met' if rates[QUALITY_MODEL_ID] >= 0.9 else 'MISSED'}")
 
 
 def main() -> None:
@@ -274,16 +283,27 @@ def main() -> None:
     parser.add_argument("--gemma-replicas", type=int, default=DEFAULT_GEMMA_REPLICAS)
     parser.add_argument("--prompts", type=int, default=len(PROMPTS), help="the first N prompts only")
     parser.add_argument("--answers", action="store_true", help="print every whole answer too")
+    parser.add_argument(
+        "--quality",
+        action="store_true",
+        help=f"ask {QUALITY_MODEL_ID} too (installed by `make install ENGINE_MODEL=quality`)",
+    )
     parser.add_argument("--smoke", action="store_true", help="a tiny run of every path (seconds)")
     args = parser.parse_args()
     if args.smoke:
         vars(args).update(SMOKE)
     prompts = PROMPTS[: args.prompts]
-    print(f"{len(prompts)} prompts, temperature 0, at most {MAX_TOKENS} tokens, to {MODEL_ID} and {GEMMA}")
+    models = [MODEL_ID, GEMMA, *([QUALITY_MODEL_ID] if args.quality else [])]
+    print(f"{len(prompts)} prompts, temperature 0, at most {MAX_TOKENS} tokens, to {', '.join(models)}")
     with tempfile.TemporaryDirectory() as workdir:
-        engine = start_engine(Path(workdir), replicas=args.replicas, gemma_replicas=args.gemma_replicas)
+        engine = start_engine(
+            Path(workdir),
+            replicas=args.replicas,
+            gemma_replicas=args.gemma_replicas,
+            env={"ENGINE_MODEL": "quality"} if args.quality else None,
+        )
         try:
-            answers = asyncio.run(ask_all(engine, prompts))
+            answers = asyncio.run(ask_all(engine, prompts, models))
         finally:
             engine.stop()
     report(prompts, answers, smoke=args.smoke, show_answers=args.answers)
