@@ -36,6 +36,9 @@ class Team(models.Model):
     store_mode = models.CharField(
         max_length=10, choices=StoreMode.choices, default=StoreMode.FULL, db_default=StoreMode.FULL
     )
+    # Upstream redaction (issue 37): the team's requests go to the model with the same typed
+    # placeholders their records keep (`usage.calls.upstream`), not the values. Off: sent as written.
+    upstream_redaction = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -121,7 +124,7 @@ class AuditAction(models.TextChoices):
     API_KEY_UPDATED = "api_key.updated", "Changed an API key"
     API_KEY_REVOKED = "api_key.revoked", "Revoked an API key"
     STORE_MODE_CHANGED = "team.store_mode_changed", "Changed what request records keep"
-    RETENTION_CHANGED = "team.retention_changed", "Changed how long request records are kept"
+    UPSTREAM_REDACTION_CHANGED = "team.upstream_redaction_changed", "Changed what requests send upstream"
     END_USER_ERASED = "team.end_user_erased", "Erased an end user's data"
 
 

@@ -487,14 +487,14 @@ def scores_by_version(rows: list[dict[str, Any]]) -> Chart:
     ]
     layout = _layout(y_title="", hovermode="closest", showlegend=False)
     layout["xaxis"] = {
-        "domain": [0, 0.44],
+        "domain": [0, 0.47],
         "range": [0, 5],
         "dtick": 1,
         "title": {"text": "Mean rating (1-5)"},
         "gridcolor": "#f0f2f5",
     }
     layout["xaxis2"] = {
-        "domain": [0.56, 1],
+        "domain": [0.53, 1],
         "range": [0, 1],
         "tickformat": ".0%",
         "title": {"text": "Thumbs-up share"},
@@ -696,3 +696,57 @@ def lost_savings(rows: list[dict[str, Any]]) -> Chart:
         ["Session", "Requests", "Lost (USD)"], [[row["label"], row["requests"], row["lost"]] for row in rows]
     )
     return Chart(figure=figure, table=table, empty=not any(row["lost"] for row in rows))
+
+
+# The redactor's types (`lib.redaction.ENTITIES`) and its failures, as the redactions chart names them.
+REDACTION_LABELS = {
+    "email": "E-mail addresses",
+    "phone": "Phone numbers",
+    "card": "Card numbers",
+    "iban": "IBANs",
+    "ip": "IP addresses",
+    "secret": "Secrets",
+    "redactor_error": "Redactor failures",
+}
+
+
+def redactions(rows: list[dict[str, Any]], *, buckets: Sequence[dt.datetime]) -> Chart:
+    """Values replaced per bucket, stacked by type (rows {bucket, kind, values}); the note sums
+    each type over the period, and says how many records the redactor failed on."""
+    series = _series(rows, buckets=buckets, key="kind", value="values")
+    x = [_iso(at) for at in buckets]
+    order = [kind for kind in REDACTION_LABELS if kind in series]
+    data = [
+        {
+            "type": "bar",
+            "name": REDACTION_LABELS[kind],
+            "x": x,
+            "y": series[kind],
+            "marker": {"color": STATUS_COLORS["upstream_error"] if kind == "redactor_error" else PALETTE[i]},
+        }
+        for i, kind in enumerate(order)
+    ]
+    totals = {kind: sum(series[kind]) for kind in order}
+    replaced = sum(total for kind, total in totals.items() if kind != "redactor_error")
+    failed = totals.get("redactor_error", 0)
+    types = ", ".join(f"{REDACTION_LABELS[k].lower()} {totals[k]:,}" for k in order if k != "redactor_error")
+    records = f"{failed:,} record{'' if failed == 1 else 's'}"
+    ending = f"; the redactor failed on {records}, which kept metadata only." if failed else "."
+    note = (
+        f"{replaced:,} value{'' if replaced == 1 else 's'} replaced by placeholders: {types}{ending}"
+        if rows
+        else ""
+    )
+    table = Table(
+        ["Bucket (UTC)", *(REDACTION_LABELS[kind] for kind in order)],
+        [[x[i], *(series[kind][i] for kind in order)] for i in range(len(x))],
+    )
+    return Chart(
+        figure={"data": data, "layout": _layout(y_title="Values replaced", barmode="stack")},
+        table=table,
+        note=note,
+        empty=not rows,
+        empty_text="Nothing was redacted in this period. Records kept redacted count the values they "
+        "replaced; those kept in full replace none, and metadata-only ones keep no text to replace.",
+        extra={"totals": totals},
+    )

@@ -62,6 +62,7 @@ from playground.analytics.selectors.conversations import prompt_growth, top_conv
 from playground.analytics.selectors.focus import focus_unserved
 from playground.analytics.selectors.hit_ratio import ROWS_READ, SESSIONS_READ, hit_ratios
 from playground.analytics.selectors.presets import cost_by_preset_version, preset_rows_unserved
+from playground.analytics.selectors.redactions import redactions_over_time
 from playground.analytics.selectors.request_log import BadCursor, log_page, usage_record_get
 from playground.analytics.selectors.rollups import buckets, chart_period, filter_choices
 from playground.analytics.selectors.routing_outcomes import TAGGED_FROM, routing_outcomes
@@ -98,11 +99,15 @@ class ChartSpec:
     by_attribution: bool = False
     # Reads the rollups by preset version (`selectors.presets`).
     by_preset: bool = False
+    # Reads the records, narrowed by the log's own filters (`selectors.redactions`): answers any filter.
+    by_records: bool = False
     # Reads the scores, narrowed by the log's own filters (`selectors.scores`): answers any filter.
     by_scores: bool = False
 
     def unavailable(self, filters: Filters) -> str:
         """Why this chart's rollups cannot answer the filters ("" when they can)."""
+        if self.by_records:
+            return ""
         if self.by_scores:
             return ""
         if self.by_preset:
@@ -191,6 +196,11 @@ CHARTS: dict[str, ChartSpec] = {
         over_time=False,
     ),
     "what-if": ChartSpec("What-if re-pricing", _what_if, over_time=False),
+    "redactions": ChartSpec(
+        "Redacted values by type",
+        lambda f, q: charts.redactions(redactions_over_time(f), buckets=buckets(f)),
+        by_records=True,
+    ),
 }
 # The dashboard's own controls beside the filters: a fragment request made by one of them
 # (htmx names it in HX-Trigger-Name) pushes the dashboard's address with the choice.

@@ -92,5 +92,6 @@ def attempt_call(
         attribution=attribution,
         key=KeyBudget(id=key.pk, name=key.name, limit=key.monthly_budget_usd),
         store=store_mode_applied(key_store_mode(key), store_asked),
+        upstream_redaction=key.team.upstream_redaction,  # the team is loaded with the key
         held_at_admission=held_at_admission,
     )

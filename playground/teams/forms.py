@@ -205,6 +205,12 @@ class TeamStoreForm(forms.Form):
     store_mode = forms.ChoiceField(choices=StoreMode.choices, widget=forms.RadioSelect, label="Records keep")
 
 
+class UpstreamRedactionForm(forms.Form):
+    upstream_redaction = forms.BooleanField(
+        required=False, label="Send placeholders to the model instead of sensitive values"
+    )
+
+
 class MemberBudgetForm(forms.Form):
     monthly_budget_usd = forms.DecimalField(label="Monthly budget (USD)", required=False, **MONEY)
 

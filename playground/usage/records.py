@@ -159,6 +159,7 @@ def _full_record(*, context: RequestContext, outcome: Outcome, team_mode: str = 
         variables=context.variables,
         error_text=outcome.error_text,
         schema_errors=schema.pop("schema_errors", None),
+        redaction=context.redaction,
     )
     return UsageRecord(
         **_identity(context),

@@ -7,7 +7,9 @@ keys, unless a key names its own (`ApiKey.store_mode`); a gateway request may as
 (`usage.records`) hands every text a record holds to `record_text_kept` before anything is
 written: the request body, the prompt variables' values, the error text and the schema errors'
 messages. The prompt's digests (`usage.prefix_digest`) are taken from the body before this, so
-the cache-break detector works on every mode; what goes upstream is never changed.
+the cache-break detector works on every mode. What goes upstream is changed only when the team
+turns on upstream redaction (`usage.calls.upstream`): the record then redacts with the same
+`Redaction`, so it keeps the placeholders the model saw.
 """
 
 from __future__ import annotations
@@ -69,17 +71,24 @@ def record_text_kept(
     variables: dict[str, str] | None,
     error_text: str,
     schema_errors: list[dict[str, str]] | None,
+    redaction: Redaction | None = None,
 ) -> KeptText:
     """The record's text in `mode`: as sent (`full`); with sensitive values replaced, the same
     value by the same placeholder throughout the record (`redacted`); without the body, the
     variables' values or the answer's words in schema errors, the error text redacted
     (`metadata`). A redactor that fails costs the record its text, never the record: it is kept
-    as `metadata` with that failure counted."""
+    as `metadata` with that failure counted.
+
+    `redaction`: the one the request was sent upstream with (`usage.calls.upstream`), whose salt
+    the record's placeholders share; the body is then already redacted, and in `full` its counts
+    are the record's."""
     if mode == StoreMode.FULL:
-        return KeptText(mode, request_body, variables, error_text, schema_errors, None)
+        counts = dict(redaction.counts) if redaction is not None else None
+        return KeptText(mode, request_body, variables, error_text, schema_errors, counts)
     redacted = mode == StoreMode.REDACTED
     try:
-        redaction = Redaction(phone_region=settings.REDACTION_PHONE_REGION)
+        if redaction is None:
+            redaction = Redaction(phone_region=settings.REDACTION_PHONE_REGION)
         return KeptText(
             store_mode=mode,
             request_body=redaction.value(request_body) if redacted else None,

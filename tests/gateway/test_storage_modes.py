@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from playground.accounts.models import StoreMode
@@ -61,3 +63,23 @@ def test_a_key_that_names_no_mode_follows_its_team(
     assert (first.store_mode, first.request_body) == (StoreMode.METADATA, None)
     assert second.store_mode == StoreMode.FULL and EMAIL in str(second.request_body)
     assert UsageRecord.objects.filter(api_key=key.key).count() == 2
+
+
+def test_with_upstream_redaction_on_the_model_receives_the_records_placeholder_and_off_the_address(
+    gateway: LiveApp, actors: Actors, gateway_key: IssuedKey, fake_upstream: FakeUpstream
+) -> None:
+    actors.team.upstream_redaction = True
+    actors.team.save()
+    assert _send(gateway, gateway_key).status_code == 200
+    actors.team.upstream_redaction = False
+    actors.team.save()
+    assert _send(gateway, gateway_key).status_code == 200
+
+    redacted, as_written = (request.json["messages"][0]["content"] for request in fake_upstream.requests)
+    first, second = records_written(2)
+    assert first.request_body is not None
+    placeholder = first.request_body["messages"][0]["content"].removeprefix("Write to ")
+    assert re.fullmatch(r"<email:[0-9a-f]{4}>", placeholder)
+    assert redacted == f"Write to {placeholder}"  # the record's own placeholder, not the address
+    assert first.redactions == {"email": 1} and first.store_mode == StoreMode.REDACTED
+    assert as_written == f"Write to {EMAIL}" and EMAIL not in str(second.request_body)

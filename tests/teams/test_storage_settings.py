@@ -75,8 +75,8 @@ def test_team_settings_prints_and_sets_the_mode(actors: Actors) -> None:
     call_command("team_settings", "--team", str(actors.team.pk), "--store", "metadata", stdout=out)
 
     assert out.getvalue().splitlines() == [
-        f"Alpha (#{actors.team.pk}): store full",
-        f"Alpha (#{actors.team.pk}): store metadata",
+        f"Alpha (#{actors.team.pk}): store full, upstream redaction off",
+        f"Alpha (#{actors.team.pk}): store metadata, upstream redaction off",
     ]
     event = AuditEvent.objects.get(action=AuditAction.STORE_MODE_CHANGED)
     assert (event.actor_name, event.detail["store_mode"]) == ("manage.py", "metadata")
@@ -121,3 +121,48 @@ def test_the_key_form_sets_the_keys_mode_or_the_teams(
     assert dict(ApiKey.objects.values_list("name", "store_mode")) == {"follows": "", "plain": "redacted"}
     page = owner.get(f"/teams/{actors.team.pk}/api-keys/").content.decode()
     assert "records: the team's" in page and "records: redacted" in page
+
+
+def test_an_owner_turns_upstream_redaction_on_and_off_on_the_data_page_audited_each_time(
+    actors: Actors,
+) -> None:
+    owner = client_for(actors.owner)
+    assert 'name="upstream_redaction"' in owner.get(data_url(actors)).content.decode()
+
+    turned_on = owner.post(data_url(actors), {"form": "upstream", "upstream_redaction": "on"})
+    assert turned_on.status_code == 302 and Team.objects.get(pk=actors.team.pk).upstream_redaction
+    page = owner.get(data_url(actors)).content.decode()
+    assert "with placeholders for sensitive values" in page
+    assert 'name="upstream_redaction" id="id_upstream_redaction" checked' in page
+    owner.post(data_url(actors), {"form": "upstream"})  # the box unticked
+
+    assert not Team.objects.get(pk=actors.team.pk).upstream_redaction
+    events = AuditEvent.objects.filter(action=AuditAction.UPSTREAM_REDACTION_CHANGED).order_by("id")
+    assert [event.detail for event in events] == [
+        {"previous": False, "upstream_redaction": True},
+        {"previous": True, "upstream_redaction": False},
+    ]
+    assert Team.objects.get(pk=actors.team.pk).store_mode == StoreMode.FULL  # the other form untouched
+
+
+def test_only_owners_change_upstream_redaction_and_others_read_it(actors: Actors) -> None:
+    for who in (actors.admin, actors.teammate):
+        refused = client_for(who).post(data_url(actors), {"form": "upstream", "upstream_redaction": "on"})
+        assert refused.status_code == 403
+    assert "Off: sent as written" in client_for(actors.teammate).get(data_url(actors)).content.decode()
+    assert client_for(actors.outsider).post(data_url(actors), {"form": "upstream"}).status_code == 404
+    assert not Team.objects.get(pk=actors.team.pk).upstream_redaction
+
+
+def test_team_settings_turns_upstream_redaction_on_and_off(actors: Actors) -> None:
+    out = StringIO()
+    call_command("team_settings", "--team", "Alpha", "--upstream-redaction", "on", stdout=out)
+    assert Team.objects.get(pk=actors.team.pk).upstream_redaction
+    call_command("team_settings", "--team", "Alpha", "--upstream-redaction", "off", stdout=out)
+
+    assert out.getvalue().splitlines()[0] == f"Alpha (#{actors.team.pk}): store full, upstream redaction on"
+    assert out.getvalue().splitlines()[1].endswith("upstream redaction off")
+    event = AuditEvent.objects.filter(action=AuditAction.UPSTREAM_REDACTION_CHANGED).first()
+    assert event is not None and event.actor_name == "manage.py"
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("team_settings", "--team", "Alpha", "--upstream-redaction", "yes")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any, Protocol
 
 from playground.providers.adapters.assembly import EventAssembler
@@ -28,6 +29,7 @@ from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream
 from playground.providers.request_body import recorded_body
 from playground.providers.retry import retrying
 from playground.providers.secrets import redact
+from playground.providers.upstream_redaction import TextRedactor, messages_redacted
 
 
 class ChatAdapter(Protocol):
@@ -36,6 +38,12 @@ class ChatAdapter(Protocol):
 
     def body_as_sent(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body `stream` sends for `request`, fit to store: secrets and images redacted."""
+        ...
+
+    def upstream_redacted(self, request: ChatRequest, text: TextRedactor) -> ChatRequest:
+        """The request to stream instead of `request` so that the text the model reads goes
+        through `text` (`providers.upstream_redaction`); an adapter that sends a body of its
+        own redacts that body too."""
         ...
 
 
@@ -76,6 +84,9 @@ class HTTPChatAdapter(ABC):
         URL is replaced by its hash, type and size.
         """
         return recorded_body(self.payload(request), secrets=[self.token] if self.token else [])
+
+    def upstream_redacted(self, request: ChatRequest, text: TextRedactor) -> ChatRequest:
+        return replace(request, messages=messages_redacted(request.messages, text))
 
     def headers(self, request: ChatRequest) -> dict[str, str]:
         return request_headers(request, token=self.token)

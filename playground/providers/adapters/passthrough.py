@@ -31,6 +31,7 @@ from playground.providers.events import StreamEvent, WireBytes, WireHead
 from playground.providers.http import TimeoutPolicy, UpstreamHTTPError, upstream_stream
 from playground.providers.request_body import recorded_body
 from playground.providers.retry import retrying
+from playground.providers.upstream_redaction import TextRedactor, body_redacted
 
 
 class EventStreamSplitter:
@@ -142,6 +143,13 @@ class PassthroughAdapter:
             recorded_body(self.body, secrets=[self.token] if self.token else [])
         )
         return stored
+
+    def upstream_redacted(self, request: ChatRequest, text: TextRedactor) -> ChatRequest:
+        """The client's body is what goes upstream: it is redacted here (this adapter is one
+        request's). `request` only describes it (the budget's estimate) and is never sent: it
+        is returned as it was, so each value is redacted, and counted, once."""
+        self.body = body_redacted(self.body, text)
+        return request
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]:
         policy = TimeoutPolicy.from_settings()

@@ -19,6 +19,7 @@ from playground.providers.adapters.request import ChatRequest
 from playground.providers.events import Replayed, StreamEvent, UpstreamError
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.secrets import redact
+from playground.providers.upstream_redaction import TextRedactor
 
 
 class QueuedResultReply:
@@ -41,6 +42,9 @@ class QueuedResultReply:
 
     def body_as_sent(self, request: ChatRequest) -> dict[str, Any]:
         return self.sent_by.body_as_sent(request)
+
+    def upstream_redacted(self, request: ChatRequest, text: TextRedactor) -> ChatRequest:
+        return self.sent_by.upstream_redacted(request, text)  # as the adapter that queued it sent it
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent]:
         if self.turnaround_ms is not None:

@@ -29,7 +29,9 @@ from playground.usage.budgets import (
     Reservation,
     budget_reserve_for_requests,
 )
+from playground.usage.calls.upstream import NOT_SENT, calls_redact_upstream
 from playground.usage.records import request_price_card
+from playground.usage.storage import REDACTOR_ERROR
 
 if TYPE_CHECKING:
     from playground.usage.calls.call import MeteredCall
@@ -88,7 +90,8 @@ def calls_hold_together(calls: Sequence[MeteredCall]) -> None:
     Calls admitted together (the gateway's, issue 24) are each held or refused exactly as if held
     alone, in order, with the statements of one admission when the budgets cover them all
     (`budgets.budget_reserve_for_requests`). Each call's card is looked up once, here, and kept
-    in its context: the hold and the record are priced by the same one. Blocking."""
+    in its context: the hold and the record are priced by the same one. Before that, the
+    requests of a team that sends placeholders upstream are redacted (`calls.upstream`). Blocking."""
     todo = []
     for call in calls:
         if call.hold is not None:
@@ -100,6 +103,10 @@ def calls_hold_together(calls: Sequence[MeteredCall]) -> None:
     if not todo:
         return
     try:
+        # What goes upstream is redacted here, before the hold, when the team says so (`calls.upstream`).
+        for call in calls_redact_upstream(todo):
+            call.hold = Refused(NOT_SENT, REDACTOR_ERROR)
+        todo = [call for call in todo if call.hold is None]
         requests = []
         for call in todo:
             card = request_price_card(context=call.context)

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from playground.lib.redaction import Redaction
 from playground.providers.structured_answers import AnswerFormat
 from playground.usage.models import RequestPath
 from playground.usage.pricing import KnownCard
@@ -90,3 +91,10 @@ class RequestContext:
     # What the record keeps of its text (`accounts.StoreMode`, `usage.storage`): set for a gateway
     # request from its key and headers; "": the team's mode, read when the record is written.
     store: str = ""
+    # Upstream redaction (`calls.upstream`): whether the request goes upstream with placeholders
+    # for its sensitive values (a gateway request: its team's, known with its key); None: the
+    # team's setting, read before the request is held and sent.
+    upstream_redaction: bool | None = None
+    # The redaction that made those placeholders (its salt and counts): the record's own, so what
+    # it keeps reads the same placeholders the model saw. None: the request went as written.
+    redaction: Redaction | None = None

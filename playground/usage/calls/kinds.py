@@ -151,13 +151,15 @@ def gateway_call(
     attribution: Attribution,
     key: KeyBudget,
     store: str,
+    upstream_redaction: bool = False,
     held_at_admission: bool = True,
 ) -> MeteredCall:
     """A gateway request's call: its budget (the team's, the key creator's and the key's own)
     held at admission, with the requests admitted together; its record named before it exists
     (the answer's headers carry its id) and written with those of the calls ending meanwhile.
     A routed request's later attempts (`held_at_admission=False`) hold theirs as they start,
-    at the price of the target each calls. `store`: the storage mode its record is kept in."""
+    at the price of the target each calls. `store`: the storage mode its record is kept in;
+    `upstream_redaction`: its team's (`calls.upstream`), known with the key."""
     context = RequestContext(
         team_id=team_id,
         user_id=user_id,
@@ -169,6 +171,7 @@ def gateway_call(
         attribution=replace(attribution, api_key_id=key.id),
         request_id=uuid.uuid4(),
         store=store,
+        upstream_redaction=upstream_redaction,
     )
     return MeteredCall(
         adapter=adapter,

@@ -17,7 +17,6 @@ from playground.accounts.models import StoreMode, Team
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.usage.models.api_keys import ApiKey
-from playground.usage.models.retention import BodyRemoved
 
 
 class UsageStatus(models.TextChoices):
@@ -126,10 +125,6 @@ class UsageRecord(models.Model):
     # How many values of each kind were replaced ({"email": 2, "phone": 1}); {} when none, None
     # when the text was kept in full. "redactor_error": 1 when the redactor failed.
     redactions = models.JSONField(null=True, blank=True)
-    # The text above (body, variables, error text, schema errors) was removed afterwards, and why
-    # (`BodyRemoved`: the team's retention); "" while it is kept.
-    body_removed_by = models.CharField(max_length=10, choices=BodyRemoved.choices, blank=True, db_default="")
-    body_removed_at = models.DateTimeField(null=True, blank=True)
     # Its prompt prefix in hashed sections (`usage.prefix_digest`): the cache-break detector
     # compares these instead of reading two bodies.
     prefix_digest = models.JSONField(null=True, blank=True)
@@ -190,6 +185,12 @@ class UsageRecord(models.Model):
                 fields=["team", "created_at"],
                 condition=Q(routing__isnull=False),
                 name="usage_team_routed",
+            ),
+            # The dashboard's redactions chart reads the records that were redacted (issue 37).
+            models.Index(
+                fields=["team", "created_at"],
+                condition=Q(redactions__isnull=False),
+                name="usage_team_redacted",
             ),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
             # The log sorts these slowest first with the unmeasured (NULL) last.
