@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "playground.usage",
     "playground.presets",
     "playground.routing",
+    "playground.alerts",
     "playground.chat",
     "playground.teams",
     "playground.batches",
@@ -182,6 +183,8 @@ CELERY_BEAT_SCHEDULE = {
     }
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# --- alerts (issue 41, playground.alerts): each team's rules looked at once a minute ---
+CELERY_BEAT_SCHEDULE["alerts-evaluate"] = {"task": "playground.alerts.tasks.alerts_evaluate_all", "schedule": 60.0}
 
 # --- batches (see playground.batches.services) ---
 BATCH_CONCURRENCY = env_int("BATCH_CONCURRENCY", 4)  # requests in flight per batch without a queue

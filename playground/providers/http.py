@@ -152,10 +152,12 @@ async def upstream_stream(
     *,
     headers: dict[str, str],
     json: Any = None,
+    content: bytes | None = None,
     timeout_policy: TimeoutPolicy | None = None,
     deadline: float | None = None,
 ) -> AsyncIterator[UpstreamResponse]:
     """Send one request and hand back the streaming response; the stream closes on exit.
+    `content` sends these exact bytes instead of `json` (a signed body must be sent as signed).
 
     Raises `UpstreamHTTPError` for transport failures, timeouts and any non-2xx status
     (redirects included: they are refused, not followed).
@@ -169,6 +171,7 @@ async def upstream_stream(
         _parsed_url(url),
         headers=headers,
         json=json,
+        content=content,
         timeout=httpx.Timeout(policy.first_byte, connect=policy.connect, pool=policy.connect),
     )
     started = time.perf_counter()

@@ -62,7 +62,7 @@ def addresses_check(host: str, addresses: list[IPAddress]) -> None:
     """Refuse the host if any address is internal: a name with one public and one private
     answer could be steered to either."""
     for address in addresses:
-        if _is_allowlisted(str(address)):
+        if host_allowlisted(str(address)):
             continue
         if _is_internal(address):
             raise ValidationError(
@@ -112,7 +112,7 @@ def _is_internal(address: IPAddress) -> bool:
 
 def _is_trusted(host: str, port: int) -> bool:
     """The engine's own address, or a host the operator allowlisted by name or address."""
-    return _is_allowlisted(host) or _is_engine_address(host, port)
+    return host_allowlisted(host) or _is_engine_address(host, port)
 
 
 def _is_engine_address(host: str, port: int) -> bool:
@@ -121,7 +121,8 @@ def _is_engine_address(host: str, port: int) -> bool:
     return (host, port) == ((engine.hostname or "").lower(), engine_port)
 
 
-def _is_allowlisted(host: str) -> bool:
+def host_allowlisted(host: str) -> bool:
+    """Whether the operator allowlisted `host` (a lower-case name or address) by name, address or CIDR."""
     for entry in settings.PROVIDER_HOST_ALLOWLIST:
         entry = entry.strip().lower()
         if host == entry:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import URLPattern, path
 
 from playground.teams.views import (
+    alerts,
     api_keys,
     audit,
     budgets,
@@ -54,6 +55,13 @@ urlpatterns: list[URLPattern] = [
         "<int:team_id>/connections/<int:connection_id>/test/",
         connections.connection_test_view,
         name="connection-test",
+    ),
+    path("<int:team_id>/alerts/", alerts.alerts_view, name="alerts"),
+    path("<int:team_id>/alerts/<int:destination_id>/test/", alerts.alert_test_view, name="alert-test"),
+    path(
+        "<int:team_id>/alerts/<int:destination_id>/delete/",
+        alerts.alert_destination_delete_view,
+        name="alert-delete",
     ),
     path("<int:team_id>/catalogue/", catalogue.catalogue_view, name="catalogue"),
     path("<int:team_id>/catalogue/overrides/", catalogue.override_create_view, name="override-create"),

@@ -55,7 +55,7 @@ no finish reason and no usage is a stream that stops before the model finished.
 
 `await collect(adapter.stream(request))` gathers every event of a stream into a list.
 
-Recording: `fake_upstream.requests` lists `RecordedRequest(method, path, headers, json)`
+Recording: `fake_upstream.requests` lists `RecordedRequest(method, path, headers, json, raw)`
 (header names lower-cased, `json` the decoded body or None) in arrival order. Each also
 records how its reply ended: `await fake_upstream.wait_ended(index)` waits until the reply
 is over and returns the request, whose `disconnected` says whether the client hung up
@@ -87,6 +87,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     json: Any
+    raw: bytes = b""  # the body's bytes as received (a signature is checked over these)
     disconnected: bool = False
     ended: threading.Event = field(default_factory=threading.Event)
 
@@ -404,7 +405,7 @@ class FakeUpstream:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        return RecordedRequest(method=method, path=path, headers=headers, json=body)
+        return RecordedRequest(method=method, path=path, headers=headers, json=body, raw=raw)
 
     def _next_reply(self, request: RecordedRequest) -> Sse | JsonReply | Hang:
         with self._lock:
