@@ -125,6 +125,7 @@ class AuditAction(models.TextChoices):
     API_KEY_REVOKED = "api_key.revoked", "Revoked an API key"
     STORE_MODE_CHANGED = "team.store_mode_changed", "Changed what request records keep"
     UPSTREAM_REDACTION_CHANGED = "team.upstream_redaction_changed", "Changed what requests send upstream"
+    RETENTION_CHANGED = "team.retention_changed", "Changed how long request records are kept"
     END_USER_ERASED = "team.end_user_erased", "Erased an end user's data"
 
 

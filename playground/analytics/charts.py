@@ -487,14 +487,14 @@ def scores_by_version(rows: list[dict[str, Any]]) -> Chart:
     ]
     layout = _layout(y_title="", hovermode="closest", showlegend=False)
     layout["xaxis"] = {
-        "domain": [0, 0.47],
+        "domain": [0, 0.44],
         "range": [0, 5],
         "dtick": 1,
         "title": {"text": "Mean rating (1-5)"},
         "gridcolor": "#f0f2f5",
     }
     layout["xaxis2"] = {
-        "domain": [0.53, 1],
+        "domain": [0.56, 1],
         "range": [0, 1],
         "tickformat": ".0%",
         "title": {"text": "Thumbs-up share"},

@@ -14,6 +14,7 @@ from playground.teams.api_key_selectors import api_keys_unrevoked
 from playground.teams.forms import TeamStoreForm, UpstreamRedactionForm
 from playground.teams.services.storage import team_store_mode_update, team_upstream_redaction_update
 from playground.teams.views.page import redirect_done, team_page, team_view
+from playground.teams.views.retention import retention_context
 
 UPSTREAM = "upstream"  # the value of `form` that the upstream redaction form posts
 
@@ -49,4 +50,5 @@ def data_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
                 return redirect_done(request, text, "teams:data", team.pk)
         status = 400
     context = {"form": form, "upstream": upstream, "keys": api_keys_unrevoked(team=team)}
+    context = {**context, **retention_context(team)}
     return team_page(request, membership, "teams/data.html", context, status=status)

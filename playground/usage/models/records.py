@@ -17,6 +17,7 @@ from playground.accounts.models import StoreMode, Team
 from playground.catalog.models import PriceCard
 from playground.providers.models import ProviderConnection
 from playground.usage.models.api_keys import ApiKey
+from playground.usage.models.retention import BodyRemoved
 
 
 class UsageStatus(models.TextChoices):
@@ -125,6 +126,10 @@ class UsageRecord(models.Model):
     # How many values of each kind were replaced ({"email": 2, "phone": 1}); {} when none, None
     # when the text was kept in full. "redactor_error": 1 when the redactor failed.
     redactions = models.JSONField(null=True, blank=True)
+    # The text above (body, variables, error text, schema errors) was removed afterwards, and why
+    # (`BodyRemoved`: the team's retention); "" while it is kept.
+    body_removed_by = models.CharField(max_length=10, choices=BodyRemoved.choices, blank=True, db_default="")
+    body_removed_at = models.DateTimeField(null=True, blank=True)
     # Its prompt prefix in hashed sections (`usage.prefix_digest`): the cache-break detector
     # compares these instead of reading two bodies.
     prefix_digest = models.JSONField(null=True, blank=True)

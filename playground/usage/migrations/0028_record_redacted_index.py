@@ -7,10 +7,10 @@ class Migration(migrations.Migration):
     (issue 37): it reads only them, by team and period."""
 
     dependencies = [
-        ("accounts", "0010_team_upstream_redaction"),
-        ("catalog", "0007_price_card_cache_write_price"),
+        ("accounts", "0011_team_upstream_redaction"),
+        ("catalog", "0008_engine_quality_model"),
         ("providers", "0003_connection_listed_windows"),
-        ("usage", "0026_scores"),
+        ("usage", "0027_retention"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

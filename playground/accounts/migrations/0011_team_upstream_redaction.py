@@ -6,7 +6,7 @@ class Migration(migrations.Migration):
     instead of sensitive values, and its audit action."""
 
     dependencies = [
-        ("accounts", "0009_decision_chain"),
+        ("accounts", "0010_audit_retention"),
     ]
 
     operations = [
@@ -41,6 +41,7 @@ class Migration(migrations.Migration):
                     ("api_key.revoked", "Revoked an API key"),
                     ("team.store_mode_changed", "Changed what request records keep"),
                     ("team.upstream_redaction_changed", "Changed what requests send upstream"),
+                    ("team.retention_changed", "Changed how long request records are kept"),
                     ("team.end_user_erased", "Erased an end user's data"),
                 ],
                 max_length=40,
