@@ -184,7 +184,10 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # --- alerts (issue 41, playground.alerts): each team's rules looked at once a minute ---
-CELERY_BEAT_SCHEDULE["alerts-evaluate"] = {"task": "playground.alerts.tasks.alerts_evaluate_all", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["alerts-evaluate"] = {
+    "task": "playground.alerts.tasks.alerts_evaluate_all",
+    "schedule": 60.0,
+}
 
 # --- batches (see playground.batches.services) ---
 BATCH_CONCURRENCY = env_int("BATCH_CONCURRENCY", 4)  # requests in flight per batch without a queue

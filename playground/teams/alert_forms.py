@@ -43,4 +43,3 @@ class AlertRulesForm(forms.Form):
         label="Spend above the 7-day median, times",
     )
     cache_drop_points = forms.IntegerField(min_value=1, max_value=100, label="Cached share drop, in points")
-
