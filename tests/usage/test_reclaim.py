@@ -1,5 +1,5 @@
 """Gone means gone from the files: a deleted value is not left in the SQLite database's freed
-pages or its write-ahead log once the space is reclaimed."""
+pages or its write-ahead log once the space is reclaimed; PostgreSQL's tables are vacuumed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from playground.usage.models import UsageRecord, UsageStatus
 from playground.usage.reclaim import reclaim_freed_space
 from tests.support.actors import Actors
 
-pytestmark = pytest.mark.skipif(connection.vendor != "sqlite", reason="the files of a SQLite database")
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the files of a SQLite database")
 
 
 def _files_holding(value: str) -> list[str]:
@@ -49,6 +49,7 @@ def _checkpoint() -> None:
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+@sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_every_connection_zeroes_what_it_deletes(actors: Actors) -> None:
     """Set by the settings' init_command on every new connection (Debian builds SQLite with it
@@ -62,6 +63,7 @@ def test_every_connection_zeroes_what_it_deletes(actors: Actors) -> None:
     assert "PRAGMA secure_delete=ON;" in connection.settings_dict["OPTIONS"]["init_command"]
 
 
+@sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_a_deleted_value_is_in_no_file_once_the_space_is_reclaimed(actors: Actors) -> None:
     record, value = _planted_record(actors)
@@ -76,6 +78,7 @@ def test_a_deleted_value_is_in_no_file_once_the_space_is_reclaimed(actors: Actor
     assert _files_holding(value) == []
 
 
+@sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_a_value_blanked_in_place_is_in_no_file_once_the_space_is_reclaimed(actors: Actors) -> None:
     record, value = _planted_record(actors)
@@ -86,6 +89,7 @@ def test_a_value_blanked_in_place_is_in_no_file_once_the_space_is_reclaimed(acto
     assert _files_holding(value) == []
 
 
+@sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_without_secure_delete_a_checkpoint_leaves_the_value_in_a_freed_page(actors: Actors) -> None:
     """Why the connections run with secure_delete: the checkpoint alone is not enough."""
@@ -102,6 +106,7 @@ def test_without_secure_delete_a_checkpoint_leaves_the_value_in_a_freed_page(act
             cursor.execute("PRAGMA secure_delete = ON")
 
 
+@sqlite_only
 @pytest.mark.django_db(transaction=True)
 def test_inside_a_transaction_the_space_is_reclaimed_once_it_commits(actors: Actors) -> None:
     record, value = _planted_record(actors)
@@ -110,3 +115,23 @@ def test_inside_a_transaction_the_space_is_reclaimed_once_it_commits(actors: Act
         reclaim_freed_space([UsageRecord])
         assert _files_holding(value)  # a checkpoint cannot run inside the deletion's transaction
     assert _files_holding(value) == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's VACUUM")
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_the_tables_are_vacuumed_once_the_deletion_commits(actors: Actors) -> None:
+    def vacuums() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            table = UsageRecord._meta.db_table
+            cursor.execute("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = %s", [table])
+            (count,) = cursor.fetchone()
+        return int(count)
+
+    record, _value = _planted_record(actors)
+    before = vacuums()
+    with transaction.atomic():
+        record.delete()
+        reclaim_freed_space([UsageRecord])
+        assert vacuums() == before  # VACUUM cannot run inside the deletion's transaction
+    assert vacuums() == before + 1
