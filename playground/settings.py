@@ -183,6 +183,11 @@ CELERY_BEAT_SCHEDULE = {
     }
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# --- idempotent answers (issue 37, playground.gateway.idempotency): deleted once their window ends ---
+CELERY_BEAT_SCHEDULE["idempotent-answers-expire"] = {
+    "task": "playground.gateway.tasks.idempotency_answers_expire",
+    "schedule": 300.0,
+}
 # --- alerts (issue 41, playground.alerts): each team's rules looked at once a minute ---
 CELERY_BEAT_SCHEDULE["alerts-evaluate"] = {
     "task": "playground.alerts.tasks.alerts_evaluate_all",

@@ -19,6 +19,7 @@ from playground.gateway.idempotency import (
     idempotency_store,
 )
 from playground.gateway.models import IdempotentRequest
+from playground.gateway.tasks import idempotency_answers_expire
 from playground.providers.models import ProviderConnection
 from tests.gateway.conftest import IssuedKey, issue
 from tests.support.actors import Actors
@@ -84,3 +85,13 @@ def test_an_answer_no_key_opens_is_given_up_and_the_request_sent_again(
 
     assert isinstance(again, Claim)
     assert IdempotentRequest.objects.get().body is None
+
+
+def test_the_beat_runs_the_sweep_every_five_minutes(key: IssuedKey, settings: LazySettings) -> None:
+    schedule = {entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert schedule[idempotency_answers_expire.name] <= 300
+    _answered(key)
+
+    with time_machine.travel(timezone.now() + IDEMPOTENCY_TTL + dt.timedelta(minutes=1), tick=False):
+        assert idempotency_answers_expire.apply().get() == 1
+    assert not IdempotentRequest.objects.exists()
