@@ -1,6 +1,7 @@
 """In Chromium at 1280 and 390 px: a redacted record's page says what it kept (its mode, what was
 replaced, the body with placeholders and never the values), a metadata record's says its text
-was not kept, and an owner sets the team's mode on its Data page. Screenshots go to
+was not kept, an owner sets the team's mode and its upstream redaction on its Data page, and the
+dashboard draws the values redacted by type. Screenshots go to
 test-artifacts/storage-*.png (look at them: a clipped list or chip is a failure)."""
 
 from __future__ import annotations
@@ -89,10 +90,49 @@ def test_an_owner_sets_the_teams_mode_on_the_data_page(
         expect(page.get_by_role("link", name="Data")).to_have_attribute("aria-current", "page")
         expect(page.get_by_label("Full: the text as sent")).to_be_checked()
         page.get_by_label("Metadata only: no prompt or answer text").check()
-        page.get_by_role("button", name="Save").click()
+        page.get_by_role("button", name="Save", exact=True).click()
         expect(page.get_by_role("status")).to_contain_text("now keep: metadata only")
         expect(page.get_by_label("Metadata only: no prompt or answer text")).to_be_checked()
         fits_the_width(page)
         page.screenshot(path=str(artifacts / f"storage-data-page-{width}.png"), full_page=True)
     assert Team.objects.get(pk=actors.team.pk).store_mode == StoreMode.METADATA
+    assert console.problems == []
+
+
+def test_the_dashboard_draws_redacted_values_by_type(
+    live_app: LiveApp, actors: Actors, chromium_path: str, artifacts: Path
+) -> None:
+    _record(actors, StoreMode.REDACTED)
+    _record(actors, StoreMode.REDACTED)
+    console = Console()
+    with browser_page(chromium_path, console=console, viewport={"width": 1280, "height": 900}) as page:
+        log_in(page, live_app.url)
+        page.goto(f"{live_app.url}/usage/?team={actors.team.pk}&range=24h")
+        panel = page.locator("#chart-redactions")
+        expect(panel.get_by_role("heading")).to_have_text("Redacted values by type")
+        expect(panel).to_contain_text(
+            "8 values replaced by placeholders: e-mail addresses 4, phone numbers 2, card numbers 2."
+        )
+        expect(panel.locator(".main-svg").first).to_be_visible()  # Plotly drew it
+        panel.scroll_into_view_if_needed()
+        panel.screenshot(path=str(artifacts / "storage-dashboard-redactions.png"))
+    assert console.problems == []
+
+
+def test_an_owner_turns_upstream_redaction_on_on_the_data_page(
+    live_app: LiveApp, actors: Actors, chromium_path: str, artifacts: Path
+) -> None:
+    console = Console()
+    with browser_page(chromium_path, console=console, viewport={"width": 390, "height": 900}) as page:
+        log_in(page, live_app.url, "owner")
+        page.goto(f"{live_app.url}/teams/{actors.team.pk}/data/")
+        box = page.get_by_label("Send placeholders to the model instead of sensitive values")
+        expect(box).not_to_be_checked()
+        box.check()
+        page.get_by_role("button", name="Save what the model receives").click()
+        expect(page.get_by_role("status")).to_contain_text("with placeholders for sensitive values")
+        expect(box).to_be_checked()
+        fits_the_width(page)
+        page.screenshot(path=str(artifacts / "storage-data-upstream-390.png"), full_page=True)
+    assert Team.objects.get(pk=actors.team.pk).upstream_redaction
     assert console.problems == []
