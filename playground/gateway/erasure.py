@@ -1,11 +1,15 @@
 """What the gateway keeps of an end user, for `usage.erasure` (issue 37): the answers its
 idempotency store keeps for replay. An answer of an erased record (found by the request id its
-headers carry), or one whose bytes hold the id, is deleted: a repeat of that request within the
-window is then sent again instead of replayed, which costs a request but keeps nothing."""
+headers carry), or one that holds the id once decrypted, is deleted: a repeat of that request
+within the window is then sent again instead of replayed, which costs a request but keeps
+nothing."""
 
 from __future__ import annotations
 
+from cryptography.fernet import InvalidToken
+
 from playground.gateway.models import IdempotentRequest
+from playground.providers.secrets import data_decrypt
 from playground.usage.erasure import Erasure
 
 REQUEST_ID_HEADER = "x-playground-request-id"
@@ -25,4 +29,13 @@ class GatewayEraser:
 def _holds(row: IdempotentRequest, run: Erasure) -> bool:
     if str(row.headers.get(REQUEST_ID_HEADER, "")) in run.request_ids:
         return True
-    return run.needle.found_in(bytes(row.body or b"").decode("utf-8", "replace"))
+    return run.needle.found_in(_answer(row).decode("utf-8", "replace"))
+
+
+def _answer(row: IdempotentRequest) -> bytes:
+    """The kept answer in clear (`gateway.idempotency` keeps it encrypted); one no key opens is
+    unreadable to a replay too, and holds nothing to find."""
+    try:
+        return data_decrypt(bytes(row.body)) if row.body else b""
+    except InvalidToken:
+        return b""

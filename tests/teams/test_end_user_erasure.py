@@ -26,6 +26,7 @@ from playground.batches.models import Batch, BatchItem
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.chat.models import Conversation, Message, MessageRole
 from playground.gateway.models import IdempotencyState, IdempotentRequest
+from playground.providers.secrets import data_encrypt
 from playground.providers.usage_normalize import NormalizedUsage
 from playground.teams.services.erasure import end_user_erase_by_owner, end_user_erasure_count
 from playground.usage.api_keys import api_key_issue
@@ -231,6 +232,26 @@ def test_an_end_user_is_gone_from_records_rollups_chats_batches_and_replays(acto
     row = UsageEndUserDaily.objects.get(team=actors.team, end_user=tombstone)
     assert (row.requests, row.prompt_tokens) == (1, 1200)
     assert not UsageEndUserDaily.objects.filter(team=actors.team, end_user=ANA).exists()
+
+
+@pytest.mark.django_db
+def test_a_kept_answer_that_names_the_end_user_is_found_through_its_encryption(actors: Actors) -> None:
+    key, _ = api_key_issue(team_id=actors.team.pk, name="bot", connection_id=None, created_by_id=None)
+    for name, text in (("names-ana", f"Dear {ANA}, your refund is on its way"), ("names-bo", f"Dear {BO}")):
+        IdempotentRequest.objects.create(
+            api_key=key,
+            key=name,
+            body_sha256="0" * 64,
+            state=IdempotencyState.DONE,
+            status=200,
+            headers={"x-playground-request-id": "not-an-erased-record"},
+            body=data_encrypt(text.encode()),
+            created_at=dt.datetime.now(dt.UTC),
+        )
+
+    assert end_user_erase(team_id=actors.team.pk, end_user=ANA)["idempotent_answers"] == 1
+
+    assert list(IdempotentRequest.objects.values_list("key", flat=True)) == ["names-bo"]
 
 
 @pytest.mark.django_db
