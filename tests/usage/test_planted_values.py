@@ -1,8 +1,10 @@
-"""Issue 37's planted-values test: a team in `redacted` mode sends known values of every kind
-through chat, compare, batch and gateway requests (in prompts, prompt variables, and upstream
-errors that quote them back); none of them is left in what the playground keeps or sends out:
-the records, every export format (CSV for spreadsheets and for data tools, JSONL, XLSX, FOCUS),
-the OpenTelemetry spans (captured with the SDK's in-memory exporter) and the logs. The upstream
+"""Issue 37's planted-values test: a team in `redacted` mode sends 200 known values of each kind
+(e-mail addresses, phone and card numbers, IBANs, IPv4 and IPv6 addresses, and secrets of ten
+shapes) through chat, compare, batch and gateway requests (in prompts, prompt variables, and
+upstream errors that quote them back); none of them is left in what the playground keeps or
+sends out: the records, every export format (CSV for spreadsheets and for data tools, JSONL,
+XLSX, FOCUS), the OpenTelemetry spans (captured with the SDK's in-memory exporter), the logs,
+and the pages that show the records (the request log and each record's page). The upstream
 received every one of them as written.
 
 Chat, compare and batch records are made by the metered call each of those features builds
@@ -47,8 +49,8 @@ from tests.support.analytics import body
 from tests.support.browser import LiveApp
 from tests.support.clients import client_for
 
-EACH = 50  # values planted of each kind (the issue asks 200: 50 keep the test under ~20 s)
-PER_REQUEST = 9
+EACH = 200  # values planted of each kind, as the issue asks
+PER_REQUEST = 40  # 1,400 values in 35 requests: the test takes seconds, not minutes
 FAILING_EVERY = 5  # every 5th request's upstream answers an error quoting what it was sent
 OTEL_ENDPOINT = "http://otel.invalid"
 
@@ -68,15 +70,30 @@ def _iban(i: int) -> str:
 
 
 def _secret(i: int) -> str:
+    """A secret of one of ten shapes: what is planted is `_written(secret)`."""
     token = hashlib.sha256(str(i).encode()).hexdigest()
     shapes = (
-        f"sk-proj-{token[:32]}",
-        f"pgk_{token[:40]}",
-        f"AKIA{token[:16].upper()}",
-        f"ghp_{token[:36]}",
-        f"hf_{token[:34]}",
+        f"sk-proj-{token[:32]}",  # OpenAI
+        f"pgk_{token[:40]}",  # this playground's keys
+        f"AKIA{token[:16].upper()}",  # AWS
+        f"ghp_{token[:36]}",  # GitHub
+        f"hf_{token[:34]}",  # Hugging Face
+        f"sk_live_{token[:24]}",  # Stripe
+        f"xoxb-{token[:12]}-{token[12:36]}",  # Slack
+        f"glpat-{token[:20]}",  # GitLab
+        f"bearer{token[:40]}",  # a bearer token (written after "Authorization: Bearer")
+        f"MIIE{token}{token[:20]}",  # a private key block's body
     )
     return shapes[i % len(shapes)]
+
+
+def _written(value: str) -> str:
+    """How a value is written in a prompt: a bearer token after its header, a key's body in its block."""
+    if value.startswith("bearer"):
+        return f"Authorization: Bearer {value}"
+    if value.startswith("MIIE"):
+        return f"-----BEGIN PRIVATE KEY-----\n{value}\n-----END PRIVATE KEY-----"
+    return value
 
 
 PLANTED: dict[str, list[str]] = {
@@ -104,7 +121,7 @@ def _prompts() -> Iterator[list[str]]:
 
 
 def _text(values: list[str]) -> str:
-    return " ".join(f"Note {n}: {value} is on file." for n, value in enumerate(values))
+    return " ".join(f"Note {n}: {_written(value)} is on file." for n, value in enumerate(values))
 
 
 def _request(values: list[str], *, stream: bool) -> ChatRequest:
@@ -114,11 +131,14 @@ def _request(values: list[str], *, stream: bool) -> ChatRequest:
         messages=[
             {"role": "system", "content": f"The customer record reads: {_text(values[:half])}"},
             # The last one as a prompt variable's value, filled in: the record keeps it twice.
-            {"role": "user", "content": f"Please check {_text(values[half:-1])} Account {values[-1]}."},
+            {
+                "role": "user",
+                "content": f"Please check {_text(values[half:-1])} Account {_written(values[-1])}.",
+            },
         ],
         max_tokens=20,
         stream=stream,
-        variables={"account": values[-1]},
+        variables={"account": _written(values[-1])},
     )
 
 
@@ -186,6 +206,19 @@ def _exports(actors: Actors) -> dict[str, str]:
     return texts
 
 
+def _pages(actors: Actors, records: list[UsageRecord]) -> dict[str, str]:
+    """The request log and every record's page, as the team's owner reads them."""
+    owner = client_for(actors.owner)
+    log = owner.get(reverse("analytics:log"), {"team": str(actors.team.pk), "range": "24h"})
+    shown = [owner.get(reverse("analytics:record-detail", args=[record.request_id])) for record in records]
+    assert log.status_code == 200 and {page.status_code for page in shown} == {200}
+    assert all(str(record.request_id) in log.content.decode() for record in records)  # one page holds them
+    return {
+        "log page": log.content.decode(),
+        "record pages": "".join(page.content.decode() for page in shown),
+    }
+
+
 def _kept(records: list[UsageRecord]) -> str:
     """Every text a record keeps, as stored."""
     return json.dumps(
@@ -246,7 +279,13 @@ def test_no_planted_value_is_kept_exported_spanned_or_logged(
         assert counted[COUNTED_AS.get(kind, kind)] >= len(values) - found_before, (kind, counted)
 
     upstream = json.dumps([request.json for request in fake_upstream.requests], ensure_ascii=False)
-    places = {"records": _kept(records), **_exports(actors), "spans": "", "logs": caplog.text}
+    places = {
+        "records": _kept(records),
+        **_exports(actors),
+        **_pages(actors, records),
+        "spans": "",
+        "logs": caplog.text,
+    }
     assert provider.force_flush()
     places["spans"] = "\n".join(span.to_json() for span in spans.get_finished_spans())
     assert len(spans.get_finished_spans()) == len(records)
@@ -262,4 +301,5 @@ def test_no_planted_value_is_kept_exported_spanned_or_logged(
     assert missing_upstream == []  # what went to the model is as the caller wrote it
     assert sorted(found) == [], f"{len(found)} planted values found"
     planted = sum(len(values) for values in PLANTED.values())
+    assert planted == EACH * len(PLANTED) == 1400
     print(f"planted values: {planted} in {len(records)} records, 0 found in {', '.join(places)}")
