@@ -62,9 +62,12 @@ def test_the_worker_finds_the_app_and_the_batch_tasks_by_the_name_in_the_procfil
     assert _run_with_real_settings(probe, tmp_path) == [
         "playground",
         [
+            "playground.alerts.tasks.alert_deliver",
+            "playground.alerts.tasks.alerts_evaluate_all",
             "playground.batches.tasks.batch_step",
             "playground.batches.tasks.batch_watch",
             "playground.batches.tasks.batches_resume",
+            "playground.gateway.tasks.idempotency_answers_expire",
             "playground.usage.tasks.budget_alert_email",
             "playground.usage.tasks.retention_sweep",
         ],

@@ -19,8 +19,10 @@ from django.contrib.auth.models import User
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from playground.accounts.models import ROLES_THAT_CAN_MANAGE, Invitation, Membership, Role
+from playground.alerts.models import AlertDestination, AlertKind, DestinationKind
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.providers.models import ConnectionKind, ProviderConnection
+from playground.providers.secrets import token_encrypt
 from playground.providers.services import connection_save
 from playground.teams.services.invitations import invitation_create
 from playground.usage.api_keys import api_key_issue
@@ -67,6 +69,10 @@ MATRIX: dict[str, dict[str, frozenset[str] | None]] = {
     "routing-schema": {"GET": EVERYONE, "POST": NOT_ALLOWED},
     "data": {"GET": EVERYONE, "POST": OWNERS},
     "data-erase": {"GET": NOT_ALLOWED, "POST": OWNERS},  # its counting step changes nothing
+    "data-retention": {"GET": NOT_ALLOWED, "POST": OWNERS},
+    "alerts": {"GET": EVERYONE, "POST": MANAGERS},
+    "alert-test": {"GET": NOT_ALLOWED, "POST": MANAGERS},
+    "alert-delete": {"GET": NOT_ALLOWED, "POST": MANAGERS},
 }
 # Routes that are not about one team, and why.
 NOT_TEAM_SCOPED = {
@@ -124,6 +130,26 @@ def an_api_key(team: int) -> ApiKey:
         created_by_id=None,
     )
     return key
+
+
+ALERT_RULES = {
+    "connection_errors": "5",
+    "connection_minutes": "10",
+    "spend_factor": "3",
+    "cache_drop_points": "20",
+}
+
+
+def a_destination(team: int) -> AlertDestination:
+    """A destination as stored (its URL encrypted); the matrix only needs one to act on."""
+    return AlertDestination.objects.create(
+        team_id=team,
+        name=f"Receiver {AlertDestination.objects.count()}",
+        kind=DestinationKind.SLACK,
+        url_encrypted=token_encrypt("https://hooks.example.com/services/T/B/x"),
+        url_hint="https://hooks.example.com/…",
+        kinds=[AlertKind.BUDGET],
+    )
 
 
 def an_invitation(actors: Actors) -> Invitation:
@@ -206,6 +232,10 @@ def url_for(name: str, actors: Actors) -> tuple[str, dict[str, Any]]:
         "routing-schema": lambda: (f"/teams/{team}/routing/schema.json", {}),
         "data": lambda: (f"/teams/{team}/data/", {"store_mode": "redacted"}),
         "data-erase": lambda: (f"/teams/{team}/data/erase-end-user/", {"end_user": "cust-4711"}),
+        "data-retention": lambda: (f"/teams/{team}/data/retention/", {"body_days": "30", "record_days": ""}),
+        "alerts": lambda: (f"/teams/{team}/alerts/", {"form": "rules", **ALERT_RULES}),
+        "alert-test": lambda: (f"/teams/{team}/alerts/{a_destination(team).pk}/test/", {}),
+        "alert-delete": lambda: (f"/teams/{team}/alerts/{a_destination(team).pk}/delete/", {}),
     }
     return build[name]()
 
