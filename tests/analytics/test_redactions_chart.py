@@ -14,7 +14,7 @@ from playground.analytics.filters import Filters, Period
 from playground.analytics.selectors.redactions import redactions_over_time
 from playground.catalog.seed import ENGINE_MODEL_ID
 from playground.lib.redaction import Redaction
-from playground.usage.calls.context import RequestContext
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.models import RequestPath
 from tests.support.actors import Actors
 from tests.support.analytics import record_write
@@ -114,3 +114,17 @@ def test_a_period_without_redactions_says_so_and_another_teams_is_a_404(
 
     assert "Nothing was redacted in this period" in quiet.content.decode()
     assert foreign.status_code == 404
+
+
+def test_an_end_user_filter_is_answered_from_the_records_over_the_whole_period(
+    actors: Actors, written: None
+) -> None:
+    _write(actors, f"Ana's {PHONE} and {PHONE}", minutes=200, attribution=Attribution(end_user="ana"))
+    with clock(DAY + dt.timedelta(hours=5)):
+        response = client_for(actors.owner).get(
+            reverse("analytics:chart", args=["redactions"]),
+            {"range": "24h", "team": str(actors.team.pk), "end_user": "ana"},
+        )
+
+    assert response.status_code == 200  # the zoom to the active span reads rollups without end users
+    assert "2 values replaced by placeholders: phone numbers 2." in response.content.decode()

@@ -43,6 +43,8 @@ def test_the_dashboard_and_every_chart_fragment_render_for_a_member(
     # And a score, so the chart of scores by version has bars to draw.
     scored = UsageRecord.objects.get(pk=named[0])
     score_put_by_person(user_id=actors.owner.pk, record=scored, given=ScoreInput(ScoreKind.RATING, 4))
+    # And values the redactor replaced in one of them, so the redactions chart has bars to draw.
+    UsageRecord.objects.filter(pk=named[1]).update(redactions={"email": 2, "card": 1})
     with clock(NOW):
         page = client.get(reverse("analytics:dashboard"), {"range": "24h"})
         assert page.status_code == 200

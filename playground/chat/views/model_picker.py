@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from playground.catalog.seed import ENGINE_QUALITY_ID
 from playground.catalog.selectors import catalog_models_for_kind, model_preselected
 from playground.chat.forms import ModelChoiceForm
 from playground.chat.presenters.conversations import listed_model_choices, model_choices
@@ -25,6 +26,9 @@ def model_field_context(
     if listed is not None:  # what the endpoint said it serves
         choices = listed_model_choices(listed, catalogue)
     else:
+        if connection.kind == ConnectionKind.ENGINE:  # not answering: what every engine serves, not
+            # the quality model, which it serves only where it was installed
+            catalogue = catalogue.exclude(model_id=ENGINE_QUALITY_ID)
         choices = model_choices(catalogue, today=timezone.now().date())
     values = [choice.value for choice in choices]
     # An endpoint that serves any id and never listed its own: the catalogue's are offered, none
