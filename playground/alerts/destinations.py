@@ -70,10 +70,12 @@ def destination_create(
     return destination
 
 
-def destination_delete(*, actor: Membership, destination_id: int) -> None:
+def destination_delete(*, actor: Membership, destination_id: int) -> bool:
+    """Remove one of the actor's team's destinations; False when it has none by that id."""
     if actor.role not in ROLES_THAT_CAN_MANAGE:
         raise PermissionDenied("Only owners and admins set where alerts go.")
-    AlertDestination.objects.filter(team_id=actor.team_id, pk=destination_id).delete()
+    deleted, _ = AlertDestination.objects.filter(team_id=actor.team_id, pk=destination_id).delete()
+    return bool(deleted)
 
 
 def rules_update(

@@ -384,10 +384,7 @@ def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
     unavailable = spec.unavailable(filters)
     chart = None
     if not unavailable:
-        # The zoom to the active span reads the rollups, which hold no key or end user: a chart
-        # that answers such a filter itself (the redactions) draws the whole period.
-        zoom = spec.over_time and not filters.by_attribution
-        drawn = replace(filters, period=chart_period(filters)) if zoom else filters
+        drawn = replace(filters, period=chart_period(filters)) if spec.over_time else filters
         chart = spec.build(drawn, request.GET)
     url = reverse("analytics:chart", args=[name])
     context = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -252,4 +251,7 @@ def test_the_alerts_page_adds_a_destination_sends_a_test_and_is_scoped_to_the_te
     )
     other = reverse("teams:alert-test", args=[actors.other_team.pk, destination.pk])
     assert outsider.post(other).status_code == 404  # its own team, someone else's destination
-    assert json.loads(fake_upstream.requests[-1].raw)["kind"] == "test"
+    delete = reverse("teams:alert-delete", args=[actors.team.pk, destination.pk])
+    assert outsider.post(delete).status_code == 404
+    assert owner.post(delete).status_code == 302 and not AlertDestination.objects.exists()
+    assert owner.post(delete).status_code == 404  # gone

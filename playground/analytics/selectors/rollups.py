@@ -185,9 +185,13 @@ def chart_period(filters: Filters) -> Period:
     `ZOOM_MIN_BUCKETS` buckets inside the period, and hourly when the requests span seven days
     or less (a 90-day period whose requests fall in two days is drawn as 48 hours, not two
     bars). When that span is half the period or more, the whole period is drawn as chosen.
-    Every request of the period lies inside the span, so no chart's total changes.
+    Every request of the period lies inside the span, so no chart's total changes. Under a key or
+    end-user filter (which the rollups read here cannot answer; only a chart that reads the records
+    draws then) the whole period is drawn.
     """
     period = filters.period
+    if filters.by_attribution:
+        return period
     active = _active_buckets(filters)
     if active is None:
         return period

@@ -78,9 +78,8 @@ def alert_test_view(request: HtmxHttpRequest, membership: Membership, destinatio
 def alert_destination_delete_view(
     request: HtmxHttpRequest, membership: Membership, destination_id: int
 ) -> HttpResponse:
-    if team_destination(team_id=membership.team_id, destination_id=destination_id) is None:
+    if not destination_delete(actor=membership, destination_id=destination_id):
         raise Http404("No such destination.")
-    destination_delete(actor=membership, destination_id=destination_id)
     return redirect_done(
         request, "Destination removed; its delivery log went with it.", "teams:alerts", membership.team_id
     )
