@@ -1,6 +1,8 @@
-"""The production layout (`make run-production`, `Procfile.production`, docs/deploy.md) as CI runs it
-once: two web processes, a Celery worker and beat on PostgreSQL + Redis; a chat over the socket on
-each web process, a gateway request, `/readyz` on both, `/metrics` summing both, then a clean stop.
+"""The production layout (`make run-production`, `Procfile.production`, docs/deploy.md) as CI runs it:
+two web processes, a Celery worker and beat on PostgreSQL + Redis; a chat over the socket on each
+web process, a gateway request, `/readyz` on both, `/metrics` summing both, then a clean stop; and
+the gateway's budgets, rate limits and idempotent answers held once for both processes, not per
+process.
 
 It needs the services profile (`make test-services`): the layout refuses to start without
 PostgreSQL and Redis, which is what the processes share."""
@@ -16,8 +18,11 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -30,6 +35,7 @@ from playground.chat.services.conversations import conversation_create
 from playground.chat.sockets.paths import chat_socket_path
 from playground.providers.models import ProviderConnection
 from playground.usage.api_keys import api_key_issue
+from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
 from tests.support.actors import Actors
 from tests.support.clients import client_for
 from tests.support.engine import free_port
@@ -183,3 +189,55 @@ def test_two_web_processes_worker_and_beat_serve_chats_and_the_gateway_and_stop_
         with pytest.raises(httpx.TransportError):
             httpx.get(url + "/healthz", timeout=2)
     assert not _worker_answers(layout.worker)
+
+
+def _gateway_post(url: str, secret: str, **headers: str) -> httpx.Response:
+    return httpx.post(
+        url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {secret}", **headers},
+        json={"model": KIMI_K26, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1000},
+        timeout=60,
+    )
+
+
+def _issue(actors: Actors, connection: ProviderConnection, name: str, **limits: Any) -> str:
+    _, secret = api_key_issue(
+        team_id=actors.team.pk,
+        name=name,
+        connection_id=connection.pk,
+        created_by_id=actors.owner.pk,
+        **limits,
+    )
+    return secret
+
+
+def test_two_web_processes_hold_one_rate_limit_one_budget_and_one_idempotent_answer_per_key(
+    layout: Layout, actors: Actors, workers_connection: ProviderConnection, fake_upstream: FakeUpstream
+) -> None:
+    first, second = layout.urls
+
+    limited = _issue(actors, workers_connection, "rpm-3", requests_per_minute=3)
+    statuses = [_gateway_post(url, limited).status_code for url in (first, second) * 3]
+    assert sorted(statuses) == [200, 200, 200, 429, 429, 429], statuses  # not 3 per process
+
+    replayable = _issue(actors, workers_connection, "idempotent")
+    sent = len(fake_upstream.requests)
+    original = _gateway_post(first, replayable, **{"idempotency-key": "order-7"})
+    replay = _gateway_post(second, replayable, **{"idempotency-key": "order-7"})
+    assert original.status_code == replay.status_code == 200, replay.text
+    assert replay.headers.get("idempotent-replayed") == "true"
+    assert replay.json() == original.json()
+    assert len(fake_upstream.requests) == sent + 1  # the other process did not call again
+
+    # worst case per request on Kimi K2.6: ~2 prompt tokens x $0.95/M + 1,000 x $4.00/M, about $0.004:
+    # the budget covers three such holds; twelve at once, half on each process, while answers are slow
+    capped = _issue(actors, workers_connection, "covers-three", monthly_budget_usd=Decimal("0.0125"))
+    slow = sse(
+        [openai_chunk("ok"), openai_chunk(finish_reason="stop"), usage_chunk(usage(2, 1))], first_delay=1.0
+    )
+    fake_upstream.script(*[slow] * 12)
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda url: _gateway_post(url, capped), (first, second) * 6))
+    admitted = [answer.status_code for answer in answers].count(200)
+    assert 1 <= admitted <= 3, [answer.status_code for answer in answers]
+    assert [answer.status_code for answer in answers].count(402) == 12 - admitted
