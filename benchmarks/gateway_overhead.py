@@ -43,36 +43,44 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-import httpx
 import uvloop
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MODEL = "@cf/moonshotai/kimi-k2.5"  # catalogued and priced from the seed
-PG_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
-REDIS_URL = "redis://127.0.0.1:6379/12"
-# Its own per run: two runs at once (two sessions) must not drop each other's database.
-BENCH_DB = f"bench_gateway_{os.getpid()}"
-LIMIT_USD = 1_000_000  # every budget: held and settled on each request, never reached
+from benchmarks.gateway_harness import (  # noqa: E402  (needs the repo on sys.path)
+    MODEL,
+    Connection,
+    Sample,
+    add_upstream_arguments,
+    app_environment,
+    bench_database,
+    check_records,
+    choose_profile,
+    cpu_seconds,
+    first_error,
+    free_port,
+    http_request,
+    loop_and_threads_cpu,
+    p50_p99,
+    prepare_app,
+    start_upstream,
+    stop,
+    verdict,
+    wait_for_port,
+    web_command,
+    web_pid,
+)
+
 SMOKE = {"concurrency": [1, 4], "requests": 8, "sustain": 2.0, "warm_up": 4}  # every path, no figure to trust
 TTFT_TARGETS_MS = (16, 2.0, 10.0)  # at this concurrency: added TTFT p50, p99 at most
 RATE_TARGET = 300.0  # non-streamed requests/s sustained, each with its record
@@ -95,185 +103,6 @@ ROUTED_POLICY = {
     ],
     "sticky_sessions": True,
 }  # fmt: skip
-
-
-# --- the loopback upstream (its own process) --------------------------------------------------
-
-
-def _chunked(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-def _sse(frame: dict[str, Any]) -> bytes:
-    return _chunked(b"data: " + json.dumps(frame, separators=(",", ":")).encode() + b"\n\n")
-
-
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "created": 1775107512,
-        "model": MODEL,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
-def upstream_main(port: int, ttft_ms: float, chunks: int, every_ms: float) -> None:
-    """Serve OpenAI chat completions on loopback until killed (`--upstream-port`)."""
-    usage = {"prompt_tokens": 12, "completion_tokens": chunks, "total_tokens": 12 + chunks}
-    token = _sse(_chunk({"content": "word "}))
-    tail = _sse(_chunk({}, "stop"))
-    usage_chunk = _sse(
-        {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "choices": [], "usage": usage}
-    )
-    done = _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-    stream_head = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
-        b"x-request-id: bench\r\n\r\n"
-    )
-    answer = json.dumps(
-        {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": 1775107512,
-            "model": MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "word " * chunks},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": usage,
-        }
-    ).encode()
-    answer_reply = (
-        f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(answer)}\r\n"
-        "x-request-id: bench\r\n\r\n"
-    ).encode() + answer
-    ttft, every = ttft_ms / 1000, every_ms / 1000
-
-    async def reply(writer: asyncio.StreamWriter, body: dict[str, Any]) -> None:
-        if not body.get("stream"):
-            await asyncio.sleep(ttft)
-            writer.write(answer_reply)
-            return
-        writer.write(stream_head)  # the head at once, the first token after the wait, as the APIs do
-        await asyncio.sleep(ttft)
-        for position in range(chunks):
-            if position:
-                await asyncio.sleep(every)
-            writer.write(token)
-            await writer.drain()
-        wants_usage = (body.get("stream_options") or {}).get("include_usage")
-        writer.write(tail + (usage_chunk if wants_usage else b"") + done)
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = _content_length(head)
-                await reply(writer, json.loads(await reader.readexactly(length)) if length else {})
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def run() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=1024)
-        async with server:
-            await server.serve_forever()
-
-    uvloop.run(run())
-
-
-def _content_length(head: bytes) -> int:
-    for line in head.lower().split(b"\r\n"):
-        if line.startswith(b"content-length:"):
-            return int(line.split(b":", 1)[1])
-    return 0
-
-
-# --- the client: one keep-alive HTTP/1.1 connection per client and path -------------------------
-
-
-@dataclass
-class Sample:
-    ttft_ms: float
-    total_ms: float
-    status: int
-    headers: dict[str, str]
-    complete: bool  # a stream ended with [DONE]; a whole answer was read whole
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200 and self.complete
-
-
-class Connection:
-    """Sends prepared requests on one socket (opened again when the server closed it) and times them.
-
-    A raw client, as cheap as it can be: on two cores, every millisecond of the client's
-    CPU is taken from the gateway or the upstream."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def send(self, request: bytes) -> Sample:
-        if self.writer is None or self.writer.is_closing():
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        assert self.reader is not None
-        reader = self.reader
-        started = time.perf_counter()
-        self.writer.write(request)
-        head = await reader.readuntil(b"\r\n\r\n")
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        headers = {
-            name.strip().lower(): value.strip()
-            for name, _, value in (line.partition(":") for line in lines if line)
-        }
-        first: float | None = None
-        body = bytearray()
-        if "content-length" in headers:
-            body += await reader.readexactly(int(headers["content-length"]))
-            first = time.perf_counter()
-        else:  # chunked
-            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-                body += (await reader.readexactly(size + 2))[:-2]
-                first = first or time.perf_counter()
-            await reader.readuntil(b"\r\n")
-        ended = time.perf_counter()
-        if headers.get("connection", "").lower() == "close":
-            await self.close()
-        stream = headers.get("content-type", "").startswith("text/event-stream")
-        complete = body.rstrip().endswith(b"data: [DONE]") if stream else bool(body)
-        return Sample(
-            ttft_ms=((first or ended) - started) * 1000,
-            total_ms=(ended - started) * 1000,
-            status=int(status_line.split()[1]),
-            headers=headers,
-            complete=complete,
-        )
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-
-
-def http_request(port: int, path: str, body: dict[str, Any], headers: dict[str, str]) -> bytes:
-    payload = json.dumps(body).encode()
-    lines = [
-        f"POST {path} HTTP/1.1",
-        f"host: 127.0.0.1:{port}",
-        "content-type: application/json",
-        f"content-length: {len(payload)}",
-        *(f"{name}: {value}" for name, value in headers.items()),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
 
 
 @dataclass
@@ -352,169 +181,6 @@ async def run_sustained(target: Target, seconds: float, concurrency: int) -> tup
     return samples, time.perf_counter() - started
 
 
-# --- the app: its database, its server ----------------------------------------------------------
-
-
-@dataclass
-class Profile:
-    name: str
-    database_url: str  # "" for the embedded profile
-    admin_url: str = ""
-
-
-def choose_profile(args: argparse.Namespace) -> Profile:
-    if not (args.services or os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL")):
-        for name in ("DATABASE_URL", "REDIS_URL"):
-            os.environ.pop(name, None)
-        return Profile("embedded (SQLite, limits in memory)", "")
-    given = os.environ.get("DATABASE_URL", "")
-    admin_url = given.rsplit("/", 1)[0] + "/postgres" if given else PG_ADMIN_URL
-    os.environ.setdefault("REDIS_URL", REDIS_URL)
-    # The production profile refuses to start without shared secrets; a throwaway database
-    # makes do with fixed ones. HTTPS off: the benchmark speaks plain HTTP on loopback.
-    for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY"):
-        os.environ.setdefault(name, f"benchmark-only-{name.lower()}")
-    os.environ["HTTPS"] = "false"
-    database_url = admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
-    os.environ["DATABASE_URL"] = database_url
-    return Profile(
-        f"production (PostgreSQL {BENCH_DB}, Redis {os.environ['REDIS_URL']})", database_url, admin_url
-    )
-
-
-@contextmanager
-def bench_database(profile: Profile) -> Iterator[None]:
-    """A fresh PostgreSQL database for the production profile, dropped afterwards."""
-    if not profile.database_url:
-        yield
-        return
-    import psycopg
-
-    with psycopg.connect(profile.admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    try:
-        yield
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        with psycopg.connect(profile.admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-
-
-def prepare_app(upstream_url: str) -> tuple[str, str]:
-    """Migrate; a team with budgets, its connection to the upstream, a key on it and a key that
-    follows the team's routing policy (`ROUTED_POLICY`). Returns the two secrets."""
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", "--noinput", verbosity=0)
-    from django.contrib.auth.models import User
-    from django.db import connections
-
-    from playground.accounts.models import Membership
-    from playground.providers.models import ConnectionKind, ProviderConnection
-    from playground.providers.services import connection_save
-    from playground.routing.services import routing_policy_save
-    from playground.teams.creation import team_create
-    from playground.usage.api_keys import api_key_issue
-    from playground.usage.models import TeamBudget
-
-    user = User.objects.create_user("bench", password="bench-password-123")
-    team = team_create(name="Bench", owner=user)
-    TeamBudget.objects.create(team=team, monthly_limit_usd=LIMIT_USD)
-    Membership.objects.filter(team=team, user=user).update(monthly_budget_usd=LIMIT_USD)
-    connection = connection_save(
-        connection=ProviderConnection(
-            team=team, name="Loopback", kind=ConnectionKind.OPENAI_COMPATIBLE, base_url=upstream_url + "/v1"
-        ),
-        token="bench-token",
-    )
-    _, secret = api_key_issue(
-        team_id=team.pk,
-        name="bench",
-        connection_id=connection.pk,
-        created_by_id=user.pk,
-        monthly_budget_usd=LIMIT_USD,
-        requests_per_minute=10_000_000,
-        tokens_per_minute=1_000_000_000,
-    )
-    routing_policy_save(team=team, document=ROUTED_POLICY, user=user, note="benchmark")
-    _, routed_secret = api_key_issue(
-        team_id=team.pk,
-        name="bench-routed",
-        connection_id=connection.pk,
-        created_by_id=user.pk,
-        monthly_budget_usd=LIMIT_USD,
-        requests_per_minute=10_000_000,
-        tokens_per_minute=1_000_000_000,
-        follows_policy=True,
-    )
-    connections.close_all()  # SQLite: no lock held by this process while the server writes
-    return secret, routed_secret
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the {what} exited during start-up")
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"the {what} did not start")
-
-
-def web_command(port: int, py_spy_out: str, workers: int) -> list[str]:
-    """The Procfile's web command (with `--workers` when more than one); under py-spy when asked."""
-    command = [
-        sys.executable, "-m", "uvicorn", "playground.asgi:application", "--host", "127.0.0.1",
-        "--port", str(port), "--no-access-log", "--lifespan", "off", "--ws-max-size", "1048576",
-        "--log-level", "warning", *(["--workers", str(workers)] if workers > 1 else []),
-    ]  # fmt: skip
-    if not py_spy_out:
-        return command
-    py_spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
-    if py_spy is None:
-        raise SystemExit("--py-spy needs py-spy on PATH or in PY_SPY (pip install py-spy)")
-    return [
-        py_spy,
-        "record",
-        "--format",
-        "raw",
-        "--threads",
-        "--subprocesses",
-        "--rate",
-        "250",
-        "-o",
-        py_spy_out,
-        "--",
-        *command,
-    ]
-
-
-def web_pid(process: subprocess.Popen[bytes], under_py_spy: bool) -> int:
-    """The web server's own pid (py-spy's child when it runs under py-spy)."""
-    if not under_py_spy:
-        return process.pid
-    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if pids := children.read_text().split():
-            return int(pids[0])
-        time.sleep(0.1)
-    raise SystemExit("py-spy started no web server")
-
-
 class Busy:
     """CPU seconds spent from now on by the web process, the upstream and this client."""
 
@@ -529,43 +195,6 @@ class Busy:
         now = self._now()
         web, upstream, client = (after - before for after, before in zip(now, self.before, strict=True))
         return web, upstream, client
-
-
-def cpu_seconds(pid: int, task: str = "") -> float:
-    """User + system CPU time of a process (or one of its threads) so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}{task}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def web_processes(pid: int) -> list[int]:
-    """The web server and its workers (uvicorn `--workers`: its children)."""
-    try:
-        return [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
-    except OSError:
-        return [pid]
-
-
-def loop_and_threads_cpu(pid: int) -> tuple[float, float]:
-    """CPU seconds of the web processes' main threads (uvicorn's event loops) and of the rest of
-    them (asgiref's thread, where the gateway's database work runs, and any other)."""
-    processes = web_processes(pid)
-    loop = sum(cpu_seconds(process, f"/task/{process}") for process in processes)
-    return loop, sum(cpu_seconds(process) for process in processes) - loop
-
-
-# --- figures ------------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
-def p50_p99(values: list[float]) -> tuple[float, float]:
-    return statistics.median(values), percentile(values, 99)
 
 
 def added(level: Level, attribute: str) -> tuple[float, float]:
@@ -609,10 +238,6 @@ def print_level(level: Level) -> None:
     )
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 def print_ttft_targets(levels: list[Level]) -> None:
     concurrency, p50_max, p99_max = TTFT_TARGETS_MS
     for level in levels:
@@ -623,34 +248,6 @@ def print_ttft_targets(levels: list[Level]) -> None:
             f"target at {concurrency}, {level.mode}: added TTFT p50 {p50:+.2f} ms (<= {p50_max:g}) "
             f"{verdict(p50 <= p50_max)}, p99 {p99:+.2f} ms (<= {p99_max:g}) {verdict(p99 <= p99_max)}"
         )
-
-
-def first_error(samples: list[Sample]) -> str:
-    bad = next((s for s in samples if not s.ok), None)
-    return "" if bad is None else f" (first: status {bad.status}, complete={bad.complete})"
-
-
-def check_records(answered: list[Sample], sent: int) -> None:
-    """Every answered request id has its record; prints the last line the smoke test reads."""
-    from playground.usage.models import RequestPath, UsageRecord
-
-    records = UsageRecord.objects.filter(path=RequestPath.GATEWAY)
-    ids = {uuid.UUID(s.headers["x-playground-request-id"]) for s in answered}
-    # A whole answer goes out before its record (`gateway.app`, `usage.calls.settlement`): wait
-    # while records still arrive, so a loaded machine's lag is not counted as records lost.
-    stored: set[uuid.UUID] = set()
-    deadline = time.monotonic() + 60
-    while True:
-        before, stored = stored, set(records.values_list("request_id", flat=True))
-        if ids <= stored or (stored == before and stored) or time.monotonic() > deadline:
-            break
-        time.sleep(1.0)
-    statuses = dict(Counter(records.values_list("status", flat=True)))
-    print(
-        f"records: {sent} gateway requests, {len(ids)} answered with a request id, "
-        f"{len(stored)} records {statuses}, {len(ids - stored)} missing "
-        f"{verdict(not ids - stored and len(stored) == len(ids) == sent)}"
-    )
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -737,45 +334,24 @@ def main() -> None:
     )
     parser.add_argument("--sustain", type=float, default=20.0, help="seconds of the closed loop")
     parser.add_argument("--warm-up", type=int, default=64, help="pairs sent first, not counted")
-    parser.add_argument("--ttft-ms", type=float, default=50.0, help="the upstream's time to first token")
-    parser.add_argument("--chunks", type=int, default=10, help="content chunks per streamed answer")
-    parser.add_argument("--every-ms", type=float, default=10.0, help="between two chunks")
+    add_upstream_arguments(parser)
     parser.add_argument("--services", action="store_true", help="production profile: PostgreSQL + Redis")
     parser.add_argument("--workers", type=int, default=1, help="web processes (uvicorn --workers)")
     parser.add_argument("--py-spy", default="", metavar="FILE", help="record the web process with py-spy")
     parser.add_argument("--smoke", action="store_true", help="a few requests on 1 and 4 clients (seconds)")
-    parser.add_argument("--upstream-port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.upstream_port:
-        upstream_main(args.upstream_port, args.ttft_ms, args.chunks, args.every_ms)
-        return
     if args.smoke:
         vars(args).update(SMOKE)
 
-    profile = choose_profile(args)
-    data_dir = tempfile.mkdtemp(prefix="gateway-overhead-")
-    Path(data_dir, "staticfiles").mkdir()  # ServeStatic warns about a missing static root
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "playground.settings",
-            "PLAYGROUND_DATA_DIR": data_dir,
-            "PROVIDER_HOST_ALLOWLIST": "127.0.0.1",
-            "LOG_LEVEL": "WARNING",
-            # As `make run` counts metrics: every web process writes its counters to files here.
-            "PROMETHEUS_MULTIPROC_DIR": str(Path(data_dir, "prometheus")),
-        }
-    )
-    upstream_port, app_port = free_port(), free_port()
-    upstream = subprocess.Popen(
-        [sys.executable, __file__, "--upstream-port", str(upstream_port), "--ttft-ms", str(args.ttft_ms),
-         "--chunks", str(args.chunks), "--every-ms", str(args.every_ms)],
-    )  # fmt: skip
+    profile = choose_profile(args.services)
+    data_dir = app_environment("gateway-overhead-")
+    upstream_port, upstream = start_upstream(args.ttft_ms, args.chunks, args.every_ms)
     args.upstream_pid = upstream.pid
+    app_port = free_port()
     server: subprocess.Popen[bytes] | None = None
     try:
         with bench_database(profile):
-            wait_for_port(upstream_port, upstream, "upstream")
-            secret, routed_secret = prepare_app(f"http://127.0.0.1:{upstream_port}")
+            secret, routed_secret = prepare_app(f"http://127.0.0.1:{upstream_port}", ROUTED_POLICY)
             server = subprocess.Popen(
                 web_command(app_port, args.py_spy, args.workers), cwd=ROOT, env=os.environ.copy()
             )
@@ -791,11 +367,8 @@ def main() -> None:
             os.kill(web, signal.SIGTERM)  # under py-spy: py-spy then writes its file and exits
             server.wait(30)
     finally:
-        if server is not None and server.poll() is None:
-            server.terminate()
-            server.wait(10)
-        upstream.terminate()
-        upstream.wait(10)
+        stop(server)
+        stop(upstream)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 

@@ -47,9 +47,17 @@ FIGURES = {
     # Every write chained and the chain verified intact (the script asserts it).
     "audit_chain.py": r"audit chain sqlite: [+-][\d.]+ ms per audit write \(p50 .*\), "
     r"verify \d+ ms per 1,000 entries",
+    # Ours and direct only (`--peers` with none: the test installs nothing): every answer's text
+    # is the direct one's and every request through ours left its record.
+    "gateway_peers.py": r"(?ms)^\s+ours\s+\d+\s+1\.00x.*^answers: \d+ checked against the direct "
+    r"answer's text, 0 differ\nrecords: (\d+) gateway requests, \1 answered with a request id, "
+    r"\1 records \{'ok': \1\}, 0 missing PASS$",
     "redaction.py": r"redaction: typical [\d.]+ MB/s per core .*, p99 [\d.]+ ms per 20 KB prompt .*; "
     r"dense [\d.]+ MB/s, p99 [\d.]+ ms",
 }
+
+# Arguments beside `--smoke`.
+ARGS = {"gateway_peers.py": ["--peers"]}
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ def _smoke_run(script: str, env: dict[str, str]) -> SmokeRun:
     """One benchmark at its smoke size, its TIMEOUT counted from its own start."""
     try:
         done = subprocess.run(
-            [sys.executable, str(ROOT / "benchmarks" / script), "--smoke"],
+            [sys.executable, str(ROOT / "benchmarks" / script), "--smoke", *ARGS.get(script, [])],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
