@@ -93,7 +93,15 @@ $(VENV)/.installed: requirements.txt $(LLAMA_WHEELS)/.built
 # var/models/ here, once, and checked by SHA-256 (docs/engine.md, "The quality model").
 ENGINE_MODEL ?= $(shell sed -n 's/^ENGINE_MODEL=//p' .env 2>/dev/null | tail -n 1)
 
-install: $(VENV)/.installed
+# The single sign-on tests start a real OpenID provider on loopback: the certified npm package
+# oidc-provider, pinned by tests/support/oidc_op/package-lock.json. Without npm they are skipped
+# (and say so); Node 20.19 or later runs it.
+OIDC_OP := tests/support/oidc_op
+$(OIDC_OP)/node_modules/.package-lock.json: $(OIDC_OP)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(OIDC_OP) --no-audit --no-fund && touch $@; \
+	else echo "npm not found: the single sign-on tests will be skipped (they need Node 20.19+)"; fi
+
+install: $(VENV)/.installed $(OIDC_OP)/node_modules/.package-lock.json
 ifeq ($(ENGINE_MODEL),quality)
 	ENGINE_MODEL=quality $(PY) -m playground.engine.model_file
 endif

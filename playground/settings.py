@@ -242,6 +242,8 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses locked-out logins before checking the password
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (docs/sso.md): answers the OpenID Connect callback only, when OIDC_ISSUER is set.
+    "playground.teams.sso.backend.SsoBackend",
 ]
 # Login limits (site and admin login alike): 10 failures in 15 minutes for one username, or
 # from one client address, lock that username or address out for 15 minutes after the
@@ -253,6 +255,23 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_LOCKOUT_CALLABLE = "playground.accounts.lockout.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+# --- single sign-on with OpenID Connect (docs/sso.md; mozilla-django-oidc) ---
+# Off unless OIDC_ISSUER is set; the endpoints are discovered from
+# <issuer>/.well-known/openid-configuration on the first sign-in and kept an hour.
+OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")  # the button says "Sign in with <it>"
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_CLIENT_SECRET")  # never logged
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+# A userinfo claim holding "team-slug:role" (or a list of them): a user not yet in that team joins it.
+OIDC_TEAM_CLAIM = env_str("OIDC_TEAM_CLAIM")
+# Accounts that single sign-on creates get no password: the password form refuses them.
+OIDC_DISABLE_PASSWORDS = env_bool("OIDC_DISABLE_PASSWORDS", False)
+OIDC_USE_PKCE = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "sso:callback"  # register https://<host>/sso/callback/ at the provider
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 10.0)  # seconds for each call to the provider
+OIDC_CLOCK_SKEW_SECONDS = env_int("OIDC_CLOCK_SKEW_SECONDS", 60)  # leeway on the ID token's exp and iat
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat:conversation-list"
 LOGOUT_REDIRECT_URL = "login"

@@ -13,6 +13,8 @@ urlpatterns = [
     path("", login_not_required(RedirectView.as_view(pattern_name="chat:conversation-list")), name="home"),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on with OpenID Connect (docs/sso.md); 404 unless OIDC_ISSUER is set.
+    path("sso/", include("playground.teams.sso.urls")),
     path("admin/", admin.site.urls),
     path("chat/", include("playground.chat.urls")),
     path("batches/", include("playground.batches.urls")),

@@ -31,6 +31,8 @@ PUBLIC = {
     "admin:logout": "logging out needs no session",
     "teams:join": "an invitation link: whoever has it sees the team and may sign up or log in to join",
     "teams:join-signup": "creates an account from a valid invitation link (its visitor has none yet)",
+    "sso:start": "starts a single sign-on at the provider (404 unless OIDC_ISSUER is set)",
+    "sso:callback": "the provider's answer to a single sign-on, checked against the session's state",
 }
 SAMPLES = {IntConverter: "1", StringConverter: "x", SlugConverter: "x", PathConverter: "x/y"}
 LOGIN_PAGES = ("/login/", "/admin/login/")

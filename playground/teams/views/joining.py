@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from axes.handlers.proxy import AxesProxyHandler
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, user_login_failed
 from django.contrib.auth import views as auth_views
@@ -28,6 +29,8 @@ from playground.teams.services.invitations import (
     invitation_problem,
     invitation_signup,
 )
+from playground.teams.sso.discovery import sso_enabled
+from playground.teams.sso.forms import LoginForm
 
 
 @login_not_required
@@ -113,11 +116,15 @@ def _join_page(
 
 
 class LoginView(auth_views.LoginView):
-    """The site login; reached from an invitation link, it names the team the visitor is joining."""
+    """The site login; reached from an invitation link, it names the team the visitor is joining.
+    With single sign-on configured it offers "Sign in with <provider>" beside the password form."""
+
+    authentication_form = LoginForm
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context["invitation"] = _invitation_of(context.get(self.redirect_field_name, ""))
+        context["sso_name"] = settings.OIDC_PROVIDER_NAME if sso_enabled() else ""
         return context
 
 
