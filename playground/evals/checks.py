@@ -13,6 +13,13 @@ has one, wins over the item's expected output; without one the expected output i
 | `json_path` | `path` (`$.a.b[0]`), `value`? | 1 if the value at the path in the JSON answer equals it |
 | `length` | `min`?, `max`? (characters) | 1 inside the range, else the share of the way there |
 | `numeric` | `value`?, `tolerance` (absolute, 0) | its last number in tolerance: 1, then to 0 at 10x |
+| `judge` | `prompt`, `connection`, `model`, `pass_at` (0.5) | the judge model's own score |
+
+A judge is a model asked, with a prompt of the user's (`{{input}}`, `{{output}}` and
+`{{expected}}` filled in), for `{"score": 0..1, "reason": "..."}`. Its call is not made here
+(`evals.services.judging` makes it, in the worker); here are its prompt and the reading of its
+answer, where an answer without a usable score is a verdict with no score (`None`): it scores
+nothing, fails the check and says why.
 """
 
 from __future__ import annotations
@@ -34,7 +41,26 @@ KINDS = {
     "json_path": "JSON path equals",
     "length": "Length in range",
     "numeric": "Numeric closeness",
+    "judge": "LLM judge",
 }
+JUDGE = "judge"
+JUDGE_PASS_AT = 0.5  # a judge's score at or above this passes, unless the check says otherwise
+JUDGE_MAX_TOKENS = 300
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "reason": {"type": "string"},
+    },
+    "required": ["score", "reason"],
+    "additionalProperties": False,
+}
+JUDGE_INSTRUCTION = (
+    "\n\nAnswer with only a JSON object: "
+    '{"score": <a number from 0 (worst) to 1 (best)>, "reason": "<one sentence>"}.'
+)
+_PLACEHOLDER = re.compile(r"\{\{\s*(input|output|expected)\s*\}\}")
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 PASS_SCORE = 1.0  # an answer passes a check when it scores this (every check's full marks)
 _PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?(?:[eE][-+]?\d+)?")
@@ -42,12 +68,13 @@ _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?(?:[eE][-+]?\d+)?")
 
 @dataclass(frozen=True)
 class Verdict:
-    score: float  # in [0, 1]
+    score: float | None  # in [0, 1]; None: no verdict (a judge's unusable answer), not a pass
     reason: str
+    pass_at: float = PASS_SCORE
 
     @property
     def passed(self) -> bool:
-        return self.score >= PASS_SCORE
+        return self.score is not None and self.score >= self.pass_at
 
 
 def check_label(check: Mapping[str, Any]) -> str:
@@ -58,6 +85,8 @@ def check_label(check: Mapping[str, Any]) -> str:
     detail = check.get("value") or check.get("pattern") or check.get("path") or ""
     if kind == "length":
         detail = f"{check.get('min', 0)}-{check.get('max', '∞')}"
+    if kind == JUDGE:
+        detail = str(check.get("model", ""))
     return f"{KINDS.get(kind, kind)}{f' {detail}' if detail else ''}"
 
 
@@ -90,11 +119,57 @@ def check_problem(check: Any) -> str:
         tolerance = check.get("tolerance", 0)
         if not isinstance(tolerance, int | float) or tolerance < 0:
             return "A numeric check's tolerance is a number, 0 or more."
+    if kind == JUDGE:
+        return _judge_problem(check)
     return ""
 
 
+def _judge_problem(check: Mapping[str, Any]) -> str:
+    if "output" not in {m.group(1) for m in _PLACEHOLDER.finditer(str(check.get("prompt", "")))}:
+        return (
+            "A judge's prompt names the answer it judges as {{output}} (and may use {{input}}, {{expected}})."
+        )
+    if not isinstance(check.get("connection"), int) or not str(check.get("model") or "").strip():
+        return "A judge needs a connection (its id) and a model."
+    pass_at = check.get("pass_at", JUDGE_PASS_AT)
+    if not isinstance(pass_at, int | float) or not 0 <= pass_at <= 1:
+        return "A judge's pass_at is a score from 0 to 1."
+    return ""
+
+
+def is_judge(check: Mapping[str, Any]) -> bool:
+    return check.get("kind") == JUDGE
+
+
+def judge_messages(
+    check: Mapping[str, Any], *, input_text: str, answer: str, expected: str
+) -> list[dict[str, str]]:
+    """The judge's request: the user's prompt with its placeholders filled, and the answer's format."""
+    values = {"input": input_text, "output": answer, "expected": expected}
+    prompt = _PLACEHOLDER.sub(lambda m: values[m.group(1)], str(check["prompt"]))
+    return [{"role": "user", "content": prompt + JUDGE_INSTRUCTION}]
+
+
+def judge_verdict(check: Mapping[str, Any], text: str) -> Verdict:
+    """Read a judge's answer: a JSON object with a score in [0, 1] (a fenced block, or an object
+    among other words, will do); anything else is no verdict, with why."""
+    pass_at = float(check.get("pass_at", JUDGE_PASS_AT))
+    found = _JSON_OBJECT.search(text)
+    try:
+        value = json.loads(found.group(0) if found else text)
+    except ValueError:
+        return Verdict(None, f"The judge did not answer JSON: {text.strip()[:80]!r}.", pass_at)
+    score = value.get("score") if isinstance(value, dict) else None
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+        return Verdict(None, f"The judge gave no score from 0 to 1: {json.dumps(value)[:80]}.", pass_at)
+    reason = value.get("reason")
+    return Verdict(
+        float(score), str(reason).strip()[:500] if reason else "The judge gave no reason.", pass_at
+    )
+
+
 def check_run(check: Mapping[str, Any], *, answer: str, expected: str) -> Verdict:
-    """Score `answer` by `check` (already checked by `check_problem`)."""
+    """Score `answer` by `check` (already checked by `check_problem`; not a judge: `judge_verdict`)."""
     kind = check["kind"]
     target = str(check["value"]) if check.get("value") not in (None, "") else expected
     if kind == "exact":

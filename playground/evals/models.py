@@ -15,6 +15,9 @@ from django.db import models
 
 from playground.accounts.models import Team
 
+# A dataset item as its batch items and records name it: "eval-item:<id>".
+ITEM_REFERENCE = "eval-item:"
+
 
 class Dataset(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="datasets")
@@ -142,3 +145,39 @@ class ExperimentTarget(models.Model):
 
     def __str__(self) -> str:
         return self.label
+
+
+class CheckResult(models.Model):
+    """One check's verdict on one answer (a target's batch item), stored when the answer is
+    scored (`evals.services.scoring`) so the results page reads rows and never re-runs checks.
+
+    A judge's row is made pending (`judged_at` empty) and filled by its call in the worker: the
+    row's `attempt` names the call (`eval-judge:<row>:<attempt>`, its record's unique source),
+    and `lease_until` keeps two workers from judging the same answer at once."""
+
+    target = models.ForeignKey(ExperimentTarget, on_delete=models.CASCADE, related_name="results")
+    batch_item = models.ForeignKey("batches.BatchItem", on_delete=models.CASCADE, related_name="+")
+    index = models.PositiveIntegerField()  # the batch item's index: the dataset item's place
+    position = models.PositiveSmallIntegerField()  # the check's place in `Experiment.checks`
+    score = models.FloatField(null=True, blank=True)  # in [0, 1]; None: no verdict (yet)
+    passed = models.BooleanField(default=False)
+    reason = models.TextField(blank=True)
+    judged_at = models.DateTimeField(null=True, blank=True)  # None: a judge's verdict to come
+    attempt = models.PositiveSmallIntegerField(default=0)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    usage_record = models.ForeignKey(
+        "usage.UsageRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["target", "index", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch_item", "position"], name="one_result_per_item_check")
+        ]
+        indexes = [
+            models.Index(fields=["target", "index"]),
+            models.Index(fields=["target", "judged_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"check {self.position} of item {self.batch_item_id}"

@@ -2,8 +2,9 @@
 answers side by side with each check's verdict; the winner line. Reads only.
 
 Costs and tokens are summed from the usage records the experiment's batches wrote (tagged
-`eval-target:<id>`), every attempt included, so the page's cost is the records' sum exactly.
-Checks run here, on the answers as stored: a check added to the code scores old experiments too.
+`eval-target:<id>`), every attempt included, so the page's cost is the records' sum exactly; a
+judge's calls are summed apart (`judge-target:<id>`), as the judge's cost. Verdicts are read as
+stored (`CheckResult`, written in the worker by `services.scoring`): no check runs here.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum, Value
+from django.db.models import Avg, Count, Q, QuerySet, Sum, Value
 from django.db.models.functions import StrIndex
 
 from playground.batches.models import BatchItem, ItemState
-from playground.evals.checks import Verdict, check_label, check_run
-from playground.evals.models import DatasetItem, Experiment, ExperimentTarget
-from playground.evals.services.experiments import ITEM_REFERENCE
+from playground.evals.checks import check_label
+from playground.evals.models import ITEM_REFERENCE, CheckResult, DatasetItem, Experiment, ExperimentTarget
+from playground.evals.services.scoring import judge_tags
 from playground.usage.models import UsageRecord, UsageStatus
 
 ROWS_PER_PAGE = 25
@@ -35,9 +36,13 @@ class TargetSummary:
     failed: int = 0
     open: int = 0  # pending or sent, not answered yet
     cancelled: int = 0
-    check_means: list[float | None] = field(default_factory=list)  # per check, over answered items
-    passed: int = 0  # answered items that pass every check
+    check_means: list[float | None] = field(default_factory=list)  # per check, over scored items
+    scored: int = 0  # answered items with stored verdicts
+    judging: int = 0  # judge verdicts still to come
+    passed: int = 0  # scored items that pass every check
     cost: Decimal = Decimal(0)  # the records' sum, every attempt
+    judge_cost: Decimal = Decimal(0)  # the judge's calls' records, apart from the answers'
+    judge_records: int = 0
     records: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -48,7 +53,12 @@ class TargetSummary:
 
     @property
     def pass_rate(self) -> float | None:
-        return self.passed / self.answered if self.answered else None
+        return self.passed / self.scored if self.scored else None
+
+    @property
+    def unscored(self) -> int:
+        """Answered items whose verdicts are not stored yet (the worker is on it)."""
+        return self.answered - self.scored
 
     @property
     def score(self) -> float | None:
@@ -66,11 +76,21 @@ class TargetSummary:
 
 
 @dataclass(frozen=True)
+class StoredVerdict:
+    """A check's verdict as stored: `score` None is no verdict (a judge still to answer, or one
+    that answered nothing usable; `reason` says which)."""
+
+    score: float | None
+    reason: str
+    passed: bool
+
+
+@dataclass(frozen=True)
 class Answer:
     state: str
     text: str
     error: str
-    verdicts: list[Verdict]
+    verdicts: list[StoredVerdict]  # in check order; empty while the item is not scored yet
     cost: Decimal | None
     ttft_ms: int | None
     latency_ms: int | None
@@ -88,29 +108,30 @@ def experiment_targets(experiment: Experiment) -> list[ExperimentTarget]:
 
 
 def experiment_summaries(*, experiment: Experiment) -> list[TargetSummary]:
-    """One summary per target: reads every answer once (the checks run on each) and the records."""
-    expected = _expected_by_reference(experiment)
+    """One summary per target, from its items' states, its stored verdicts and its records: a
+    handful of aggregate queries per target, whatever the number of items and checks."""
     summaries = []
     for target in experiment_targets(experiment):
         summary = TargetSummary(target=target, items=experiment.item_count)
-        totals: list[float] = [0.0] * len(experiment.checks)
-        for item in _target_items(target).only("state", "response", "external_reference").iterator(2_000):
-            if item.state == ItemState.DONE:
-                summary.answered += 1
-                verdicts = _verdicts(experiment.checks, item, expected.get(item.external_reference, ""))
-                for position, verdict in enumerate(verdicts):
-                    totals[position] += verdict.score
-                summary.passed += all(verdict.passed for verdict in verdicts)
-            elif item.state == ItemState.FAILED:
-                summary.failed += 1
-            elif item.state == ItemState.CANCELLED:
-                summary.cancelled += 1
-            else:
-                summary.open += 1
-        summary.check_means = [total / summary.answered if summary.answered else None for total in totals]
+        states = dict(_target_items(target).order_by().values_list("state").annotate(n=Count("pk")))
+        summary.answered = states.get(ItemState.DONE, 0)
+        summary.failed = states.get(ItemState.FAILED, 0)
+        summary.cancelled = states.get(ItemState.CANCELLED, 0)
+        summary.open = sum(states.values()) - summary.answered - summary.failed - summary.cancelled
+        _add_verdicts(summary, target, len(experiment.checks))
         _add_records(summary, target)
         summaries.append(summary)
     return summaries
+
+
+def _add_verdicts(summary: TargetSummary, target: ExperimentTarget, checks: int) -> None:
+    results = CheckResult.objects.filter(target=target)
+    means = dict(results.order_by().values_list("position").annotate(mean=Avg("score")))
+    summary.check_means = [means.get(position) for position in range(checks)]
+    per_item = results.order_by().values("batch_item").annotate(ok=Count("pk", filter=Q(passed=True)))
+    summary.scored = per_item.count()
+    summary.passed = per_item.filter(ok=checks).count() if checks else 0
+    summary.judging = results.filter(judged_at__isnull=True).count()
 
 
 def experiment_records(*, experiment: Experiment) -> QuerySet[UsageRecord]:
@@ -143,6 +164,7 @@ def experiment_rows(*, experiment: Experiment, start: int, stop: int) -> list[It
     """Items `start`..`stop - 1` (batch index order = the version's item order), each with every
     target's answer and verdicts: one query per target and one for the dataset items."""
     targets = experiment_targets(experiment)
+    verdicts = _stored_verdicts(targets, start, stop)
     by_target: list[dict[int, BatchItem]] = []
     for target in targets:
         items = _target_items(target).filter(index__gte=start, index__lt=stop).select_related("usage_record")
@@ -154,13 +176,13 @@ def experiment_rows(*, experiment: Experiment, start: int, stop: int) -> list[It
     for index in range(start, min(stop, experiment.item_count)):
         answers: list[Answer | None] = []
         item = None
-        for found in by_target:
+        for target, found in zip(targets, by_target, strict=True):
             batch_item = found.get(index)
             if batch_item is None:
                 answers.append(None)
                 continue
             item = item or dataset_items.get(batch_item.external_reference)
-            answers.append(_answer(experiment.checks, batch_item, item.expected if item else ""))
+            answers.append(_answer(batch_item, verdicts.get((target.pk, index), [])))
         rows.append(ItemRow(index=index, item=item, answers=answers))
     return rows
 
@@ -203,34 +225,38 @@ def _input_text(item: DatasetItem | None) -> str:
     return item.input
 
 
-def _answer(checks: list[dict[str, Any]], item: BatchItem, expected: str) -> Answer:
+def _answer(item: BatchItem, verdicts: list[StoredVerdict]) -> Answer:
     record = item.usage_record
-    done = item.state == ItemState.DONE
     return Answer(
         state=item.state,
         text=(item.response or {}).get("text", "") if item.response else "",
         error=item.error,
-        verdicts=_verdicts(checks, item, expected) if done else [],
+        verdicts=verdicts if item.state == ItemState.DONE else [],
         cost=record.total_cost if record else None,
         ttft_ms=record.ttft_ms if record else None,
         latency_ms=record.latency_ms if record else None,
     )
 
 
-def _verdicts(checks: list[dict[str, Any]], item: BatchItem, expected: str) -> list[Verdict]:
-    text = (item.response or {}).get("text") or ""
-    return [check_run(check, answer=text, expected=expected) for check in checks]
+def _stored_verdicts(
+    targets: Sequence[ExperimentTarget], start: int, stop: int
+) -> dict[tuple[int, int], list[StoredVerdict]]:
+    """The stored verdicts of items `start`..`stop - 1`, by (target, index), in check order."""
+    rows = CheckResult.objects.filter(target__in=targets, index__gte=start, index__lt=stop).order_by(
+        "target", "index", "position"
+    )
+    found: dict[tuple[int, int], list[StoredVerdict]] = {}
+    for target_id, index, score, passed, reason in rows.values_list(
+        "target_id", "index", "score", "passed", "reason"
+    ):
+        found.setdefault((target_id, index), []).append(StoredVerdict(score, reason, passed))
+    return found
 
 
 def _target_items(target: ExperimentTarget) -> QuerySet[BatchItem]:
     if target.batch_id is None:
         return BatchItem.objects.none()
     return BatchItem.objects.filter(batch_id=target.batch_id).order_by("index")
-
-
-def _expected_by_reference(experiment: Experiment) -> dict[str, str]:
-    rows = DatasetItem.objects.filter(dataset_id=experiment.dataset_id).exclude(expected="")
-    return {f"{ITEM_REFERENCE}{pk}": text for pk, text in rows.values_list("pk", "expected").iterator(5_000)}
 
 
 def _tagged(team_id: int, tag: str) -> QuerySet[UsageRecord]:
@@ -256,6 +282,10 @@ def _add_records(summary: TargetSummary, target: ExperimentTarget) -> None:
     timings = list(records.filter(status=UsageStatus.OK).values_list("ttft_ms", "latency_ms"))
     summary.ttft_p50, summary.ttft_p95 = _percentiles([t for t, _ in timings if t is not None])
     summary.latency_p50, summary.latency_p95 = _percentiles([lat for _, lat in timings if lat is not None])
+    _, own = judge_tags(experiment_id=target.experiment_id, target_id=target.pk)
+    judged = _tagged(summary.target.experiment.team_id, own).aggregate(n=Count("id"), cost=Sum("total_cost"))
+    summary.judge_records = judged["n"]
+    summary.judge_cost = judged["cost"] or Decimal(0)
 
 
 def _percentiles(values: list[int]) -> tuple[float | None, float | None]:

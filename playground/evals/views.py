@@ -217,7 +217,9 @@ def experiment_detail_view(request: HtmxHttpRequest, experiment_id: int) -> Http
         "labels": check_labels(experiment),
         "rows": experiment_rows(experiment=experiment, start=start, stop=start + ROWS_PER_PAGE),
         "pages": pages,
-        "running": experiment.started_at is not None and any(s.open for s in summaries),
+        # Polled while answers or verdicts are still to come (judges run after the answers).
+        "running": experiment.started_at is not None
+        and any(s.open or s.unscored or s.judging for s in summaries),
         "can_run": user_can_run(user=request.user, team_id=experiment.team_id),
         "records": sum(s.records for s in summaries),
     }

@@ -11,8 +11,9 @@ from django.conf import LazySettings
 from playground.batches.models import Batch
 from playground.batches.services.step import batch_step_run
 from playground.catalog.seed import ENGINE_MODEL_ID
-from playground.evals.models import Dataset
+from playground.evals.models import Dataset, ExperimentTarget
 from playground.evals.services.datasets import dataset_create, dataset_item_add
+from playground.evals.services.scoring import target_score
 from playground.evals.uploads import ItemFields
 from playground.presets.models import PresetVersion
 from playground.presets.services import connection_ref, preset_version_save
@@ -70,11 +71,15 @@ def quiz(actors: Actors) -> Dataset:
 
 
 def run_to_the_end(batch: Batch, *, timeout: float = 120) -> None:
-    """The chain's steps, run here in turn as the worker would (with the chain's current token)."""
+    """The chain's steps, run here in turn as the worker would (with the chain's current token),
+    each followed by the scoring of its experiment target's answers, as the worker does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         batch.refresh_from_db()
         countdown = batch_step_run(batch_id=batch.pk, token=batch.chain_token)
+        for target_id in ExperimentTarget.objects.filter(batch=batch).values_list("pk", flat=True):
+            while target_score(target_id=target_id):
+                pass
         if countdown is None:
             return
         time.sleep(min(countdown, 0.5))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from playground.evals.checks import check_label, check_problem, check_run
+from playground.evals.checks import check_label, check_problem, check_run, judge_messages, judge_verdict
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
@@ -80,3 +80,50 @@ def test_a_check_is_labelled_by_its_name_or_its_kind() -> None:
     assert check_label({"kind": "contains", "value": "refund"}) == "Contains refund"
     assert check_label({"kind": "length", "max": 200}) == "Length in range 0-200"
     assert check_label({"kind": "exact", "name": "Same answer"}) == "Same answer"
+
+
+JUDGE = {
+    "kind": "judge",
+    "prompt": "Q: {{input}} A: {{output}} E: {{ expected }}",
+    "connection": 1,
+    "model": "m",
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "score", "reason"),
+    [
+        ('{"score": 1, "reason": "Right."}', 1.0, "Right."),
+        ('Sure!\n```json\n{"score": 0.25, "reason": "Half wrong."}\n```', 0.25, "Half wrong."),
+        ('{"score": 0.7}', 0.7, "The judge gave no reason."),
+        ("It looks fine to me.", None, "The judge did not answer JSON"),
+        ('{"score": "high", "reason": "x"}', None, "The judge gave no score from 0 to 1"),
+        ('{"score": 7, "reason": "x"}', None, "The judge gave no score from 0 to 1"),
+        ('{"score": true, "reason": "x"}', None, "The judge gave no score from 0 to 1"),
+        ("[0.5]", None, "The judge gave no score from 0 to 1"),
+        ("", None, "The judge did not answer JSON"),
+    ],
+)
+def test_a_judges_answer_is_read_robustly(text: str, score: float | None, reason: str) -> None:
+    verdict = judge_verdict(JUDGE, text)
+    assert verdict.score == score and verdict.reason.startswith(reason)
+    assert verdict.passed is (score is not None and score >= 0.5)
+
+
+def test_a_judges_prompt_is_filled_and_asks_for_json() -> None:
+    [message] = judge_messages(JUDGE, input_text="2+2?", answer="4", expected="4")
+    assert message["content"].startswith("Q: 2+2? A: 4 E: 4") and '"score"' in message["content"]
+
+
+@pytest.mark.parametrize(
+    ("check", "problem"),
+    [
+        ({**JUDGE, "prompt": "Rate {{input}}"}, "{{output}}"),
+        ({**JUDGE, "connection": "one"}, "a connection"),
+        ({**JUDGE, "model": ""}, "a model"),
+        ({**JUDGE, "pass_at": 2}, "pass_at"),
+    ],
+)
+def test_a_judge_that_cannot_run_is_refused(check: dict[str, Any], problem: str) -> None:
+    assert problem in check_problem(check)
+    assert check_problem(JUDGE) == ""

@@ -107,7 +107,7 @@ def test_two_preset_versions_run_over_a_dataset_and_the_results_equal_the_record
         for answer in row.answers:
             assert answer is not None and answer.state == ItemState.DONE
             assert [v.score for v in answer.verdicts][1] == 1.0  # six tokens are under 200 characters
-            assert all(0 <= v.score <= 1 and v.reason for v in answer.verdicts)
+            assert all(v.score is not None and 0 <= v.score <= 1 and v.reason for v in answer.verdicts)
     means = summaries[0].check_means
     assert means[1] == 1.0 and means[0] is not None
     line = winner_line(summaries)

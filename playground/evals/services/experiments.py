@@ -15,6 +15,7 @@ import json
 import tempfile
 from collections.abc import Sequence
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -27,21 +28,27 @@ from playground.batches.models import Batch
 from playground.batches.services.actions import batch_cancel, batch_confirm, batch_discard
 from playground.batches.services.chain import batch_nudge_if_stalled
 from playground.batches.services.drafts import (
+    BatchEstimate,
     BatchInput,
     BatchInputInvalid,
     batch_draft_create,
     batch_estimate_today,
 )
-from playground.evals.checks import check_problem
-from playground.evals.models import Dataset, DatasetItem, Experiment, ExperimentTarget
+from playground.evals.checks import JUDGE_INSTRUCTION, JUDGE_MAX_TOKENS, check_label, check_problem, is_judge
+from playground.evals.models import ITEM_REFERENCE, Dataset, DatasetItem, Experiment, ExperimentTarget
 from playground.evals.selectors import dataset_get, dataset_version_items, experiment_get
+from playground.evals.services.scoring import target_unscored
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
+from playground.providers.selectors import connection_list_runnable
 from playground.usage.budgets import budget_headroom
+from playground.usage.calls.kinds import batch_context
+from playground.usage.estimates import worst_case_estimate
+from playground.usage.metering import estimate_tokens
 from playground.usage.money import money
+from playground.usage.records import request_price_card
 
 MAX_TARGETS = 4
-ITEM_REFERENCE = "eval-item:"
 
 
 class ExperimentNotFound(Exception):
@@ -68,6 +75,11 @@ def experiment_create(
     if not 1 <= len(ids) <= MAX_TARGETS:
         raise ValidationError({"targets": f"Choose 1 to {MAX_TARGETS} preset versions."})
     problems = [problem for check in checks if (problem := check_problem(check))]
+    problems += [
+        problem
+        for check in checks
+        if not problems and is_judge(check) and (problem := _judge_problem(user, dataset.team_id, check))
+    ]
     if problems:
         raise ValidationError({"checks": problems})
     setups = [_setup(user, dataset, version_id) for version_id in ids]
@@ -103,13 +115,18 @@ def experiment_preflight(*, experiment: Experiment) -> dict[str, Any]:
     """The estimated cost of each target and in all (priced today), and why the budget refuses
     it ("" when it fits): the whole experiment's worst case must fit before anything is sent."""
     per_target, total, unpriced = [], Decimal(0), False
+    estimates: list[BatchEstimate] = []
     for target in experiment.targets.select_related("batch"):
-        cost = batch_estimate_today(batch=target.batch).get("cost") if target.batch else None
-        per_target.append({"label": target.label, "cost": cost})
-        if cost is None:
+        estimate = batch_estimate_today(batch=target.batch) if target.batch else None
+        if estimate is not None:
+            estimates.append(estimate)
+        per_target.append({"label": target.label, "cost": estimate.get("cost") if estimate else None})
+    per_target += _judge_estimates(experiment, estimates)
+    for row in per_target:
+        if row["cost"] is None:
             unpriced = True
         else:
-            total += Decimal(cost)
+            total += Decimal(row["cost"])
     blocked = ""
     headroom = budget_headroom(team_id=experiment.team_id, user_id=experiment.created_by_id)
     if headroom is not None and headroom.refusal(total) is not None:
@@ -155,10 +172,64 @@ def experiment_cancel(*, user: User, experiment_id: int) -> Experiment:
 
 
 def experiment_nudge(*, experiment: Experiment) -> None:
-    """Restart the chain of any target whose batch has visibly stalled (a worker died): the page
-    asks while it is watched, as the batch page does."""
+    """Restart the chain of any target whose batch has visibly stalled (a worker died), and the
+    scoring of a finished one left unscored: the page asks while it is watched, as the batch
+    page does."""
     for batch in Batch.objects.filter(experiment_target__experiment=experiment, finished_at__isnull=True):
         batch_nudge_if_stalled(batch=batch)
+    # A finished target's last answers are scored after its last step; if the worker died in
+    # between (or a judge's lease lapsed), the worker is asked again.
+    from playground.evals.tasks import experiment_target_score  # tasks import services, not back
+
+    for target_id in experiment.targets.filter(batch__finished_at__isnull=False).values_list("pk", flat=True):
+        if target_unscored(target_id=target_id):
+            transaction.on_commit(partial(experiment_target_score.delay, target_id))
+
+
+def _judge_estimates(experiment: Experiment, estimates: list[BatchEstimate]) -> list[dict[str, Any]]:
+    """Each judge's worst case over every answer: its prompt with the item's input, expected
+    output and the answer at the target's max_tokens (the batches' own token estimates), and a
+    verdict of `JUDGE_MAX_TOKENS`, priced by today's card of the judge's model."""
+    judges = [check for check in experiment.checks if is_judge(check)]
+    if not judges:
+        return []
+    answers = experiment.item_count * len(estimates)
+    expected = sum(len(text) for text in _version_items(experiment).values_list("expected", flat=True))
+    rows = []
+    for check in judges:
+        prompt_chars = (len(str(check["prompt"])) + len(JUDGE_INSTRUCTION)) * answers + expected * len(
+            estimates
+        )
+        tokens = estimate_tokens(prompt_chars) + sum(
+            int(e.get("prompt_tokens", 0)) + int(e.get("output_tokens", 0)) for e in estimates
+        )
+        context = batch_context(
+            team_id=experiment.team_id,
+            user_id=experiment.created_by_id,
+            connection_id=int(check["connection"]),
+            model_id=str(check["model"]),
+            preset_version_id=None,
+            priced_on=None,
+        )
+        card = request_price_card(context=context)
+        cost = worst_case_estimate(
+            card=card, prompt_tokens=tokens, output_tokens=answers * JUDGE_MAX_TOKENS
+        ).cost
+        rows.append({"label": f"Judge: {check_label(check)}", "cost": None if cost is None else str(cost)})
+    return rows
+
+
+def _version_items(experiment: Experiment) -> Any:
+    return dataset_version_items(dataset=experiment.dataset, version=experiment.dataset_version)
+
+
+def _judge_problem(user: User, team_id: int, check: dict[str, Any]) -> str:
+    """Why a judge check cannot run for this team ("" when it can): its connection must be one
+    of the team's that the user may run."""
+    runnable = connection_list_runnable(user=user).filter(team_id=team_id, pk=check["connection"])
+    return (
+        "" if runnable.exists() else f"The judge's connection {check['connection']} is not one of the team's."
+    )
 
 
 def _label(setup: PresetSetup) -> str:
