@@ -49,6 +49,13 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
+# Bytecode is kept for the suite's processes even where the shell sets PYTHONDONTWRITEBYTECODE (this
+# machine's does): otherwise every xdist worker of both suites, and every engine, worker and web
+# process a test starts, compiled the playground again and pytest rewrote every test module's
+# asserts from source. Collecting the suite took 11.3 s of CPU per worker, 5.4 s with the bytecode
+# kept (__pycache__ is ignored by git; Python and pytest replace a .pyc atomically).
+TEST_ENV := PYTHONDONTWRITEBYTECODE=
+
 SERVICES_ENV := DATABASE_URL=$${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
 
@@ -124,11 +131,11 @@ browser:
 
 ## The whole suite on the embedded defaults (SQLite, in-memory layer, no services).
 test: install browser
-	$(PY) -m pytest $(PYTEST_PARALLEL)
+	$(TEST_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## The same suite against the local PostgreSQL and Redis.
 test-services: install browser
-	$(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
+	$(TEST_ENV) $(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## ruff, then the floors: import-linter checks the contracts in .importlinter (docs/architecture.md).
 lint: install
