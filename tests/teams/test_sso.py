@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 import httpx
@@ -16,8 +17,10 @@ from django.test import Client
 
 from playground.accounts.models import AuditAction, AuditEvent, Membership, Role, Team
 from playground.teams.services.sso import sso_claim_entries
-from tests.support.clients import TestResponse
 from tests.support.oidc import CLIENT_SECRET, oidc_provider, sso_configure
+
+if TYPE_CHECKING:
+    from tests.support.clients import TestResponse
 
 pytestmark = pytest.mark.django_db
 
