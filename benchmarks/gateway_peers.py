@@ -26,7 +26,8 @@ their children (from /proc) over its turns, per request: idle costs (timers, swe
 Then `--sustain` seconds of a closed loop of 16 clients with whole answers per target, in
 rounds too: the sustained rate and its CPU per request. Every answer's text must equal the
 direct one's, and every request through ours must have left its usage record. With the
-PostgreSQL + Redis profile, the database and Redis servers' CPU is not counted for ours.
+PostgreSQL + Redis profile, the CPU of the PostgreSQL server processes connected to our
+database is shown beside ours ("+x ms PostgreSQL"), not in it; Redis's is not counted.
 
 The machine may be busy with other work: the load average is printed before and after, and
 the figures are for comparing side by side (ratios to ours), not as absolutes.
@@ -67,6 +68,7 @@ from benchmarks.gateway_harness import (  # noqa: E402  (needs the repo on sys.p
     bench_database,
     check_records,
     choose_profile,
+    cpu_seconds,
     free_port,
     http_request,
     p50_p99,
@@ -103,6 +105,7 @@ class Target:
     port: int
     headers: dict[str, str]
     pid: int = 0  # 0: no gateway process (direct)
+    database: str = ""  # the PostgreSQL database it writes to: its server processes' CPU is shown apart
     cells: dict[tuple[int, bool], Cell] = field(default_factory=dict)
     sustained: Cell | None = None
 
@@ -115,8 +118,10 @@ class Target:
         }
         return http_request(self.port, "/v1/chat/completions", body, self.headers)
 
-    def cpu_seconds(self) -> float:
-        return tree_cpu_seconds(self.pid) if self.pid else 0.0
+    def cpu_seconds(self) -> tuple[float, float]:
+        """Its processes' CPU seconds so far, and its database's server processes' (live ones)."""
+        own = tree_cpu_seconds(self.pid) if self.pid else 0.0
+        return own, database_cpu_seconds(self.database) if self.database else 0.0
 
     def cell(self, key: tuple[int, bool]) -> Cell:
         return self.cells.setdefault(key, Cell())
@@ -128,6 +133,7 @@ class Cell:
 
     samples: list[Sample] = field(default_factory=list)
     cpu_s: float = 0.0
+    database_cpu_s: float = 0.0
     elapsed_s: float = 0.0
     wrong: int = 0  # answered, but not with the direct answer's text
 
@@ -141,6 +147,24 @@ class Cell:
     @property
     def cpu_ms_per_request(self) -> float:
         return self.cpu_s / max(1, len(self.samples)) * 1000
+
+    def database_note(self) -> str:
+        if not self.database_cpu_s:
+            return ""
+        return f" (+{self.database_cpu_s / max(1, len(self.samples)) * 1000:.2f} ms PostgreSQL)"
+
+
+def database_cpu_seconds(database: str) -> float:
+    """CPU seconds of the PostgreSQL server processes now connected to `database` (on this machine)."""
+    total = 0.0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes()
+        except OSError:
+            continue
+        if command.startswith(b"postgres: ") and f" {database} ".encode() in command:
+            total += cpu_seconds(int(cmdline.parent.name))
+    return total
 
 
 def answer_text(sample: Sample) -> str | None:
@@ -337,10 +361,13 @@ async def closed_loop(target: Target, request: bytes, clients: int, seconds: flo
 
 def take_turn(target: Target, cell: Cell, send: Callable[[], Coroutine[Any, Any, list[Sample]]]) -> None:
     """One target's turn: its samples, time and CPU seconds added to the cell."""
-    cpu_before, started = target.cpu_seconds(), time.perf_counter()
+    (own, database), started = target.cpu_seconds(), time.perf_counter()
     cell.samples += uvloop.run(send())
     cell.elapsed_s += time.perf_counter() - started
-    cell.cpu_s += target.cpu_seconds() - cpu_before
+    own_after, database_after = target.cpu_seconds()
+    cell.cpu_s += own_after - own
+    # A server process that ended during the turn takes its time with it: a lower bound.
+    cell.database_cpu_s += max(0.0, database_after - database)
 
 
 def rotated(targets: list[Target], turn: int) -> list[Target]:
@@ -426,7 +453,7 @@ def print_level(targets: list[Target], concurrency: int, stream: bool) -> None:
         )
         print(
             f"{concurrency:>4} {mode:>6} {target.name:>8} {len(cell.samples):>5} {times}{cpu} "
-            f"{cell.errors:>6}"
+            f"{cell.errors:>6}{cell.database_note()}"
         )
 
 
@@ -461,7 +488,7 @@ def print_sustained(args: argparse.Namespace, targets: list[Target]) -> None:
         )
         print(
             f"{target.name:>8} {rate:>7.0f} {ratio(rate, base_rate):>7} {total[0]:>7.1f} /{total[1]:>7.1f} "
-            f"{cpu} {cell.errors:>6}"
+            f"{cpu} {cell.errors:>6}{cell.database_note()}"
         )
 
 
@@ -547,7 +574,13 @@ def main() -> None:
             wait_for_port(app_port, server, "app server")
             targets = [
                 Target("direct", upstream_port, {"authorization": f"Bearer {UPSTREAM_TOKEN}"}),
-                Target("ours", app_port, {"authorization": f"Bearer {secret}"}, server.pid),
+                Target(
+                    "ours",
+                    app_port,
+                    {"authorization": f"Bearer {secret}"},
+                    server.pid,
+                    database=profile.database_url.rsplit("/", 1)[-1] if profile.database_url else "",
+                ),
             ]
             versions = [f"ours {git_revision()} ({profile.name}, 1 web process)"]
             for name in peer_names:
