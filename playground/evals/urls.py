@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from playground.evals import views
+from playground.evals import compare_views, log_views, views
 
 app_name = "evals"
 urlpatterns: list[URLPattern] = [
@@ -37,4 +37,8 @@ urlpatterns: list[URLPattern] = [
         views.experiment_export_view,
         name="experiment-export",
     ),
+]
+urlpatterns += [
+    path("from-log/", log_views.add_from_log_view, name="from-log"),
+    path("compare/", compare_views.compare_view, name="compare"),
 ]

@@ -85,10 +85,15 @@ def dataset_upload_discard(*, user: User, upload_id: int) -> None:
 
 
 def dataset_item_add(*, user: User, dataset_id: int, fields: ItemFields) -> DatasetVersion:
+    return dataset_items_add(user=user, dataset_id=dataset_id, items=[fields], change="Added an item by hand")
+
+
+def dataset_items_add(*, user: User, dataset_id: int, items: list[ItemFields], change: str) -> DatasetVersion:
+    """`items` as the dataset's next version, `change` saying where they came from."""
     dataset = _dataset_for_run(user, dataset_id)
     with transaction.atomic():
-        version = _next_version(dataset, user, added=1, removed=0, change="Added an item by hand")
-        _items_store(dataset, [(0, fields)], added_in=version.number)
+        version = _next_version(dataset, user, added=len(items), removed=0, change=change)
+        _items_store(dataset, ((0, fields) for fields in items), added_in=version.number)
     return version
 
 
