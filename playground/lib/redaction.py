@@ -364,13 +364,18 @@ def _lower(text: str) -> str:
 Finder = Callable[[str, str], Iterator[Found]]
 
 
+def new_salt() -> bytes:
+    """A salt of its own: placeholders nobody else's redaction reproduces."""
+    return os.urandom(16)
+
+
 @dataclass
 class Redaction:
     """One record's redaction: its salt, and how many values of each kind it replaced (a value
     repeated counts each time). `text` and `value` (every string of a JSON value) replace."""
 
     phone_region: str = "US"  # how a phone number written without its country code is read
-    salt: bytes = field(default_factory=lambda: os.urandom(16))
+    salt: bytes = field(default_factory=new_salt)
     counts: Counter[str] = field(default_factory=Counter)
     _finders: tuple[Finder, ...] = field(init=False, repr=False)
 

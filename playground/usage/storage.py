@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from playground.accounts.models import StoreMode, Team
-from playground.lib.redaction import Redaction
+from playground.lib.redaction import Redaction, new_salt
 from playground.usage.models import TEAM_STORE_MODE, ApiKey
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,7 @@ def record_text_kept(
     error_text: str,
     schema_errors: list[dict[str, str]] | None,
     redaction: Redaction | None = None,
+    salt: bytes | None = None,
 ) -> KeptText:
     """The record's text in `mode`: as sent (`full`); with sensitive values replaced, the same
     value by the same placeholder throughout the record (`redacted`); without the body, the
@@ -81,14 +82,15 @@ def record_text_kept(
 
     `redaction`: the one the request was sent upstream with (`usage.calls.upstream`), whose salt
     the record's placeholders share; the body is then already redacted, and in `full` its counts
-    are the record's."""
+    are the record's. `salt`: else the one to redact with (`usage.redaction_salt`: the
+    conversation's, so its records read the same placeholders; None: a new one)."""
     if mode == StoreMode.FULL:
         counts = dict(redaction.counts) if redaction is not None else None
         return KeptText(mode, request_body, variables, error_text, schema_errors, counts)
     redacted = mode == StoreMode.REDACTED
     try:
         if redaction is None:
-            redaction = Redaction(phone_region=settings.REDACTION_PHONE_REGION)
+            redaction = Redaction(phone_region=settings.REDACTION_PHONE_REGION, salt=salt or new_salt())
         return KeptText(
             store_mode=mode,
             request_body=redaction.value(request_body) if redacted else None,

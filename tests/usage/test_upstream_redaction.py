@@ -5,6 +5,7 @@ batches build."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -15,9 +16,13 @@ from playground.lib.redaction import Redaction
 from playground.providers.adapters import ChatRequest, adapter_for
 from playground.providers.models import ProviderConnection
 from playground.usage.calls.call import MeteredCall
+from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.calls.kinds import batch_context, batch_item_call, chat_turn_call, compare_column_call
 from playground.usage.calls.settlement import Alone
+from playground.usage.insights.cache_breaks import Cause, SessionRequest, diagnose
 from playground.usage.models import UsageRecord, UsageStatus
+from playground.usage.prefix_digest import PrefixDigest
+from playground.usage.redaction_salt import redaction_salt
 from playground.usage.storage import REDACTOR_ERROR
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import KIMI
@@ -151,3 +156,83 @@ def test_a_redactor_that_fails_sends_nothing_and_the_record_keeps_metadata_with_
     assert "not sent" in (answer.error.message if answer.error else "").lower()
     assert record.store_mode == StoreMode.METADATA and record.request_body is None
     assert record.redactions == {REDACTOR_ERROR: 1} and record.total_cost == 0
+
+
+def _turn(
+    actors: Actors, connection: ProviderConnection, messages: list[dict[str, Any]], *, conversation_id: int
+) -> MeteredCall:
+    request = ChatRequest(
+        model=KIMI, messages=messages, max_tokens=20, stream=True, affinity_key=f"pg-{conversation_id}"
+    )
+    call = chat_turn_call(
+        adapter=adapter_for(connection),
+        request=request,
+        context_window=None,
+        team_id=actors.team.pk,
+        user_id=actors.owner.pk,
+        connection_id=connection.pk,
+        model_id=KIMI,
+        conversation_id=conversation_id,
+        preset_version_id=None,
+    )
+    call.settlement = Alone(lambda record, outcome: None)
+    return call
+
+
+def _session_request(record: UsageRecord) -> SessionRequest:
+    assert record.prefix_digest is not None
+    return SessionRequest(
+        record_id=record.pk,
+        model_id=record.model_id,
+        digest=PrefixDigest.from_stored(record.prefix_digest),
+        affinity_key=record.affinity_key,
+        prompt_tokens=record.prompt_tokens,
+        cached_tokens=record.cached_tokens,
+        succeeded=True,
+    )
+
+
+def test_a_conversations_turns_send_the_same_placeholders_so_its_cached_prefix_holds(
+    actors: Actors, workers_connection: ProviderConnection, fake_upstream: FakeUpstream
+) -> None:
+    """The second turn sends the first's history again: with one salt per conversation its bytes
+    upstream are the first turn's up to the new messages, and the cache-break detector finds the
+    prefix intact; another conversation reads the same address differently."""
+    actors.team.upstream_redaction = True
+    actors.team.store_mode = StoreMode.REDACTED
+    actors.team.save()
+    first = [{"role": "system", "content": f"The customer is {EMAIL}."}, {"role": "user", "content": PROMPT}]
+    later = [*first, {"role": "assistant", "content": "Done."}, {"role": "user", "content": f"And {EMAIL}?"}]
+
+    _turn(actors, workers_connection, first, conversation_id=5).run()
+    _turn(actors, workers_connection, later, conversation_id=5).run()
+    _turn(actors, workers_connection, first, conversation_id=6).run()
+
+    one, two, other = (sent.raw for sent in fake_upstream.requests)
+    history = json.dumps(fake_upstream.requests[0].json["messages"], separators=(",", ":"))[1:-1].encode()
+    assert EMAIL.encode() not in one + two + other
+    assert history in one  # the first turn's messages, as sent
+    assert two[: one.index(history) + len(history)] == one[: one.index(history) + len(history)]
+    mine, theirs = (set(re.findall(rb"<email:[0-9a-f]{4}>", body)) for body in (one, other))
+    assert len(mine) == len(theirs) == 1 and mine != theirs  # one address, read per conversation
+    records = list(UsageRecord.objects.filter(conversation_id=5).order_by("pk"))
+    assert [record.redactions for record in records] == [{"email": 3, "card": 1}, {"email": 4, "card": 1}]
+    cause, _, _ = diagnose(*map(_session_request, records))
+    assert cause == Cause.EVICTED  # the prefix was intact: no section of it changed
+
+
+def test_the_salt_is_the_sessions_within_a_team_and_else_the_requests_own() -> None:
+    def salt(team_id: int, **fields: Any) -> bytes:
+        return redaction_salt(
+            RequestContext(team_id=team_id, user_id=None, connection_id=None, model_id=KIMI, **fields)
+        )
+
+    gateway_session = {"attribution": Attribution(session="s-1")}
+    assert salt(1, **gateway_session) == salt(1, **gateway_session) != salt(2, **gateway_session)
+    assert salt(1, affinity_key="a-1") == salt(1, affinity_key="a-1") != salt(1, affinity_key="a-2")
+    assert (
+        salt(1, source="batch-item:7:1")
+        == salt(1, source="batch-item:7:1")
+        != salt(1, source="batch-item:7:2")
+    )
+    assert salt(1) != salt(1)  # no session: per request

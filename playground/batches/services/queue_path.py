@@ -1,8 +1,16 @@
-"""The queue path: a step groups pending items into submissions, sends them and polls the due ones."""
+"""The queue path: a step groups pending items into submissions, sends them and polls the due ones.
+
+Queued items go upstream outside the metered call, so a team's upstream redaction (issue 37) is
+applied here too: each item's text is redacted with the salt its record will be written with
+(`usage.redaction_salt`, from the item's attempt), so when its result is recorded through the
+metered call the record's placeholders are those the model read. An item the redactor fails on
+is not sent: it fails with the metered call's reason.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,6 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from playground.accounts.models import Team
 from playground.batches.models import Batch, BatchItem, BatchSubmission, ItemState, SubmissionState
 from playground.batches.services.chain import OPEN_STATES, fail_open_items, lease_renew
 from playground.batches.services.metered_item import chat_request, item_terms, record_context
@@ -28,8 +37,13 @@ from playground.providers.events import UpstreamError
 from playground.providers.http import UpstreamHTTPError
 from playground.providers.queue import QueueClient, RefusedItem, refused_item
 from playground.usage.budgets import BudgetExceeded, budget_reserve, request_worst_case_cost
+from playground.usage.calls.upstream import NOT_SENT
 from playground.usage.metering import UsageMeter
 from playground.usage.records import usage_record_create
+from playground.usage.redaction_salt import context_redaction
+from playground.usage.storage import REDACTOR_ERROR
+
+logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1_000  # items read per query while forming submissions
 SUBMISSIONS_PER_BATCH = 10
@@ -62,8 +76,12 @@ def chunk_by_size(items: Iterable[SizedItem], *, max_bytes: int, max_items: int)
         yield chunk
 
 
-def _queue_body(adapter: ChatAdapter, batch: Batch, item: BatchItem) -> dict[str, Any]:
-    payload = adapter.payload(chat_request(batch, item))  # type: ignore[attr-defined]
+def _queue_body(adapter: ChatAdapter, batch: Batch, item: BatchItem, *, redact: bool) -> dict[str, Any]:
+    """The item as queued; `redact`: its team's upstream redaction is on."""
+    request = chat_request(batch, item)
+    if redact:
+        request = adapter.upstream_redacted(request, context_redaction(record_context(batch, item)).text)
+    payload = adapter.payload(request)  # type: ignore[attr-defined]
     return {**payload, "external_reference": queue_reference(item)}
 
 
@@ -76,11 +94,12 @@ def queue_step(batch: Batch, token: str) -> float | None:
         fail_open_items(batch, " ".join(exc.messages), code="connection_unusable")
         return None
     assert client is not None
-    _submissions_form(batch, adapter)
+    redact = Team.objects.filter(pk=batch.team_id).values_list("upstream_redaction", flat=True).get()
+    _submissions_form(batch, adapter, redact=redact)
     now = timezone.now()
     for submission in batch.submissions.filter(state=SubmissionState.SUBMITTING).order_by("id"):
         if submission.next_poll_at is None or submission.next_poll_at <= now:
-            _submission_send(batch, submission, client, adapter)
+            _submission_send(batch, submission, client, adapter, redact=redact)
             lease_renew(batch.pk, token)
     due = batch.submissions.filter(state=SubmissionState.POLLING, next_poll_at__lte=timezone.now()).order_by(
         "id"
@@ -107,13 +126,10 @@ def submission_items(item_count: int) -> int:
     return max(1, min(settings.BATCH_SUBMISSION_MAX_ITEMS, max(SUBMISSION_MIN_ITEMS, share)))
 
 
-def _submissions_form(batch: Batch, adapter: ChatAdapter) -> None:
+def _submissions_form(batch: Batch, adapter: ChatAdapter, *, redact: bool) -> None:
     """Group the pending items nobody has submitted into submissions under the size limit."""
     unsent = batch.items.filter(state=ItemState.PENDING, submission__isnull=True).order_by("index")
-    sized = (
-        SizedItem(item.pk, len(_json_bytes(_queue_body(adapter, batch, item))))
-        for item in unsent.iterator(chunk_size=READ_CHUNK)
-    )
+    sized = _sized(adapter, batch, unsent.iterator(chunk_size=READ_CHUNK), redact=redact)
     groups = chunk_by_size(
         sized, max_bytes=settings.BATCH_SUBMISSION_MAX_BYTES, max_items=submission_items(batch.item_count)
     )
@@ -128,14 +144,28 @@ def _submissions_form(batch: Batch, adapter: ChatAdapter) -> None:
                 )
 
 
+def _sized(
+    adapter: ChatAdapter, batch: Batch, items: Iterable[BatchItem], *, redact: bool
+) -> Iterator[SizedItem]:
+    """Each item's size as queued; an item the redactor fails on fails, unsent."""
+    for item in items:
+        try:
+            body = _queue_body(adapter, batch, item, redact=redact)
+        except Exception as exc:  # its message may quote the text: only its type is logged
+            logger.error("the redactor failed (%s): batch item %s is not sent", type(exc).__name__, item.pk)
+            fail_open_items(batch, NOT_SENT, code=REDACTOR_ERROR, items=batch.items.filter(pk=item.pk))
+            continue
+        yield SizedItem(item.pk, len(_json_bytes(body)))
+
+
 def _submission_send(
-    batch: Batch, submission: BatchSubmission, client: QueueClient, adapter: ChatAdapter
+    batch: Batch, submission: BatchSubmission, client: QueueClient, adapter: ChatAdapter, *, redact: bool
 ) -> None:
     items = list(submission.items.filter(state=ItemState.PENDING).order_by("position"))
     if not items:  # all cancelled before it went out
         BatchSubmission.objects.filter(pk=submission.pk).update(state=SubmissionState.DONE)
         return
-    bodies = [_queue_body(adapter, batch, item) for item in items]
+    bodies = [_queue_body(adapter, batch, item, redact=redact) for item in items]
     if submission.budget_reservation_id is None:
         card = item_terms(batch).card  # the card that will price the items' records
         amount = sum(

@@ -6,10 +6,12 @@ columns, batch items, gateway requests): the step that holds a call's budget bef
 (`calls.budget.calls_hold_together`, blocking, in a worker thread). The adapter redacts what the
 model reads (`providers.upstream_redaction`; for the gateway, the client's own body it relays),
 and the call keeps that `Redaction` in its context: the record writer redacts what the record
-keeps with it (`usage.storage`), so the record's placeholders are the ones the model saw, one
-salt per record. The record's body is the body as sent, so its prompt digests are of what the
-provider read. A redactor that fails sends nothing: the call is refused, and its record keeps
-metadata only, the failure counted (`storage.REDACTOR_ERROR`).
+keeps with it (`usage.storage`), so the record's placeholders are the ones the model saw. The
+salt is the conversation's (`usage.redaction_salt`): a value reads the same in every turn, so
+the history sent again is byte for byte what the provider cached. The record's body is the
+body as sent, so its prompt digests are of what the provider read. A redactor that fails sends
+nothing: the call is refused, and its record keeps metadata only, the failure counted
+(`storage.REDACTOR_ERROR`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from django.conf import settings
-
 from playground.accounts.models import StoreMode, Team
-from playground.lib.redaction import Redaction
+from playground.usage.redaction_salt import context_redaction
 from playground.usage.storage import REDACTOR_ERROR
 
 if TYPE_CHECKING:
@@ -54,13 +54,13 @@ def calls_redact_upstream(calls: Sequence[MeteredCall]) -> list[MeteredCall]:
 
 
 def _redacted(call: MeteredCall) -> bool:
-    redaction = Redaction(phone_region=settings.REDACTION_PHONE_REGION)
+    redaction = context_redaction(call.context)
     try:
         request = call.adapter.upstream_redacted(call.request, redaction.text)
         body = call.adapter.body_as_sent(request)
     except Exception as exc:  # nothing is sent; its message may quote the text: only its type is logged
         logger.error("the redactor failed (%s): the request is not sent", type(exc).__name__)
-        failed = Redaction(phone_region=settings.REDACTION_PHONE_REGION)
+        failed = context_redaction(call.context)
         failed.counts[REDACTOR_ERROR] += 1
         call.context = replace(
             call.context, store=StoreMode.METADATA, redaction=failed, upstream_redaction=True
