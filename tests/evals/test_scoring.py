@@ -195,7 +195,7 @@ def test_a_judge_on_a_loopback_upstream_scores_good_garbage_and_failed_calls_apa
     _no_checks_run(monkeypatch)
     page = client_for(actors.owner).get(reverse("evals:experiment-detail", args=[experiment.pk]))
     html = page.content.decode()
-    assert "Judge cost" in html and "The judge did not answer JSON" in html and "Names Paris." in html
+    assert "+ judge" in html and "The judge did not answer JSON" in html and "Names Paris." in html
     shown = [Decimal(part.split('"')[0]) for part in html.split('data-judge-cost="')[1:]]
     assert sum(shown, Decimal(0)) == sum((r.total_cost for r in judge_records), Decimal(0))
     answers = experiment_rows(experiment=experiment, start=0, stop=3)[0].answers
