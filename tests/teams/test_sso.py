@@ -4,8 +4,13 @@ off, and every fault refused with a page that says why."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
@@ -162,3 +167,34 @@ def test_the_team_claim_reads_one_entry_or_a_list() -> None:
     assert sso_claim_entries("research:Admin") == [("research", "admin")]
     assert sso_claim_entries(["a", " b : viewer ", "", 7]) == [("a", "member"), ("b", "viewer")]
     assert sso_claim_entries(None) == []
+
+
+def test_the_environment_turns_it_on_with_the_secret_from_a_file(tmp_path: Path) -> None:
+    secret = tmp_path / "oidc_secret"
+    secret.write_text("from-a-file\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OIDC_", "DATABASE_URL", "REDIS_URL"))}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "playground.settings",
+        "PLAYGROUND_DATA_DIR": str(tmp_path),
+        "OIDC_ISSUER": "https://id.example.test/realms/acme/",
+        "OIDC_CLIENT_ID": "playground",
+        "OIDC_CLIENT_SECRET_FILE": str(secret),
+        "OIDC_PROVIDER_NAME": "Acme ID",
+        "OIDC_TEAM_CLAIM": "groups",
+        "OIDC_DISABLE_PASSWORDS": "1",
+    }
+    probe = (
+        "import json, django; django.setup(); from django.conf import settings as s; "
+        "from playground.teams.sso.discovery import sso_enabled; "
+        "print(json.dumps([sso_enabled(), s.OIDC_ISSUER, s.OIDC_RP_CLIENT_SECRET, s.OIDC_TEAM_CLAIM, "
+        "s.OIDC_DISABLE_PASSWORDS, s.OIDC_RP_SCOPES]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == [
+        True,
+        "https://id.example.test/realms/acme",
+        "from-a-file",
+        "groups",
+        True,
+        "openid email profile",
+    ]
