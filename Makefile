@@ -101,14 +101,15 @@ $(VENV)/.installed: requirements.txt $(LLAMA_WHEELS)/.built
 ENGINE_MODEL ?= $(shell sed -n 's/^ENGINE_MODEL=//p' .env 2>/dev/null | tail -n 1)
 
 # The single sign-on tests start a real OpenID provider on loopback: the certified npm package
-# oidc-provider, pinned by tests/support/oidc_op/package-lock.json. Without npm they are skipped
-# (and say so); Node 20.19 or later runs it.
+# oidc-provider, pinned by tests/support/oidc_op/package-lock.json, installed by the test targets
+# only (running the app needs no Node). Without npm they are skipped (and say so); Node 20.19 or
+# later runs it.
 OIDC_OP := tests/support/oidc_op
 $(OIDC_OP)/node_modules/.package-lock.json: $(OIDC_OP)/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix $(OIDC_OP) --no-audit --no-fund && touch $@; \
 	else echo "npm not found: the single sign-on tests will be skipped (they need Node 20.19+)"; fi
 
-install: $(VENV)/.installed $(OIDC_OP)/node_modules/.package-lock.json
+install: $(VENV)/.installed
 ifeq ($(ENGINE_MODEL),quality)
 	ENGINE_MODEL=quality $(PY) -m playground.engine.model_file
 endif
@@ -130,11 +131,11 @@ browser:
 		else echo "Install Debian's chromium (apt-get install chromium) for the browser tests"; exit 1; fi; }
 
 ## The whole suite on the embedded defaults (SQLite, in-memory layer, no services).
-test: install browser
+test: install browser $(OIDC_OP)/node_modules/.package-lock.json
 	$(TEST_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## The same suite against the local PostgreSQL and Redis.
-test-services: install browser
+test-services: install browser $(OIDC_OP)/node_modules/.package-lock.json
 	$(TEST_ENV) $(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
 
 ## ruff, then the floors: import-linter checks the contracts in .importlinter (docs/architecture.md).
