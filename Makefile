@@ -48,6 +48,8 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 # honours it), so the engine starts once per run, as without workers.
 PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+# More pytest arguments, e.g. `make test PYTEST_ARGS=tests/chat` (.ci/run passes its own).
+PYTEST_ARGS ?=
 
 # Bytecode is kept for the suite's processes even where the shell sets PYTHONDONTWRITEBYTECODE (this
 # machine's does): otherwise every xdist worker of both suites, and every engine, worker and web
@@ -132,11 +134,11 @@ browser:
 
 ## The whole suite on the embedded defaults (SQLite, in-memory layer, no services).
 test: install browser $(OIDC_OP)/node_modules/.package-lock.json
-	$(TEST_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
+	$(TEST_ENV) $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## The same suite against the local PostgreSQL and Redis.
 test-services: install browser $(OIDC_OP)/node_modules/.package-lock.json
-	$(TEST_ENV) $(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL)
+	$(TEST_ENV) $(SERVICES_ENV) $(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## ruff, then the floors: import-linter checks the contracts in .importlinter (docs/architecture.md).
 lint: install

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,15 +35,50 @@ pytest_plugins = [
 ]
 
 
+# The directories whose tests touch neither the database nor Redis: the engine is a process of its
+# own without Django (import-linter's engine contract), and the benchmarks' smoke runs drop the
+# suite's DATABASE_URL and REDIS_URL. Both profiles ran them alike, so .ci/run's PostgreSQL + Redis
+# suite leaves them out (--database-tests-only); a test in them that asks for the database fails
+# the collection, so that nothing the services profile should check is left out with them.
+PROFILE_FREE = tuple(Path(__file__).parent / name for name in ("engine", "benchmarks"))
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="leave out tests/engine and tests/benchmarks, which use neither the database nor Redis "
+        "(.ci/run's second suite: the first ran them)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if config.getoption("database_tests_only") and collection_path in PROFILE_FREE:
+        return True
+    return None  # pytest's own rules decide
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    functions = [item for item in items if isinstance(item, pytest.Function)]
+    for item in functions:
+        if any(item.path.is_relative_to(folder) for folder in PROFILE_FREE) and (
+            item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(item.fixturenames)
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the database, but its folder is left out of the PostgreSQL "
+                "suite (PROFILE_FREE in tests/conftest.py): move the test"
+            )
+    _expensive_fixtures_grouped(functions)
+
+
+def _expensive_fixtures_grouped(items: list[pytest.Function]) -> None:
     """Tests that share an expensive fixture run on one parallel worker (`make test` runs
     pytest-xdist with --dist loadgroup), so that it is made once per run, not once per worker:
     the real engine's tests (which also keeps other workers' requests off a replica a test kills
     or a prefix cache it reads), and the tests of a module sharing a module-scoped fixture (the
     benchmarks' smoke runs, all started at once)."""
     for item in items:
-        if not isinstance(item, pytest.Function):
-            continue
         if "running_engine" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("engine"))
         elif any(
