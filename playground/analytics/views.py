@@ -73,7 +73,8 @@ from playground.analytics.selectors.totals import attribution_totals, headline, 
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
 from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_labels, preset_version_ref
-from playground.usage.insights.cache_break_selectors import break_shown, record_break
+from playground.usage.insights.cache_break_selectors import break_shown
+from playground.usage.insights.cache_break_store import record_break
 from playground.usage.models import UsageRecord
 from playground.usage.scores import score_summaries
 from playground.usage.sources import record_source_links

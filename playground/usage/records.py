@@ -19,6 +19,7 @@ from playground.accounts.models import StoreMode
 from playground.catalog.selectors import price_card_for, price_card_label
 from playground.providers.structured_answers import answer_check
 from playground.usage.calls.context import RequestContext
+from playground.usage.insights.cache_break_store import cache_breaks_settle
 from playground.usage.metering import Outcome
 from playground.usage.metrics import records_count_after_commit
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
@@ -133,6 +134,7 @@ def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]])
         ]
     )
     rollups_add(records)
+    cache_breaks_settle(records)
     spans_after_commit(records)  # dropped with the caller's transaction if it rolls back, as is
     records_count_after_commit(records)
     return records
@@ -142,6 +144,7 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
     record = _full_record(context=context, outcome=outcome)
     record.save(force_insert=True)
     rollup_add(record)  # same transaction: the record and its rollups commit together
+    cache_breaks_settle([record])  # and the cache break it is, if any (issue 40)
     return record
 
 

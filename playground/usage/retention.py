@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from playground.usage.models import BodyRemoved, Score, TeamRetention, UsageRecord
+from playground.usage.models import BodyRemoved, Score, TeamRetention, UsageCacheBreak, UsageRecord
 from playground.usage.reclaim import reclaim_freed_space
 
 # The text a record may hold: what `usage.storage.record_text_kept` decides about.
@@ -98,8 +98,8 @@ def retention_sweep(*, deadline: float | None = None) -> bool:
         finished = finished and outcome.finished
         removed = removed or bool(outcome.bodies_removed or outcome.records_removed)
     if removed:
-        # A deleted record takes its scores (and their comments) with it.
-        reclaim_freed_space([UsageRecord, Score])
+        # A deleted record takes its scores (and their comments) and its cache break with it.
+        reclaim_freed_space([UsageRecord, Score, UsageCacheBreak])
     return finished
 
 

@@ -5,6 +5,7 @@ would, and a growing conversation on the real engine with affinity on that never
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 from io import StringIO
 from typing import Any
@@ -14,7 +15,8 @@ import pytest
 from django.core.management import call_command
 
 from playground.usage.insights.cache_break_diff import section_diff
-from playground.usage.insights.cache_break_selectors import record_break, team_breaks
+from playground.usage.insights.cache_break_selectors import team_breaks
+from playground.usage.insights.cache_break_store import kept_team_breaks, record_break
 from playground.usage.insights.cache_breaks import Cause
 from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream, json_reply
@@ -117,7 +119,11 @@ def test_each_cause_is_named_at_the_request_that_lost_its_prefix(
     saved_per_token = (card.input_per_m - card.effective_cached_input_per_m) / 1_000_000
     assert found.lost_usd == Decimal(980) * saved_per_token
     assert (found.lost_usd > 0) == (cause != Cause.MODEL_CHANGED)
+    # Found when the second record was written, and kept: the replay's break to the turn's count.
     assert record_break(second) == found
+    assert [
+        replace(kept, turn=2) for kept in kept_team_breaks(team_id=first.team_id, since=first.created_at)
+    ] == [found]
     assert record_break(first) is None
     if cause == Cause.HISTORY_CHANGED:
         assert found.changed_turn == 1
@@ -278,7 +284,7 @@ def test_an_affinity_only_client_that_drops_or_changes_its_key_gets_the_break_at
     (found,) = list(team_breaks(team_id=first.team_id, since=first.created_at))
     assert (found.record_id, found.cause, found.turn) == (last.pk, cause, 3)
     assert found.session == f"inferred:{gateway_key.key.pk}:{first.pk}"
-    assert record_break(last) == found
+    assert record_break(last) == found  # kept when it was written, the inferred session's name too
 
 
 def test_a_client_that_names_nothing_gets_its_conversations_inferred_apart(

@@ -44,7 +44,8 @@ from playground.chat.sockets.commands import (
     StopCommand,
     chat_command_parse,
 )
-from playground.usage.insights.cache_break_selectors import BreakShown, break_shown, record_break
+from playground.usage.insights.cache_break_selectors import BreakShown, break_shown
+from playground.usage.insights.cache_break_store import record_break
 from playground.usage.insights.runway import Runway
 from playground.usage.insights.runway_selectors import conversation_runway
 

@@ -30,7 +30,7 @@ from playground.chat.services.branching import (
 )
 from playground.chat.services.conversations import ConversationNotFound, conversation_for_run
 from playground.lib.web import HtmxHttpRequest, refusal
-from playground.usage.insights.cache_break_selectors import conversation_breaks_shown
+from playground.usage.insights.cache_break_store import conversation_breaks_shown
 
 
 def branch_context(conversation: Conversation, shown: BranchShown | None = None) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""The cache-break detector over stored records: one conversation, one record, or a team's period."""
+"""The cache-break detector over stored records: at one record (when it is written), or over a
+team's period (`team_breaks`, the rebuild's replay); and a break as a page shows it.
+
+What the pages, the chart and the command read is kept by `cache_break_store`."""
 
 from __future__ import annotations
 
@@ -46,22 +49,13 @@ LOOKBACK = dt.timedelta(days=1)
 RECENT = 10  # records read back from one to find the answered request before it
 
 
-def conversation_breaks(*, team_id: int, conversation_id: int) -> dict[int, CacheBreak]:
-    """The conversation's breaks by the id of the record that broke."""
-    records = list(
-        UsageRecord.objects.filter(team_id=team_id, conversation_id=conversation_id)
-        .order_by("created_at", "id")
-        .only(*FIELDS)
-        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)
-    )
-    session = session_key(conversation_id=conversation_id, session="", affinity_key="")
-    return {found.record_id: found for found in session_breaks(session, _requests(records))}
-
-
-def record_break(record: UsageRecord) -> CacheBreak | None:
-    """The break at `record`, if its session broke there (the records page's notice)."""
+def detected_break(record: UsageRecord, cards: dict[int, PriceCard] | None = None) -> CacheBreak | None:
+    """The break at `record`, if its session broke there, against the session's requests before
+    it (`cache_break_store` keeps it when the record is written). Its `turn` counts from the
+    first request read; `with_turn` counts it from the session's start. `cards`: price cards
+    already at hand, by id."""
     if record.conversation_id is None and not record.session and record.api_key_id is not None:
-        return _inferred_record_break(record)
+        return _inferred_record_break(record, cards)
     session = session_key(
         conversation_id=record.conversation_id, session=record.session, affinity_key=record.affinity_key
     )
@@ -75,8 +69,8 @@ def record_break(record: UsageRecord) -> CacheBreak | None:
         .only(*FIELDS)
         .annotate(body_if_undigested=BODY_IF_UNDIGESTED)[:RECENT]
     )[::-1]
-    found = [b for b in session_breaks(session, _requests(recent)) if b.record_id == record.pk]
-    return with_turn(found[0], team_id=record.team_id) if found else None
+    found = [b for b in session_breaks(session, _requests(recent, cards)) if b.record_id == record.pk]
+    return found[0] if found else None
 
 
 def with_turn(found: CacheBreak, *, team_id: int) -> CacheBreak:
@@ -136,7 +130,7 @@ def _inferred(records: QuerySet[UsageRecord]) -> list[tuple[str, list[UsageRecor
     return sessions_infer(turns)
 
 
-def _inferred_record_break(record: UsageRecord) -> CacheBreak | None:
+def _inferred_record_break(record: UsageRecord, cards: dict[int, PriceCard] | None) -> CacheBreak | None:
     """The break at a record whose session is inferred: its key and end user's records of the
     day before it, chained."""
     recent = UsageRecord.objects.filter(
@@ -149,7 +143,7 @@ def _inferred_record_break(record: UsageRecord) -> CacheBreak | None:
     ).exclude(created_at=record.created_at, id__gt=record.pk)
     for session, rows in _inferred(recent):
         if rows[-1].pk == record.pk:
-            found = [b for b in session_breaks(session, _requests(rows)) if b.record_id == record.pk]
+            found = [b for b in session_breaks(session, _requests(rows, cards)) if b.record_id == record.pk]
             return found[0] if found else None
     return None
 
@@ -247,8 +241,3 @@ def breaks_shown(found: list[CacheBreak]) -> dict[int, BreakShown]:
             text=text,
         )
     return shown
-
-
-def conversation_breaks_shown(*, team_id: int, conversation_id: int) -> dict[int, BreakShown]:
-    """The conversation's breaks as shown under their answers, by the id of the record that broke."""
-    return breaks_shown(list(conversation_breaks(team_id=team_id, conversation_id=conversation_id).values()))

@@ -137,6 +137,13 @@ def fell_short(*, expected: int, cached: int) -> bool:
     return expected >= MIN_CACHEABLE_TOKENS and lost > max(TOLERATED_TOKENS, TOLERATED_SHARE * expected)
 
 
+def may_break(*, prompt_tokens: int, cached_tokens: int | None) -> bool:
+    """Whether a request could be a break at all, read from its own counts: an intact prefix
+    brings back at most the whole prompt, so one that fell short of none of it cannot have
+    fallen short of the previous prompt (the record writer skips the session's look-up then)."""
+    return cached_tokens is not None and fell_short(expected=prompt_tokens, cached=cached_tokens)
+
+
 def diagnose(previous: SessionRequest, current: SessionRequest) -> tuple[Cause, str, int | None]:
     """The first section that differs, in the order a prefix cache reads them; if none does,
     why an intact prefix was not found."""

@@ -1,7 +1,8 @@
 """The usage floor's tables: one row per request (`records`), the rollups the charts read
-(`rollups`), the budget ledgers (`budgets`), the team API keys the gateway meters
-(`api_keys`) and the scores people and applications give records (`scores`). Django finds
-models through this module, so it names them all."""
+(`rollups`), the cache breaks found when records are written (`cache_breaks`), the budget
+ledgers (`budgets`), the team API keys the gateway meters (`api_keys`) and the scores people
+and applications give records (`scores`). Django finds models through this module, so it
+names them all."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from playground.usage.models.budgets import (
     TeamBudget,
     thresholds_validate,
 )
+from playground.usage.models.cache_breaks import UsageCacheBreak, UsageCacheBreakHourly
 from playground.usage.models.records import (
     NullsLastIndex,
     RequestPath,
@@ -85,6 +87,8 @@ __all__ = [
     "ScoreOrigin",
     "TeamBudget",
     "TeamRetention",
+    "UsageCacheBreak",
+    "UsageCacheBreakHourly",
     "UsageConversationDaily",
     "UsageConversationTotal",
     "UsageDaily",

@@ -198,6 +198,13 @@ class UsageRecord(models.Model):
                 name="usage_team_redacted",
             ),
             models.Index(fields=["team", "prompt_tokens", "id"], name="usage_log_team_prompt"),
+            # A session named only by its affinity key: the cache-break detector's look-up of the
+            # session's previous request when a record is written (issue 40).
+            models.Index(
+                fields=["team", "affinity_key", "created_at", "id"],
+                condition=Q(conversation_id__isnull=True, session=""),
+                name="usage_team_affinity_session",
+            ),
             # The log sorts these slowest first with the unmeasured (NULL) last.
             NullsLastIndex(
                 "team", F("latency_ms").desc(nulls_last=True), F("id").desc(), name="usage_log_team_latency"

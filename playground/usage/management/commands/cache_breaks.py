@@ -1,4 +1,5 @@
-"""List a team's cache breaks: where a session's prefix stopped being cached, and why."""
+"""List a team's cache breaks: where a session's prefix stopped being cached, and why (as kept
+when each record was written; `rebuild_cache_breaks` fills them for records written before)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from playground.accounts.models import Team
-from playground.usage.insights.cache_break_selectors import team_breaks, with_turn
+from playground.usage.insights.cache_break_selectors import with_turn
+from playground.usage.insights.cache_break_store import kept_team_breaks
 
 DEFAULT_DAYS = 7
 USD_PLACES = Decimal("1e-8")
@@ -41,7 +43,7 @@ class Command(BaseCommand):
             if since is not None
             else timezone.now() - dt.timedelta(days=DEFAULT_DAYS)
         )
-        for each in team_breaks(team_id=found.pk, since=start):
+        for each in kept_team_breaks(team_id=found.pk, since=start):
             cache_break = with_turn(each, team_id=found.pk)
             line = {
                 "record_id": cache_break.record_id,
