@@ -11,6 +11,7 @@ a break row and its hour's upsert). The records it wrote are deleted afterwards.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_usage_breaks \\
         .venv/bin/python benchmarks/cache_break_settle.py [--turns 200]
+    .venv/bin/python benchmarks/cache_break_settle.py --smoke   # seconds, SQLite: the test suite runs this
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,16 +35,30 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--turns", type=int, default=200, help="records per kind and variant")
+    parser.add_argument("--smoke", action="store_true", help="a few turns on a new SQLite file (seconds)")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
     for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY"):
         os.environ.setdefault(name, f"benchmark-only-{name.lower()}")
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.smoke:
+            os.environ["DATABASE_URL"] = f"sqlite:///{scratch}/settle.sqlite3"
+            args.turns = 4
+        run(args.turns, smoke=args.smoke)
+
+
+def run(turns: int, *, smoke: bool) -> None:
     import django
 
     django.setup()
+    from django.core.management import call_command
+
     from playground.accounts.models import Membership, Team
     from playground.usage.models import UsageRecord
 
+    if smoke:
+        call_command("migrate", verbosity=0)
+        Team.objects.create(name="Smoke", slug="smoke")
     team = Team.objects.order_by("pk").first()
     assert team is not None, "no team: run the dashboard benchmark with --keep first"
     user_id = Membership.objects.filter(team=team).values_list("user_id", flat=True).first()
@@ -51,7 +67,7 @@ def main() -> None:
         print(f"{'record':14} {'sessions':>10} {'with ms':>8} {'without':>8} {'added µs':>9}")
         for kind, cached_share in (("no count", None), ("intact", 1.0), ("broken", 0.0)):
             for session in ("conversation", "session", "affinity"):
-                with_it, without = _timed(team.pk, user_id, session, cached_share, args.turns)
+                with_it, without = _timed(team.pk, user_id, session, cached_share, turns)
                 added = (statistics.median(with_it) - statistics.median(without)) * 1000
                 print(
                     f"{kind:14} {session:>10} {statistics.median(with_it):8.2f} "

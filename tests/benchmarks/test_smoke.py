@@ -52,6 +52,8 @@ FIGURES = {
     "gateway_peers.py": r"(?ms)^\s+ours\s+\d+\s+1\.00x.*^answers: \d+ checked against the direct "
     r"answer's text, 0 differ\nrecords: (\d+) gateway requests, \1 answered with a request id, "
     r"\1 records \{'ok': \1\}, 0 missing PASS$",
+    # Every kind of record written with and without the break search (the script's last row).
+    "cache_break_settle.py": r"(?m)^broken\s+affinity\s+[\d.]+\s+[\d.]+\s+-?\d+$",
     "redaction.py": r"redaction: typical [\d.]+ MB/s per core .*, p99 [\d.]+ ms per 20 KB prompt .*; "
     r"dense [\d.]+ MB/s, p99 [\d.]+ ms",
 }
