@@ -25,6 +25,7 @@ from playground.usage.metrics import records_count_after_commit
 from playground.usage.models import UsageRecord, UsageSource, UsageStatus
 from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import KnownCard, cost_for
+from playground.usage.redaction_salt import redaction_salt
 from playground.usage.rollups import rollup_add, rollups_add
 from playground.usage.statements import raw_sql
 from playground.usage.storage import record_text_kept, team_store_mode
@@ -163,6 +164,7 @@ def _full_record(*, context: RequestContext, outcome: Outcome, team_mode: str = 
         error_text=outcome.error_text,
         schema_errors=schema.pop("schema_errors", None),
         redaction=context.redaction,
+        salt=redaction_salt(context),
     )
     return UsageRecord(
         **_identity(context),

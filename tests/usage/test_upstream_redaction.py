@@ -236,3 +236,23 @@ def test_the_salt_is_the_sessions_within_a_team_and_else_the_requests_own() -> N
         != salt(1, source="batch-item:7:2")
     )
     assert salt(1) != salt(1)  # no session: per request
+
+
+def test_with_upstream_redaction_off_a_conversations_records_keep_one_placeholder_per_value(
+    actors: Actors, workers_connection: ProviderConnection, fake_upstream: FakeUpstream
+) -> None:
+    """The records are redacted with the conversation's salt too: the diff of two turns reads the
+    same placeholder for the same value; another conversation's records read it differently."""
+    actors.team.store_mode = StoreMode.REDACTED
+    actors.team.save()
+    turn = [{"role": "user", "content": f"Mail {EMAIL}."}]
+
+    for conversation_id in (5, 5, 6):
+        _turn(actors, workers_connection, turn, conversation_id=conversation_id).run()
+
+    kept = [str(record.request_body) for record in UsageRecord.objects.order_by("pk")]
+    assert all(sent.json and EMAIL in str(sent.json) for sent in fake_upstream.requests)  # sent as written
+    one, two, other = (
+        PLACEHOLDER.findall(body) and re.findall(r"<email:[0-9a-f]{4}>", body) for body in kept
+    )
+    assert one == two != other and len(one) == 1
