@@ -1,6 +1,7 @@
 """An evaluation in a real browser on the real engine: upload a 20-item dataset with one bad line
 (refused by its number, the good ones kept on confirming), run two preset versions with two
-checks, watch the results page fill, and check that its costs equal the records' sum.
+checks and an LLM judge (on a loopback upstream), watch the results page fill, and check that its
+costs, the answers' and the judge's apart, equal the records' sum.
 
 The Celery worker runs in a thread of this process (`celery_worker_thread`); the batches' queue
 path talks to the real engine process. Screenshots go to /tmp/shots/evals/.
@@ -22,7 +23,11 @@ from playground.evals.models import DatasetItem, Experiment
 from playground.evals.results import experiment_records, experiment_summaries
 from playground.presets.services import connection_ref, preset_version_save
 from playground.presets.setup import PresetSetup
+from playground.providers.models import ProviderConnection
+from playground.usage.models import UsageRecord
+from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
+from tests.support.batches import QUEUE_MODEL
 from tests.support.browser import Console, LiveApp, browser_page, engine_connection, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -37,7 +42,10 @@ def test_a_member_uploads_a_dataset_runs_two_versions_and_reads_the_results(
     settings: LazySettings,
     chromium_path: str,
     celery_worker_thread: None,
+    openai_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
 ) -> None:
+    fake_upstream.default_text = '{"score": 0.8, "reason": "States the sum."}'  # every judge's verdict
     settings.BATCH_POLL_FIRST_SECONDS = 0.5
     settings.BATCH_POLL_MAX_SECONDS = 2.0
     connection = engine_connection(actors, settings, running_engine)
@@ -55,6 +63,13 @@ def test_a_member_uploads_a_dataset_runs_two_versions_and_reads_the_results(
         preset_id = saved.preset_id
     lines = [json.dumps({"input": f"What is {i} + {i}?", "expected": str(2 * i)}) for i in range(ITEMS)]
     lines.insert(7, '{"input": "eight", "expected": 8, "colour": "red"}')  # line 8: an unknown field
+    judge = {
+        "kind": "judge",
+        "name": "Judge",
+        "prompt": "Question: {{input}}\nExpected: {{expected}}\nAnswer: {{output}}\nIs it right?",
+        "connection": openai_connection.pk,
+        "model": QUEUE_MODEL,
+    }
     shots = Path("/tmp/shots/evals")
     shots.mkdir(parents=True, exist_ok=True)
     console = Console()
@@ -77,7 +92,7 @@ def test_a_member_uploads_a_dataset_runs_two_versions_and_reads_the_results(
         page.get_by_label("Sums v1").check()
         page.get_by_label("Sums v2").check()
         page.get_by_label("Checks (one JSON object a line)").fill(
-            '{"kind": "numeric", "tolerance": 0}\n{"kind": "length", "max": 40}'
+            '{"kind": "numeric", "tolerance": 0}\n{"kind": "length", "max": 40}\n' + json.dumps(judge)
         )
         page.get_by_role("button", name="Check and estimate").click()
         expect(page.locator("#preflight-total")).to_contain_text("up to $")
@@ -87,6 +102,15 @@ def test_a_member_uploads_a_dataset_runs_two_versions_and_reads_the_results(
         expect(page.locator("#winner")).to_be_visible(timeout=240_000)
         expect(page.locator("#experiment-running")).to_have_count(0, timeout=240_000)
         page.screenshot(path=shots / "03-results.png", full_page=True)
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.screenshot(path=shots / f"04-results-{width}.png", full_page=True)
+        judge_shown = [
+            Decimal(cell)
+            for cell in page.locator("#summary [data-judge-cost]").evaluate_all(
+                "cells => cells.map(cell => cell.dataset.judgeCost)"
+            )
+        ]
         shown = [
             Decimal(cell)
             for cell in page.locator("#summary td[data-cost]").evaluate_all(
@@ -101,6 +125,11 @@ def test_a_member_uploads_a_dataset_runs_two_versions_and_reads_the_results(
     assert DatasetItem.objects.filter(added_in=1).count() == ITEMS
     assert sum(shown, Decimal(0)) == sum((record.total_cost for record in records), Decimal(0)) > 0
     assert [s.cost for s in experiment_summaries(experiment=experiment)] == shown
+    # The judge's calls: one record per answer, summed apart as the judge cost, to the last digit.
+    judged = UsageRecord.objects.filter(tags__contains=f",experiment-judge:{experiment.pk},")
+    assert judged.count() == 2 * ITEMS
+    assert sum(judge_shown, Decimal(0)) == sum((record.total_cost for record in judged), Decimal(0)) > 0
+    assert [s.check_means[2] for s in experiment_summaries(experiment=experiment)] == [pytest.approx(0.8)] * 2
     assert answers == ITEMS
     assert not [problem for problem in console.problems if "Content Security Policy" in problem], (
         console.problems

@@ -17,6 +17,7 @@ from playground.celery import app as celery_app
 from playground.evals.models import CheckResult, Dataset, Experiment
 from playground.evals.results import experiment_records, experiment_rows, experiment_summaries
 from playground.evals.services.experiments import experiment_create, experiment_start
+from playground.evals.services.scoring import JUDGE_ATTEMPTS
 from playground.presets.models import PresetVersion
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
@@ -208,3 +209,33 @@ def test_a_judge_on_another_teams_connection_is_refused(
     judge = {"kind": "judge", "prompt": "Rate {{output}}", "connection": 999_999, "model": QUEUE_MODEL}
     with pytest.raises(ValidationError, match="not one of the team's"):
         _experiment(actors, quiz, two_versions, [judge])
+
+
+def test_a_judge_call_that_ends_without_its_verdict_is_tried_again_then_says_why(
+    actors: Actors,
+    quiz: Dataset,
+    two_versions: tuple[PresetVersion, PresetVersion],
+    openai_connection: ProviderConnection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge = {
+        "kind": "judge",
+        "prompt": "Rate {{output}}",
+        "connection": openai_connection.pk,
+        "model": QUEUE_MODEL,
+    }
+    experiment = _experiment(actors, quiz, two_versions[:1], [judge])
+    calls: list[int] = []
+
+    async def busy(target: Any, job: Any, *args: Any) -> None:
+        calls.append(job.row.pk)
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr("playground.evals.services.scoring._judge_one", busy)
+    _run(actors, experiment)  # each round releases its rows; the next tries them again
+
+    rows = list(CheckResult.objects.filter(target__experiment=experiment))
+    assert len(rows) == 3 and len(calls) == 3 * JUDGE_ATTEMPTS
+    assert all(row.score is None and row.judged_at and row.attempt == JUDGE_ATTEMPTS for row in rows)
+    assert all(row.reason.startswith("The judge's verdict could not be stored after 3 tries") for row in rows)
+    assert experiment_summaries(experiment=experiment)[0].judging == 0  # the page stops waiting

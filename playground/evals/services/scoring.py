@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 SCORE_PAGE = 500  # answered items scored per query
 JUDGE_ROUND = 8  # judge calls one task makes at once, before it hands over to the next
 JUDGE_SOURCE = "eval-judge"
+JUDGE_ATTEMPTS = 3  # tries of a judge call whose verdict could not be stored (not upstream errors)
 JUDGE_WAITING = "Waiting for the judge."
 
 
@@ -236,11 +237,12 @@ async def _judge_all(
     windows: Mapping[tuple[int, str], int | None],
 ) -> None:
     calls = (_judge_one(target, job, adapters, windows) for job in jobs)
-    for failure in await asyncio.gather(*calls, return_exceptions=True):
-        if isinstance(failure, BaseException):  # its row stays leased: judged again once the lease lapses
+    for job, failure in zip(jobs, await asyncio.gather(*calls, return_exceptions=True), strict=True):
+        if isinstance(failure, BaseException):  # e.g. the database was busy: judged again, a few times
             logger.error(
                 "experiment %s: a judge call failed unexpectedly", target.experiment_id, exc_info=failure
             )
+            await sync_to_async(_release)(job, failure)
 
 
 async def _judge_one(
@@ -288,6 +290,19 @@ async def _judge_one(
 
 async def _save(row: CheckResult, verdict: Verdict, record: UsageRecord | None) -> None:
     await sync_to_async(_save_now)(row, verdict, record)
+
+
+def _release(job: _Judging, failure: BaseException) -> None:
+    """A judge call that ended without its verdict stored: its row is judged again by the next
+    round (a new attempt, a new record), up to `JUDGE_ATTEMPTS`; then it says why it has none."""
+    if job.row.attempt < JUDGE_ATTEMPTS:
+        CheckResult.objects.filter(pk=job.row.pk, attempt=job.row.attempt, judged_at__isnull=True).update(
+            lease_until=None
+        )
+        return
+    pass_at = float(job.check.get("pass_at", JUDGE_PASS_AT))
+    reason = f"The judge's verdict could not be stored after {JUDGE_ATTEMPTS} tries: {failure}"[:500]
+    _save_now(job.row, Verdict(None, reason, pass_at), None)
 
 
 def _save_now(row: CheckResult, verdict: Verdict, record: UsageRecord | None) -> None:
