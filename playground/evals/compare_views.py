@@ -25,7 +25,7 @@ from playground.evals.compare import (
 )
 from playground.evals.models import Experiment
 from playground.evals.results import ROWS_PER_PAGE
-from playground.evals.selectors import experiment_get, experiment_list
+from playground.evals.selectors import experiment_get, experiment_list, query_id
 from playground.lib.web import HtmxHttpRequest
 
 
@@ -58,7 +58,8 @@ def compare_view(request: HtmxHttpRequest) -> HttpResponse:
 def _experiment_or_404(request: HtmxHttpRequest, value: str) -> Experiment | None:
     if not value:
         return None
-    experiment = experiment_get(user=request.user, experiment_id=int(value)) if value.isdigit() else None
+    experiment_id = query_id(value)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id) if experiment_id else None
     if experiment is None:
         raise Http404
     return experiment

@@ -23,6 +23,7 @@ from playground.accounts.models import Team
 from playground.accounts.permissions import user_can_run
 from playground.accounts.selectors import team_list_for_user
 from playground.evals.models import Dataset
+from playground.evals.selectors import query_id
 from playground.evals.services.datasets import DatasetNotFound
 from playground.evals.services.from_records import dataset_add_records, record_lines
 from playground.lib.web import HtmxHttpRequest, form_errors_add
@@ -95,9 +96,8 @@ def add_from_log_view(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _team_or_404(request: HtmxHttpRequest, team_id: str) -> Team:
-    team = (
-        team_list_for_user(user=request.user).filter(pk=int(team_id)).first() if team_id.isdigit() else None
-    )
+    pk = query_id(team_id)
+    team = team_list_for_user(user=request.user).filter(pk=pk).first() if pk else None
     if team is None:
         raise Http404
     return team

@@ -46,3 +46,11 @@ def experiment_list(*, user: AnyUser) -> QuerySet[Experiment]:
 
 def experiment_get(*, user: AnyUser, experiment_id: int) -> Experiment | None:
     return experiment_list(user=user).filter(pk=experiment_id).first()
+
+
+MAX_ID_DIGITS = 18  # a bigint's 19th digit could overflow it: such a value is no id of ours
+
+
+def query_id(value: str) -> int | None:
+    """A database id given in a query string, or None for anything else (never an overflow)."""
+    return int(value) if value.isdigit() and len(value) <= MAX_ID_DIGITS else None

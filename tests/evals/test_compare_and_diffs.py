@@ -120,4 +120,5 @@ def test_two_experiments_on_one_version_compare_side_by_side_and_others_are_refu
     assert "No other started experiment ran on Quiz v4" in alone
     assert client_for(actors.outsider).get(url, {"a": first.pk}).status_code == 404
     assert client.get(url, {"a": first.pk, "b": 10**9}).status_code == 404
+    assert client.get(url, {"a": "9" * 30}).status_code == 404  # no bigint overflow
     assert Decimal(0) < a.cost

@@ -188,6 +188,7 @@ def test_another_teams_log_is_a_404(actors: Actors, records: dict[str, UsageReco
         == 404
     )
     assert client.get(url, {"team": "x"}).status_code == 404
+    assert client.get(url, {"team": "9" * 30}).status_code == 404  # no bigint overflow
     posted = client.post(
         url, {"team": actors.other_team.pk, "record": _ids(records, "foreign"), "dataset": "new", "name": "x"}
     )
