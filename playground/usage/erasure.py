@@ -16,7 +16,8 @@ the id, so erasing "42" does not rewrite every number in the team's text.
 
 What the features keep is theirs: each registers an `EndUserEraser` in `erasers` from its
 `AppConfig.ready()` (chat its messages, batches their items, the gateway its idempotency
-store), and `end_user_erase` runs them in the same transaction as the records. The caller
+store, evaluations their dataset items and checks' reasons), and `end_user_erase` runs them in
+the same transaction as the records. The caller
 (`teams.services.erasure`) checks the role, writes the audit entry and reclaims the freed space.
 """
 
@@ -145,7 +146,7 @@ class EndUserEraser(Protocol):
 
 
 erasers: Registry[EndUserEraser] = Registry("end-user eraser")
-ERASER_KINDS = ("chat", "batches", "gateway")
+ERASER_KINDS = ("chat", "batches", "gateway", "evals")
 
 
 def erased_tables() -> list[type[models.Model]]:

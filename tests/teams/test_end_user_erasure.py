@@ -208,6 +208,8 @@ def test_an_end_user_is_gone_from_records_rollups_chats_batches_and_replays(acto
         "batch_items": 1,
         "batches": 0,
         "idempotent_answers": 1,
+        "dataset_items": 0,
+        "check_reasons": 0,
     }
     assert ANA not in _team_text(actors.team)
     tombstone = f"erased:{end_user_digest(team_id=actors.team.pk, end_user=ANA)}"

@@ -26,6 +26,8 @@ COUNTED = {
     "batch_items": "batch items (request, answer, error, reference)",
     "batches": "batch names and previews",
     "idempotent_answers": "answers kept for idempotent replay (deleted)",
+    "dataset_items": "evaluation dataset items (copies of its requests emptied, the id replaced elsewhere)",
+    "check_reasons": "evaluation verdicts' reasons",
 }
 
 
