@@ -216,3 +216,20 @@ def test_a_shortfall_within_a_caches_granularity_is_no_miss_and_loses_nothing() 
         (1000, 0, False),
         (1100, 400, True),
     ]
+
+
+def test_a_session_named_by_its_affinity_key_alone_is_read_without_its_keys_other_sessions(
+    actors: Actors, chat: Conversation, others: None
+) -> None:
+    """The reads find each session's records by their columns (`sessions_filter`): a gateway
+    session that sends the same affinity key is another session."""
+    sent(actors.team, 30, 1000, 0, **gateway("", "aff-only"))
+    sent(actors.team, 31, 3000, 1000, **gateway("", "aff-only"))
+    sent(actors.team, 32, 50_000, 0, **gateway("s-2", "aff-only"))
+
+    near = {each.session: each for each in sessions_near_limit(filters_for(actors.teammate))}
+    alone = near["affinity:aff-only"]
+    assert (alone.turns_in_period, alone.runway.last_prompt_tokens) == (2, 3000)
+    rows = {row.key: row for row in hit_ratios(filters_for(actors.teammate)).sessions}
+    assert (rows["affinity:aff-only"].requests, rows["affinity:aff-only"].lost_tokens) == (2, 0)
+    assert rows["session:s-2"].requests == 1

@@ -28,7 +28,11 @@ from playground.analytics.selectors.request_log import log_records
 from playground.catalog.models import PriceCard
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.cache_breaks import fell_short
-from playground.usage.insights.sessions import expected_cached_tokens, session_key_expression
+from playground.usage.insights.sessions import (
+    expected_cached_tokens,
+    session_key_expression,
+    sessions_filter,
+)
 from playground.usage.pricing import ZERO, cache_miss_cost
 
 SESSIONS_READ = 200
@@ -155,7 +159,8 @@ def hit_ratios(filters: Filters) -> HitRatios:
         .values_list("session_key", flat=True)[: SESSIONS_READ + 1]
     )
     rows = list(
-        records.filter(session_key__in=chosen[:SESSIONS_READ])
+        # By their indexed columns: `session_key__in` would compute the key of every record of the period.
+        records.filter(sessions_filter(chosen[:SESSIONS_READ]))
         .order_by("session_key", "created_at", "id")
         .values_list("session_key", "affinity_key", "prompt_tokens", "cached_tokens", "price_card_id")[
             : ROWS_READ + 1

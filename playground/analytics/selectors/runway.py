@@ -1,8 +1,8 @@
 """The sessions of the period closest to their model's context window (`usage.insights.runway`).
 
 Bounded: the `CANDIDATES` sessions with the largest prompts among the filtered records of the
-period, then the latest records of each inside the period (`runway_selectors.LATEST`, through
-the session's indexed columns), ranked by the turns they have left.
+period, then the latest records of each inside the period (`runway_selectors.LATEST`, in one read through
+the sessions' indexed columns), ranked by the turns they have left.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from playground.analytics.filters import Filters
 from playground.analytics.selectors.request_log import log_records
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.runway import Runway
-from playground.usage.insights.runway_selectors import session_runway_get
+from playground.usage.insights.runway_selectors import sessions_runways
 from playground.usage.insights.sessions import session_key_expression
 
 CANDIDATES = 50
@@ -42,15 +42,14 @@ def sessions_near_limit(filters: Filters) -> list[SessionRunway]:
         .annotate(turns=Count("id"), largest=Max("prompt_tokens"))
         .order_by("-largest", "session_key")[:CANDIDATES]
     )
-    found = []
-    for row in candidates:
-        runway = session_runway_get(
-            team_id=filters.team.pk,
-            session=row["session_key"],
-            since=filters.period.start,
-            until=filters.period.end,
-        )
-        if runway is not None and runway.turns_left is not None:
-            found.append(SessionRunway(row["session_key"], runway.model_id, row["turns"], runway))
+    turns = {row["session_key"]: row["turns"] for row in candidates}
+    runways = sessions_runways(
+        team_id=filters.team.pk, sessions=list(turns), since=filters.period.start, until=filters.period.end
+    )
+    found = [
+        SessionRunway(session, runway.model_id, turns[session], runway)
+        for session, runway in runways.items()
+        if runway.turns_left is not None
+    ]
     found.sort(key=lambda each: (each.runway.turns_left, -each.runway.last_prompt_tokens, each.session))
     return found[:SHOWN]

@@ -13,11 +13,21 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import groupby
+from operator import attrgetter
+
+from django.db.models import F, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from playground.providers.context_windows import context_window_for
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.runway import Runway, Turn, session_runway
-from playground.usage.insights.sessions import session_filter, session_key
+from playground.usage.insights.sessions import (
+    session_filter,
+    session_key,
+    session_key_expression,
+    sessions_filter,
+)
 from playground.usage.models import UsageRecord, UsageSource
 
 LATEST = 30  # records read back from the session's newest
@@ -28,29 +38,60 @@ def session_runway_get(
 ) -> Runway | None:
     """The runway of session `session` (a `sessions.session_key`) of the team, or None; from its
     records in [since, until) when given (the dashboard's period: the read stays in its range)."""
-    records = UsageRecord.objects.filter(
-        session_filter(session), team_id=team_id, status__in=ANSWERED, prompt_tokens__gt=0
+    records = _answered(team_id=team_id, since=since, until=until).filter(session_filter(session))
+    latest = list(records.order_by("-created_at", "-id")[:LATEST])
+    return runway_from_records(latest[::-1])
+
+
+def sessions_runways(
+    *, team_id: int, sessions: Sequence[str], since: dt.datetime, until: dt.datetime
+) -> dict[str, Runway]:
+    """`session_runway_get` of each of `sessions` over [since, until), in one read: the latest
+    `LATEST` records of each (a window over the sessions' records, found by their indexed
+    columns). Sessions without a runway are left out."""
+    latest = (
+        _answered(team_id=team_id, since=since, until=until)
+        .filter(sessions_filter(sessions))
+        .annotate(
+            session_key=session_key_expression(),
+            newest=Window(
+                RowNumber(),
+                partition_by=[session_key_expression()],
+                order_by=[F("created_at").desc(), F("id").desc()],
+            ),
+        )
+        .filter(newest__lte=LATEST)
+        .order_by("session_key", "created_at", "id")
     )
+    runways = {}
+    for key, records in groupby(latest, key=attrgetter("session_key")):
+        runway = runway_from_records(list(records))
+        if runway is not None:
+            runways[key] = runway
+    return runways
+
+
+def _answered(*, team_id: int, since: dt.datetime | None, until: dt.datetime | None) -> QuerySet[UsageRecord]:
+    """The team's answered records in [since, until), with what a runway reads of them."""
+    records = UsageRecord.objects.filter(team_id=team_id, status__in=ANSWERED, prompt_tokens__gt=0)
     if since is not None:
         records = records.filter(created_at__gte=since)
     if until is not None:
         records = records.filter(created_at__lt=until)
-    latest = list(
-        records.select_related("price_card", "connection")
-        .order_by("-created_at", "-id")
-        .only(
-            "model_id",
-            "usage_source",
-            "connection",
-            "prompt_tokens",
-            "cached_tokens",
-            "cache_write_tokens",
-            "completion_tokens",
-            "created_at",
-            "price_card",
-        )[:LATEST]
+    return records.select_related("price_card", "connection").only(
+        "model_id",
+        "usage_source",
+        "connection",
+        "prompt_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+        "completion_tokens",
+        "created_at",
+        "price_card",
+        "conversation_id",
+        "session",
+        "affinity_key",
     )
-    return runway_from_records(latest[::-1])
 
 
 def conversation_runway(*, team_id: int, conversation_id: int) -> Runway | None:

@@ -9,6 +9,10 @@ change. Other records with none belong to no session and are never compared with
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable
+from functools import reduce
+
 from django.db.models import Case, CharField, F, Q, Value, When
 from django.db.models.functions import Cast, Concat
 
@@ -44,13 +48,30 @@ def session_key_expression() -> Case:
 
 def session_filter(key: str) -> Q:
     """The records of session `key` (as `session_key` names it), by their indexed columns."""
-    if key.startswith(CONVERSATION):
-        return Q(conversation_id=int(key.removeprefix(CONVERSATION)))
-    if key.startswith(GATEWAY_SESSION):
-        return Q(conversation_id__isnull=True, session=key.removeprefix(GATEWAY_SESSION))
-    if key.startswith(AFFINITY):
-        return Q(conversation_id__isnull=True, session="", affinity_key=key.removeprefix(AFFINITY))
-    raise ValueError(f"not a session key: {key!r}")
+    return sessions_filter([key])
+
+
+def sessions_filter(keys: Iterable[str]) -> Q:
+    """The records of any of the sessions `keys`, by their indexed columns (conversation, gateway
+    session, affinity key): what `session_key` in `keys` selects without computing it per record."""
+    conversations, sessions, affinities = [], [], []
+    for key in keys:
+        if key.startswith(CONVERSATION):
+            conversations.append(int(key.removeprefix(CONVERSATION)))
+        elif key.startswith(GATEWAY_SESSION):
+            sessions.append(key.removeprefix(GATEWAY_SESSION))
+        elif key.startswith(AFFINITY):
+            affinities.append(key.removeprefix(AFFINITY))
+        else:
+            raise ValueError(f"not a session key: {key!r}")
+    parts = []
+    if conversations:
+        parts.append(Q(conversation_id__in=conversations))
+    if sessions:
+        parts.append(Q(conversation_id__isnull=True, session__in=sessions))
+    if affinities:
+        parts.append(Q(conversation_id__isnull=True, session="", affinity_key__in=affinities))
+    return reduce(operator.or_, parts) if parts else Q(pk__in=[])  # no key: no record
 
 
 def expected_cached_tokens(*, previous_prompt_tokens: int, prompt_tokens: int) -> int:
