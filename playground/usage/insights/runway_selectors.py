@@ -15,11 +15,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from itertools import groupby
 from operator import attrgetter
+from typing import Protocol
 
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from playground.providers.context_windows import context_window_for
+from playground.providers.context_windows import ContextWindow, context_window_for
+from playground.providers.models import ProviderConnection
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.runway import Runway, Turn, session_runway
 from playground.usage.insights.sessions import (
@@ -31,6 +33,14 @@ from playground.usage.insights.sessions import (
 from playground.usage.models import UsageRecord, UsageSource
 
 LATEST = 30  # records read back from the session's newest
+
+
+class WindowLookup(Protocol):
+    """`context_window_for`'s signature."""
+
+    def __call__(
+        self, *, connection: ProviderConnection | None, model_id: str, day: dt.date
+    ) -> ContextWindow | None: ...
 
 
 def session_runway_get(
@@ -63,9 +73,20 @@ def sessions_runways(
         .filter(newest__lte=LATEST)
         .order_by("session_key", "created_at", "id")
     )
+    # Sessions share a few models and connections: each window is looked up once.
+    windows: dict[tuple[int | None, str, dt.date], ContextWindow | None] = {}
+
+    def window_once(
+        *, connection: ProviderConnection | None, model_id: str, day: dt.date
+    ) -> ContextWindow | None:
+        key = (connection.pk if connection is not None else None, model_id, day)
+        if key not in windows:
+            windows[key] = context_window_for(connection=connection, model_id=model_id, day=day)
+        return windows[key]
+
     runways = {}
     for key, records in groupby(latest, key=attrgetter("session_key")):
-        runway = runway_from_records(list(records))
+        runway = runway_from_records(list(records), window_for=window_once)
         if runway is not None:
             runways[key] = runway
     return runways
@@ -99,9 +120,11 @@ def conversation_runway(*, team_id: int, conversation_id: int) -> Runway | None:
     return session_runway_get(team_id=team_id, session=session)
 
 
-def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
+def runway_from_records(
+    records: Sequence[UsageRecord], *, window_for: WindowLookup = context_window_for
+) -> Runway | None:
     """The runway of a session's answered records, oldest first (their price cards and
-    connections loaded)."""
+    connections loaded); `window_for` finds the model's context window."""
     if not records:
         return None
     last = records[-1]
@@ -110,9 +133,7 @@ def runway_from_records(records: Sequence[UsageRecord]) -> Runway | None:
         if record.model_id != last.model_id:
             break
         tail.append(record)
-    window = context_window_for(
-        connection=last.connection, model_id=last.model_id, day=last.created_at.date()
-    )
+    window = window_for(connection=last.connection, model_id=last.model_id, day=last.created_at.date())
     turns = [
         Turn(
             prompt_tokens=record.prompt_tokens,
