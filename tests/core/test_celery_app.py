@@ -67,6 +67,7 @@ def test_the_worker_finds_the_app_and_the_batch_tasks_by_the_name_in_the_procfil
             "playground.batches.tasks.batch_step",
             "playground.batches.tasks.batch_watch",
             "playground.batches.tasks.batches_resume",
+            "playground.evals.tasks.experiment_target_score",
             "playground.gateway.tasks.idempotency_answers_expire",
             "playground.usage.tasks.budget_alert_email",
             "playground.usage.tasks.retention_sweep",
