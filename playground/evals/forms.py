@@ -8,6 +8,9 @@ from typing import Any
 
 from django import forms
 
+from playground.chat.compare.forms import CompareTargetForm
+from playground.chat.forms import SYSTEM_PROMPT_MAX_CHARS
+from playground.evals.services.experiments import ConnectionTarget
 from playground.evals.uploads import ItemFields, item_fields
 
 CHECKS_PLACEHOLDER = (
@@ -70,13 +73,17 @@ class DatasetItemForm(forms.Form):
         return fields
 
 
+CONNECTION_SLOTS = 2  # connection targets the form offers, besides the preset versions
+
+
 class ExperimentCreateForm(forms.Form):
     name = forms.CharField(required=False, max_length=200, label="Name (optional)")
     versions = forms.TypedMultipleChoiceField(
         coerce=int,
+        required=False,
         label="Preset versions to compare",
         widget=forms.CheckboxSelectMultiple,
-        help_text="Each runs every item of the dataset's newest version, as a batch.",
+        help_text="Each target runs every item of the dataset's newest version, as a batch.",
     )
     checks = forms.CharField(
         required=False,
@@ -104,3 +111,33 @@ class ExperimentCreateForm(forms.Form):
                 raise forms.ValidationError(f"Line {number} is not valid JSON.") from None
             checks.append(check)
         return checks
+
+
+class ConnectionTargetForm(CompareTargetForm):
+    """One connection target, as a Compare column (a model of a connection the user may run, two
+    parameters) with a system prompt of its own. Left on "No target", it is no target. No
+    affinity switch: batch items send no affinity key (docs/guide/evaluations.md)."""
+
+    system_prompt = forms.CharField(
+        required=False,
+        max_length=SYSTEM_PROMPT_MAX_CHARS,
+        label="System prompt (optional)",
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Answer in one word. Tone: {{tone}}"}),
+        help_text="{{name}} takes each item's variable of that name.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        del self.fields["use_affinity"]
+
+    def connection_target(self) -> ConnectionTarget | None:
+        """The target, or None for a slot left empty (call after `is_valid`)."""
+        chosen = self.chosen()
+        if chosen is None:
+            return None
+        return ConnectionTarget(
+            connection_id=chosen[0],
+            model_id=chosen[1],
+            parameters=self.parameters(),
+            system_prompt=self.cleaned_data.get("system_prompt") or "",
+        )

@@ -3,17 +3,20 @@
 A dataset's items are never edited in place: an edit adds rows and marks others removed, each
 with the version number it happened in, so version N is the rows with `added_in <= N` and
 (`removed_in` empty or `> N`), read page by page without loading the dataset whole. An
-experiment names the version it ran on; each of its targets (a preset version) runs as one batch
-(`batches`), whose items are the dataset's items in id order, so item `index` i of every
-target's batch answers the same dataset item.
+experiment names the version it ran on; each of its targets (a preset version, or a connection's
+model with its own settings, as a Compare column) runs as one batch (`batches`), whose items are
+the dataset's items in id order, so item `index` i of every target's batch answers the same
+dataset item.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from playground.accounts.models import Team
+from playground.providers.models import ProviderConnection
 
 # A dataset item as its batch items and records name it: "eval-item:<id>".
 ITEM_REFERENCE = "eval-item:"
@@ -124,15 +127,31 @@ class Experiment(models.Model):
         return self.name or f"Experiment {self.pk}"
 
 
+class TargetKind(models.TextChoices):
+    PRESET_VERSION = "preset", "Preset version"
+    CONNECTION = "connection", "Connection and model"
+
+
 class ExperimentTarget(models.Model):
-    """One preset version the experiment runs, as one batch of the dataset's items."""
+    """What the experiment runs, as one batch of the dataset's items: a preset version (its
+    connection, model and settings), or a connection's model with the settings chosen on the
+    experiment's form (kept here: no preset is made for it)."""
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="targets")
     position = models.PositiveSmallIntegerField()
-    label = models.CharField(max_length=200)  # "Support bot v3"
+    kind = models.CharField(max_length=10, choices=TargetKind.choices, default=TargetKind.PRESET_VERSION)
+    label = models.CharField(max_length=200)  # "Support bot v3", "kimi-k2.5 @ Workers AI, t=0.2"
     preset_version = models.ForeignKey(
         "presets.PresetVersion", null=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # A connection target's own: its connection and model, the parameters chosen (temperature,
+    # max_tokens) and its system prompt, whose {{variables}} the items' variables fill.
+    connection = models.ForeignKey(
+        ProviderConnection, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    model_id = models.CharField(max_length=200, blank=True)
+    parameters = models.JSONField(default=dict, blank=True)
+    system_prompt = models.TextField(blank=True)
     batch = models.OneToOneField(
         "batches.Batch", null=True, on_delete=models.SET_NULL, related_name="experiment_target"
     )
@@ -140,7 +159,12 @@ class ExperimentTarget(models.Model):
     class Meta:
         ordering = ["experiment", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["experiment", "position"], name="one_target_per_position")
+            models.UniqueConstraint(fields=["experiment", "position"], name="one_target_per_position"),
+            models.CheckConstraint(
+                condition=Q(kind=TargetKind.PRESET_VERSION, model_id="")
+                | (Q(kind=TargetKind.CONNECTION) & ~Q(model_id="")),
+                name="connection_target_names_its_model",
+            ),
         ]
 
     def __str__(self) -> str:

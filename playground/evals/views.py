@@ -24,7 +24,15 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from playground.accounts.permissions import team_ids_can_run, user_can_run
 from playground.accounts.selectors import team_list_for_user
-from playground.evals.forms import DatasetCreateForm, DatasetItemForm, DatasetUploadForm, ExperimentCreateForm
+from playground.chat.compare.choices import target_choices
+from playground.evals.forms import (
+    CONNECTION_SLOTS,
+    ConnectionTargetForm,
+    DatasetCreateForm,
+    DatasetItemForm,
+    DatasetUploadForm,
+    ExperimentCreateForm,
+)
 from playground.evals.models import Dataset, Experiment
 from playground.evals.results import (
     ROWS_PER_PAGE,
@@ -59,6 +67,7 @@ from playground.evals.services.experiments import (
 )
 from playground.lib.web import HtmxHttpRequest, form_errors_add, refusal
 from playground.presets.selectors import team_version_choices
+from playground.providers.selectors import connection_list_runnable
 
 EXPORT_PAGE = 500
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -112,6 +121,7 @@ def _dataset_page(
         "item_form": forms.get("item_form") or DatasetItemForm(),
         "experiment_form": forms.get("experiment_form")
         or ExperimentCreateForm(versions=team_version_choices(team_id=dataset.team_id)),
+        "connection_forms": forms.get("connection_forms") or _connection_forms(request, dataset),
         "experiments": dataset.experiments.all()[:20],
     }
     return render(request, "evals/dataset_detail.html", context, status=status)
@@ -185,12 +195,14 @@ def dataset_item_remove_view(request: HtmxHttpRequest, dataset_id: int, item_id:
 def experiment_create_view(request: HtmxHttpRequest, dataset_id: int) -> HttpResponse:
     dataset = _dataset_or_404(request, dataset_id)
     form = ExperimentCreateForm(request.POST, versions=team_version_choices(team_id=dataset.team_id))
-    if form.is_valid():
+    slots = _connection_forms(request, dataset, data=request.POST)
+    if all([form.is_valid(), *(slot.is_valid() for slot in slots)]):
         try:
             experiment = experiment_create(
                 user=request.user,
                 dataset_id=dataset.pk,
                 preset_version_ids=sorted(form.cleaned_data["versions"]),  # the oldest first: the baseline
+                connection_targets=[t for slot in slots if (t := slot.connection_target()) is not None],
                 checks=form.cleaned_data["checks"],
                 name=form.cleaned_data["name"],
             )
@@ -199,7 +211,19 @@ def experiment_create_view(request: HtmxHttpRequest, dataset_id: int) -> HttpRes
             raise Http404 from None
         except ValidationError as exc:
             form_errors_add(form, exc)
-    return _dataset_page(request, dataset, status=400, experiment_form=form)
+    return _dataset_page(request, dataset, status=400, experiment_form=form, connection_forms=slots)
+
+
+def _connection_forms(
+    request: HtmxHttpRequest, dataset: Dataset, data: Any = None
+) -> list[ConnectionTargetForm]:
+    """The form's connection target slots: every model of the dataset's team's connections that
+    the user may run (another team's, or one a viewer holds, is never offered)."""
+    connections = list(connection_list_runnable(user=request.user).filter(team_id=dataset.team_id))
+    choices = target_choices(connections)
+    return [
+        ConnectionTargetForm(data, prefix=f"c{slot}", targets=choices) for slot in range(CONNECTION_SLOTS)
+    ]
 
 
 @never_cache

@@ -17,13 +17,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from playground.accounts.permissions import user_can_run
-from playground.catalog.selectors import catalog_models_for_kind
+from playground.chat.compare.choices import TargetChoices, target_choices
 from playground.chat.compare.forms import TARGET_SLOTS, CompareForm, CompareTargetForm, target_value
 from playground.chat.compare.preflight import comparison_preflight, draft_preflight
 from playground.chat.compare.presenters import comparison_page
@@ -36,19 +35,15 @@ from playground.chat.compare.services import (
     comparison_create,
     comparison_draft,
 )
-from playground.chat.forms import connection_label
 from playground.chat.models import Conversation
-from playground.chat.presenters.conversations import listed_model_choices, model_choices
 from playground.chat.sockets.paths import compare_socket_path
 from playground.chat.views.lookups import conversation_or_404, found_or_404
 from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_setup
 from playground.presets.setup import PresetSetup
 from playground.presets.variables import Variable, variables_declared, variables_read
-from playground.providers.models import ProviderConnection
-from playground.providers.selectors import connection_list_runnable, connection_models_listed
+from playground.providers.selectors import connection_list_runnable
 
-TargetChoices = list[tuple[str, list[tuple[str, str]]]]
 VALUE_FIELD = "var-"  # a prompt variable's value on the form: `var-<name>`
 
 
@@ -61,7 +56,7 @@ def comparison_new_view(request: HtmxHttpRequest) -> HttpResponse:
     source = _source_or_404(request, request.GET.get("conversation", ""))
     preset = None if source else _preset_or_404(request, request.GET.get("preset_version", ""))
     connections = list(connection_list_runnable(user=request.user))
-    choices = _target_choices(connections)
+    choices = target_choices(connections)
     form = CompareForm(
         initial={
             "conversation": source.pk if source else None,
@@ -197,7 +192,7 @@ def _posted(request: HtmxHttpRequest) -> _Posted:
     form = CompareForm(request.POST)
     source = _source_or_404(request, request.POST.get("conversation", ""))
     preset = None if source else _preset_or_404(request, request.POST.get("preset_version", ""))
-    choices = _target_choices(list(connection_list_runnable(user=request.user)))
+    choices = target_choices(list(connection_list_runnable(user=request.user)))
     targets = [
         CompareTargetForm(request.POST, prefix=f"t{slot}", targets=choices) for slot in range(TARGET_SLOTS)
     ]
@@ -214,29 +209,6 @@ def _posted(request: HtmxHttpRequest) -> _Posted:
 def _source_or_404(request: HtmxHttpRequest, raw: str) -> Conversation | None:
     """The conversation a comparison starts from (none on a blank page); another team's is a 404."""
     return conversation_or_404(request, raw) if raw else None
-
-
-def _target_choices(connections: list[ProviderConnection]) -> TargetChoices:
-    """Every model of every connection the user may run, grouped by connection: the catalogue's,
-    or what an OpenAI-compatible endpoint listed at its last test."""
-    today = timezone.now().date()
-    by_kind = {
-        kind: model_choices(catalog_models_for_kind(kind=kind), today=today)
-        for kind in {connection.kind for connection in connections}
-    }
-    groups: TargetChoices = []
-    for connection in connections:
-        listed = connection_models_listed(connection)
-        models = (
-            listed_model_choices(listed, catalog_models_for_kind(kind=connection.kind))
-            if listed is not None
-            else by_kind[connection.kind]
-        )
-        label = connection_label(connection)
-        if len({c.team_id for c in connections}) > 1:
-            label = f"{connection.team.name}: {label}"
-        groups.append((label, [(target_value(connection.pk, m.value), m.label) for m in models]))
-    return groups
 
 
 @dataclass(frozen=True)
