@@ -71,6 +71,7 @@ from playground.analytics.selectors.scores import scores_by_preset_version
 from playground.analytics.selectors.session_labels import session_labels
 from playground.analytics.selectors.totals import attribution_totals, headline, log_totals
 from playground.analytics.selectors.what_if import what_if, what_if_target, what_if_targets
+from playground.analytics.table_html import table_body
 from playground.lib.web import HtmxHttpRequest, refusal
 from playground.presets.selectors import preset_version_labels, preset_version_ref
 from playground.usage.insights.cache_break_selectors import break_shown
@@ -395,6 +396,7 @@ def chart_view(request: HtmxHttpRequest, name: str) -> HttpResponse:
         "unavailable": unavailable,
         # In a data attribute, escaped by the template (htmx drops <script> elements it swaps in).
         "figure_json": json.dumps(chart.figure if chart else {}, cls=FigureEncoder),
+        "table_body": table_body(chart.table) if chart else "",
         "filters": filters,
         # A control's request adds its own name and value to these (a button's too).
         "groups": GROUPS,

@@ -9,7 +9,9 @@ and its end user becomes a *tombstone*: a keyed digest of the team and the id
 (`erased:<16 hex>`), the same for every record of that end user, so its costs stay grouped on
 the dashboard but the id is gone and cannot be computed back without the server's secret.
 The end-user rollups are re-keyed the same way (a bucket already holding the tombstone takes
-the sums). Wherever else the id is written in the team's kept text (another record's body,
+the sums), and so are the session rollups named after the id (its gateway session or
+affinity key, renamed in the records). Wherever else the id is written in the team's kept
+text (another record's body,
 session, tags, metadata or routing; a chat message; a batch item), it is replaced by the
 tombstone; an id shorter than `MENTION_MIN` characters is replaced only where a whole value is
 the id, so erasing "42" does not rewrite every number in the team's text.
@@ -26,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +41,7 @@ from playground.accounts.models import StoreMode
 from playground.lib.registry import Registry
 from playground.usage.models import UsageEndUserDaily, UsageEndUserHourly, UsageRecord
 from playground.usage.rollups import MEASURES_OF
+from playground.usage.session_rollups import SESSION_ROLLUPS, session_rollups_rekey
 
 MENTION_MIN = 6  # shorter ids are replaced only where a whole value is the id
 END_USER_MAX = 1024  # UsageRecord.end_user, the x-playground-user header's cap
@@ -152,7 +155,13 @@ ERASER_KINDS = ("chat", "batches", "gateway", "evals")
 def erased_tables() -> list[type[models.Model]]:
     """Every table an erasure may change: the records, the end-user rollups, the features' own."""
     found = [erasers.get(kind) for kind in ERASER_KINDS]
-    return [UsageRecord, UsageEndUserHourly, UsageEndUserDaily, *(t for e in found if e for t in e.tables)]
+    return [
+        UsageRecord,
+        UsageEndUserHourly,
+        UsageEndUserDaily,
+        *SESSION_ROLLUPS,
+        *(t for e in found if e for t in e.tables),
+    ]
 
 
 RECORD_COLUMNS = Columns(
@@ -170,6 +179,9 @@ def end_user_erase(*, team_id: int, end_user: str, dry_run: bool = False) -> dic
     with transaction.atomic():
         counts, record_ids, request_ids = _records_erase(team_id=team_id, needle=needle, dry_run=dry_run)
         counts["rollup_rows"] = _rollups_rekey(team_id=team_id, needle=needle, dry_run=dry_run)
+        counts["rollup_rows"] += session_rollups_rekey(
+            team_id=team_id, mentioning=needle.value, rename=_column_renamed(needle), dry_run=dry_run
+        )
         run = Erasure(team_id, needle, record_ids, request_ids, dry_run)
         for kind in ERASER_KINDS:
             eraser = erasers.get(kind)
@@ -253,6 +265,16 @@ def _rollups_rekey(*, team_id: int, needle: Needle, dry_run: bool) -> int:
             else:
                 model.objects.filter(pk=row.pk).update(end_user=needle.tombstone)
     return rekeyed
+
+
+def _column_renamed(needle: Needle) -> Callable[[str, str], str]:
+    """What the scrub makes of a record's text column's value (`_scrub`), for the session rollups."""
+
+    def renamed(column: str, value: str) -> str:
+        new: str = needle.replaced(value)
+        return new[: getattr(UsageRecord._meta.get_field(column), "max_length", None)]
+
+    return renamed
 
 
 def _candidates(rows: QuerySet[Any], columns: Columns, needle: Needle, also: Q) -> QuerySet[Any]:

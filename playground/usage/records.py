@@ -27,6 +27,7 @@ from playground.usage.prefix_digest import prefix_digest
 from playground.usage.pricing import KnownCard, cost_for
 from playground.usage.redaction_salt import redaction_salt
 from playground.usage.rollups import rollup_add, rollups_add
+from playground.usage.session_rollups import session_rollups_add
 from playground.usage.statements import raw_sql
 from playground.usage.storage import record_text_kept, team_store_mode
 from playground.usage.telemetry import spans_after_commit
@@ -135,6 +136,7 @@ def usage_records_create_many(settled: Sequence[tuple[RequestContext, Outcome]])
         ]
     )
     rollups_add(records)
+    session_rollups_add(records)
     cache_breaks_settle(records)
     spans_after_commit(records)  # dropped with the caller's transaction if it rolls back, as is
     records_count_after_commit(records)
@@ -145,6 +147,7 @@ def _full_record_create(*, context: RequestContext, outcome: Outcome) -> UsageRe
     record = _full_record(context=context, outcome=outcome)
     record.save(force_insert=True)
     rollup_add(record)  # same transaction: the record and its rollups commit together
+    session_rollups_add([record])
     cache_breaks_settle([record])  # and the cache break it is, if any (issue 40)
     return record
 

@@ -38,6 +38,8 @@ from playground.usage.models import (
     UsageEndUserDaily,
     UsageEndUserHourly,
     UsageRecord,
+    UsageSessionHourly,
+    UsageSessionTotal,
     UsageSource,
     UsageStatus,
 )
@@ -201,7 +203,8 @@ def test_an_end_user_is_gone_from_records_rollups_chats_batches_and_replays(acto
     assert counts == {
         "records": 2,  # the header's and the body's
         "records_mentioning": 2,  # the chat turn's and the batch item's prompts
-        "rollup_rows": 2,  # the header's hour and day (the body's counts under no end user)
+        # the header's hour and day (the body's counts under no end user), its session's hour and total
+        "rollup_rows": 4,
         "chat_messages": 2,
         "conversations": 0,
         "comparison_texts": 0,
@@ -220,6 +223,9 @@ def test_an_end_user_is_gone_from_records_rollups_chats_batches_and_replays(acto
         StoreMode.METADATA,
     )
     assert gateway.session == f"s-{tombstone}" and gateway.metadata == {"customer": tombstone}
+    # its session's rollups follow the renamed session (the dashboard's runway and hit ratio)
+    assert not UsageSessionHourly.objects.filter(session_key__contains=ANA).exists()
+    assert UsageSessionTotal.objects.get(team=actors.team, session_key=f"session:s-{tombstone}").requests == 1
     assert (gateway.prompt_tokens, gateway.total_cost) == (1200, planted.gateway.total_cost)
     assert UsageRecord.objects.get(pk=planted.by_body.pk).request_body is None
     chat = UsageRecord.objects.get(pk=planted.chat.pk)
@@ -298,7 +304,7 @@ def test_a_second_run_finds_nothing_and_the_audit_log_has_counts_not_the_id(acto
     _plant(actors)
     owner = actors.membership(actors.owner)
     first = end_user_erasure_count(actor=owner, end_user=ANA)
-    assert sum(first.values()) == 10 and ANA in _team_text(actors.team)  # counting changes nothing
+    assert sum(first.values()) == 12 and ANA in _team_text(actors.team)  # counting changes nothing
 
     assert end_user_erase_by_owner(actor=owner, end_user=ANA) == first
     second = end_user_erase_by_owner(actor=owner, end_user=ANA)
@@ -354,11 +360,11 @@ def test_the_owner_sees_the_counts_then_confirms(actors: Actors) -> None:
     counted = client.post(url, {"end_user": ANA})
     assert counted.status_code == 200
     page = counted.content.decode()
-    assert "Erase from 10 places" in page and "request records of this end user" in page
+    assert "Erase from 12 places" in page and "request records of this end user" in page
     assert UsageRecord.objects.get(pk=planted.gateway.pk).end_user == ANA  # nothing erased yet
 
     done = client.post(url, {"end_user": ANA, "step": "erase"}, follow=True)
-    assert "End user erased: 10 places changed" in done.content.decode()
+    assert "End user erased: 12 places changed" in done.content.decode()
     assert ANA not in _team_text(actors.team)
     assert "Nothing in the team holds this end user" in client.post(url, {"end_user": ANA}).content.decode()
 
@@ -379,10 +385,10 @@ def test_the_command_erases_and_says_0_the_second_time(
 ) -> None:
     _plant(actors)
     call_command("erase_end_user", "--team", "Alpha", "--end-user", ANA, "--dry-run")
-    assert "would erase 10" in capsys.readouterr().out and ANA in _team_text(actors.team)
+    assert "would erase 12" in capsys.readouterr().out and ANA in _team_text(actors.team)
 
     call_command("erase_end_user", "--team", "Alpha", "--end-user", ANA)
-    assert "erased 10 (records 2," in capsys.readouterr().out
+    assert "erased 12 (records 2," in capsys.readouterr().out
     call_command("erase_end_user", "--team", "Alpha", "--end-user", ANA)
     assert "erased 0 (" in capsys.readouterr().out
     event = AuditEvent.objects.filter(action=AuditAction.END_USER_ERASED).first()

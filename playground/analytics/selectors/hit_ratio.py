@@ -9,7 +9,8 @@ granularity), and only a miss loses anything; a streak is a run of misses one af
 
 Read from the raw records under every filter the request log takes (`request_log.log_records`),
 bounded: the `SESSIONS_READ` sessions of the period with the most prompt tokens (a session
-cannot lose more than its prompts), and at most `ROWS_READ` of their records. A request
+cannot lose more than its prompts; ranked from the session rollups when only the period is
+chosen: `session_rankings`), and at most `ROWS_READ` of their records. A request
 whose cached count is unknown (None) is counted in no ratio and loses nothing, and ends a
 streak.
 """
@@ -20,11 +21,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import groupby
+from typing import Any
 
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 
 from playground.analytics.filters import Filters
 from playground.analytics.selectors.request_log import log_records
+from playground.analytics.selectors.session_rankings import plain, top_sessions
 from playground.catalog.models import PriceCard
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.cache_breaks import fell_short
@@ -151,13 +154,7 @@ def hit_ratios(filters: Filters) -> HitRatios:
         .annotate(session_key=session_key_expression())
         .exclude(session_key="")
     )
-    chosen = list(
-        records.order_by()
-        .values("session_key")
-        .annotate(prompt=Sum("prompt_tokens"))
-        .order_by("-prompt", "session_key")
-        .values_list("session_key", flat=True)[: SESSIONS_READ + 1]
-    )
+    chosen = _chosen_sessions(filters, records)
     rows = list(
         # By their indexed columns: `session_key__in` would compute the key of every record of the period.
         records.filter(sessions_filter(chosen[:SESSIONS_READ]))
@@ -178,4 +175,19 @@ def hit_ratios(filters: Filters) -> HitRatios:
         affinity_keys=hit_rows(judged, key=lambda r: r.affinity_key)[:SHOWN],
         sessions_capped=len(chosen) > SESSIONS_READ,
         rows_capped=len(rows) > ROWS_READ,
+    )
+
+
+def _chosen_sessions(filters: Filters, records: QuerySet[Any]) -> list[str]:
+    """The `SESSIONS_READ` sessions (and one more, to tell) with the most prompt tokens in the
+    period: from the session rollups when no filter but the period is chosen, else by grouping
+    the filtered records."""
+    if plain(filters):
+        return [s.session for s in top_sessions(filters, by="prompt_tokens", limit=SESSIONS_READ + 1)]
+    return list(
+        records.order_by()
+        .values("session_key")
+        .annotate(prompt=Sum("prompt_tokens"))
+        .order_by("-prompt", "session_key")
+        .values_list("session_key", flat=True)[: SESSIONS_READ + 1]
     )

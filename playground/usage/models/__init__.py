@@ -59,6 +59,7 @@ from playground.usage.models.scores import (
     ScoreKind,
     ScoreOrigin,
 )
+from playground.usage.models.session_rollups import UsageSessionHourly, UsageSessionTotal
 
 __all__ = [
     "COMMENT_MAX",
@@ -105,6 +106,8 @@ __all__ = [
     "UsageRecord",
     "UsageRollupBase",
     "UsageRollupMeasures",
+    "UsageSessionHourly",
+    "UsageSessionTotal",
     "UsageSource",
     "UsageStatus",
     "UsageTeamDaily",
