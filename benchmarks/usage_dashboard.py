@@ -101,6 +101,19 @@ def main() -> None:
         help="time a database kept by an earlier --keep run of the same --rows (PostgreSQL): skip loading",
     )
     parser.add_argument("--smoke", action="store_true", help="a few thousand rows on SQLite (seconds)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes that load the rows and rebuild the cache breaks (PostgreSQL)",
+    )
+    parser.add_argument(
+        "--break-days",
+        type=int,
+        default=None,
+        help="rebuild the cache breaks of the last N days only (default: every day); the replay "
+        "runs in Python, hours at 10 M rows",
+    )
     parser.add_argument("--export-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.smoke:
@@ -156,20 +169,27 @@ def run(args: argparse.Namespace, database_url: str) -> None:
         started = time.perf_counter()
         world = make_world(args.rows)
         print(f"setup: {len(world['teams'])} teams, {world['conversations']:,} conversations")
-        loaded = load_rows(world, args.rows, args.database)
+        loaded = load_rows(world, args.rows, args.database, args.workers)
         print(f"loaded {loaded:,} usage rows in {time.perf_counter() - started:.0f} s")
 
         from playground.usage.rollups import rollups_rebuild
+        from playground.usage.session_rollups import session_rollups_rebuild
 
         t0 = time.perf_counter()
         rollups_rebuild()
+        print(f"rollups rebuilt in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        session_rollups_rebuild()
         _analyze(args.database)
-        print(f"rollups rebuilt in {time.perf_counter() - t0:.1f} s ({_rollup_counts()})")
+        print(f"session rollups rebuilt in {time.perf_counter() - t0:.1f} s ({_rollup_counts()})")
         # Bulk-loaded records bypass the writer, which finds cache breaks: the rebuild does.
         t0 = time.perf_counter()
-        call_command("rebuild_cache_breaks", verbosity=0)
+        days = rebuild_breaks(
+            world["team_ids"], args.break_days, args.workers if args.database == "postgres" else 1
+        )
         _analyze(args.database)
-        print(f"cache breaks rebuilt in {time.perf_counter() - t0:.1f} s ({_break_counts()})")
+        seconds = time.perf_counter() - t0
+        print(f"cache breaks rebuilt over {days:,} team-days in {seconds:.1f} s ({_break_counts()})")
         if args.load_only:
             return
 
@@ -325,7 +345,9 @@ def _preset_versions(team_id: int, connection_id: int) -> list[int]:
     return [version.pk for version in versions]
 
 
-def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Iterator[tuple[Any, ...]]:
+def generate(
+    world: dict[str, Any], team_id: int, rows: int, seed: int, first: int = 0
+) -> Iterator[tuple[Any, ...]]:
     """Conversations of growing prompts spread over 90 days with a daily cycle; a quarter of
     them sent through the gateway (drawn from a generator of their own, so the rest of the
     data is what it was before the gateway)."""
@@ -433,7 +455,7 @@ def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Itera
                 f"ray-{rng.getrandbits(48):012x}",
                 "" if status == "ok" else status,
                 "" if status == "ok" else "Upstream said no",
-                f"batch-item:{team_id}{made:09d}:1" if path == "batch" else "",
+                f"batch-item:{team_id}{first + made:09d}:1" if path == "batch" else "",
                 at + dt.timedelta(minutes=turn * rng.uniform(0.5, 6)),
                 *attribution,
                 f"{sent.getrandbits(128):032x}" if path == "gateway" else "",
@@ -442,50 +464,82 @@ def generate(world: dict[str, Any], team_id: int, rows: int, seed: int) -> Itera
             made += 1
 
 
-def load_rows(world: dict[str, Any], rows: int, database: str) -> int:
+def load_rows(world: dict[str, Any], rows: int, database: str, workers: int = 1) -> int:
     from django.db import connection
 
     plan = [(world["team_ids"][0], rows)] + [(team, rows // 90) for team in world["team_ids"][1:]]
-    total = 0
-    rebuild = _pg_drop_indexes() if database == "postgres" else []
-    for seed, (team_id, count) in enumerate(plan):
-        t0 = time.perf_counter()
-        if database == "postgres":
-            with connection.cursor() as cursor:
-                raw = cursor.cursor
-                raw.execute("SET synchronous_commit = off")
-                # A bulk load: the foreign keys were just made and hold, so their per-row
-                # trigger checks are skipped; the indexes are built once afterwards.
-                raw.execute("SET session_replication_role = replica")
-                with raw.copy(f"COPY usage_usagerecord ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                    for row in generate(world, team_id, count, seed):
-                        copy.write_row(row)
-                raw.execute("SET session_replication_role = DEFAULT")
-        else:
-            marks = ", ".join(["?"] * len(COLUMNS))
-            sql = f"INSERT INTO usage_usagerecord ({', '.join(COLUMNS)}) VALUES ({marks})"
-            connection.ensure_connection()
-            raw_connection = connection.connection
-            raw_connection.execute("PRAGMA synchronous = OFF")
-            batch: list[tuple[Any, ...]] = []
-            for row in generate(world, team_id, count, seed):
-                batch.append(_sqlite_row(row))
-                if len(batch) == 20_000:
-                    _sqlite_insert(raw_connection, sql, batch)
-                    batch.clear()
-            if batch:
-                _sqlite_insert(raw_connection, sql, batch)
-        total += count
-        if team_id == world["team_ids"][0]:
-            print(f"  team {team_id}: {count:,} rows in {time.perf_counter() - t0:.0f} s")
-    if rebuild:
-        t0 = time.perf_counter()
-        with connection.cursor() as cursor:
-            cursor.execute("SET maintenance_work_mem = '1GB'")
-            for statement in rebuild:
-                cursor.execute(statement)
-        print(f"  {len(rebuild)} indexes and constraints built in {time.perf_counter() - t0:.0f} s")
+    if database == "sqlite":
+        return _sqlite_load(world, plan)
+    rebuild = _pg_drop_indexes()
+    total = _pg_copy_parallel(world, plan, workers)
+    t0 = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        for statement in rebuild:
+            cursor.execute(statement)
+    print(f"  {len(rebuild)} indexes and constraints built in {time.perf_counter() - t0:.0f} s")
     return total
+
+
+def _sqlite_load(world: dict[str, Any], plan: list[tuple[int, int]]) -> int:
+    from django.db import connection
+
+    marks = ", ".join(["?"] * len(COLUMNS))
+    sql = f"INSERT INTO usage_usagerecord ({', '.join(COLUMNS)}) VALUES ({marks})"
+    connection.ensure_connection()
+    raw_connection = connection.connection
+    raw_connection.execute("PRAGMA synchronous = OFF")
+    for seed, (team_id, count) in enumerate(plan):
+        batch: list[tuple[Any, ...]] = []
+        for row in generate(world, team_id, count, seed):
+            batch.append(_sqlite_row(row))
+            if len(batch) == 20_000:
+                _sqlite_insert(raw_connection, sql, batch)
+                batch.clear()
+        if batch:
+            _sqlite_insert(raw_connection, sql, batch)
+    return sum(count for _, count in plan)
+
+
+def _pg_copy_parallel(world: dict[str, Any], plan: list[tuple[int, int]], workers: int) -> int:
+    """COPY the plan's rows in `workers` processes, each with its own connection: generating the
+    rows in Python is most of a load's time, and PostgreSQL takes COPY streams side by side.
+    The main team's rows are split in `workers` parts, each from a seed of its own."""
+    from django.db import connection
+
+    connection.close()  # the children connect on their own; nothing is shared across fork
+    parts: list[tuple[int, int, int, int]] = []  # (team, rows, seed, the first row's number)
+    for seed, (team_id, count) in enumerate(plan):
+        shares = workers if seed == 0 else 1
+        sizes = [count // shares + (n < count % shares) for n in range(shares)]
+        parts += [(team_id, size, seed + 100 * n, sum(sizes[:n])) for n, size in enumerate(sizes)]
+    t0 = time.perf_counter()
+    if workers == 1:
+        done = [_pg_copy_part(world, part) for part in parts]
+    else:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            done = pool.starmap(_pg_copy_part, [(world, part) for part in parts])
+    total = sum(done)
+    print(f"  {total:,} rows copied by {workers} process(es) in {time.perf_counter() - t0:.0f} s")
+    return total
+
+
+def _pg_copy_part(world: dict[str, Any], part: tuple[int, int, int, int]) -> int:
+    import psycopg
+
+    team_id, count, seed, first = part
+    with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
+        conn.execute("SET synchronous_commit = off")
+        # A bulk load: the foreign keys were just made and hold, so their per-row trigger
+        # checks are skipped; the indexes are built once afterwards.
+        conn.execute("SET session_replication_role = replica")
+        copy_in = f"COPY usage_usagerecord ({', '.join(COLUMNS)}) FROM STDIN"
+        with conn.cursor() as cursor, cursor.copy(copy_in) as copy:
+            for row in generate(world, team_id, count, seed, first):
+                copy.write_row(row)
+    return count
 
 
 def _pg_drop_indexes() -> list[str]:
@@ -540,6 +594,33 @@ def _sqlite_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def rebuild_breaks(teams: list[int], last_days: int | None, workers: int) -> int:
+    """`rebuild_cache_breaks`, day by day in `workers` processes (each day is its own transaction
+    and reads only records), for the last `last_days` days or all; returns the team-days done."""
+    from django.db import connection
+
+    from playground.usage.insights.cache_break_store import days_to_rebuild
+
+    since = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=last_days) if last_days is not None else None
+    days = [(team, day) for team in teams for day in days_to_rebuild(team_id=team, since=since)]
+    if workers == 1:
+        for team, day in days:
+            _breaks_of_day(team, day)
+        return len(days)
+    import multiprocessing
+
+    connection.close()  # each child opens its own
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.starmap(_breaks_of_day, days, chunksize=1)
+    return len(days)
+
+
+def _breaks_of_day(team: int, day: dt.date) -> int:
+    from playground.usage.insights.cache_break_store import cache_breaks_rebuild
+
+    return cache_breaks_rebuild(team_id=team, day=day)
+
+
 def _analyze(database: str) -> None:
     from django.db import connection
 
@@ -556,8 +637,11 @@ def _break_counts() -> str:
 
 def _rollup_counts() -> str:
     from playground.usage.rollups import ROLLUP_MODELS
+    from playground.usage.session_rollups import SESSION_ROLLUPS
 
-    return ", ".join(f"{model.__name__} {model.objects.count():,}" for model in ROLLUP_MODELS)
+    return ", ".join(
+        f"{model.__name__} {model.objects.count():,}" for model in (*ROLLUP_MODELS, *SESSION_ROLLUPS)
+    )
 
 
 # --- timing -------------------------------------------------------------------------------------
