@@ -32,6 +32,9 @@ FIGURES = {
     "stream_relay.py": r"(?m)^\s+4\s+relayed\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[+-][\d.]+ / [+-][\d.]+\s+\d+ us",
     "engine_prefix_cache.py": r"cached share: [\d.]+ % with affinity, [\d.]+ % without",
     "batch_throughput.py": r"batch throughput: [\d.]+ items/s, [\d.]+x of direct capacity",
+    # Both runs recorded every item (the script asserts it), the experiment's with its verdicts.
+    "experiment_throughput.py": r"experiment throughput: [\d.]+ items/s, [\d.]+x of the batch queue's "
+    r"[\d.]+ items/s",
     "usage_dashboard.py": r"csv export for data: [\d,]+ rows.*\ndashboard: worst p95 \d+ ms over \d+ rows",
     # Every gateway request answered, each with its record, the routed key's CPU beside the plain
     # key's (the rate and the ratio are too small to judge).
