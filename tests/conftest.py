@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from asgiref.sync import SyncToAsync
 from django.db import connections
+from pytest_django.fixtures import _get_databases_for_setup
+from pytest_django.plugin import DjangoDbBlocker, blocking_manager_key
 
 from playground.catalog.models import CatalogModel, PriceCard
 from playground.catalog.seed import catalog_seed
@@ -23,6 +25,7 @@ from playground.usage.records import price_cards_forget
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors, actors_create
 from tests.support.connections import WORKERS_TOKEN, workers_connection_for
+from tests.support.schema import databases_set_up, schema_copies_remove
 
 # Fixtures that live beside the code they drive, registered once for every test package
 # (importing a fixture into a conftest or a test module is what pytest advises against).
@@ -86,6 +89,54 @@ def _expensive_fixtures_grouped(items: list[pytest.Function]) -> None:
             for definitions in item._fixtureinfo.name2fixturedefs.values()
         ):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: DjangoDbBlocker,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's own, except that a parallel worker copies the run's migrated schema when
+    another worker made it (tests/support/schema.py): the migrations run once per run, not once
+    per worker. With --reuse-db, --create-db or --no-migrations, or without workers, pytest-django's
+    own setup runs unchanged."""
+    from django.test.utils import teardown_databases
+
+    if not django_db_use_migrations:
+        from pytest_django.fixtures import _disable_migrations
+
+        _disable_migrations()
+    worker = getattr(request.config, "workerinput", {}).get("workerid")
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    verbosity = request.config.option.verbose
+    with django_db_blocker.unblock():
+        db_cfg = databases_set_up(
+            worker=worker if django_db_use_migrations else None,
+            aliases=aliases,
+            serialized_aliases=serialized_aliases,
+            verbosity=verbosity,
+            keepdb=django_db_keepdb and not django_db_createdb,
+        )
+    yield
+    if not django_db_keepdb:
+        with django_db_blocker.unblock():
+            try:
+                teardown_databases(db_cfg, verbosity=verbosity)
+            except Exception as exc:
+                request.node.warn(
+                    pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}")
+                )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput") and blocking_manager_key in session.config.stash:
+        with session.config.stash[blocking_manager_key].unblock():
+            schema_copies_remove()
 
 
 @pytest.fixture
