@@ -29,6 +29,7 @@ def test_the_body_is_the_markup_of_the_templates_loops() -> None:
             [at, "ana <admin> & co", Decimal("0.0012"), 3, 0.25],
             [at + dt.timedelta(hours=1), None, Decimal("12.5"), None, None],
             ["2026-11-20 11:00", "bo", Decimal(0), 0, 1.0],
+            [at, "bo", Decimal("0.00"), 0.0, 0],  # equal values, each shown as its own type shows it
         ],
     )
     for shown in (table, Table(columns=["a", "b"], rows=[])):
