@@ -64,7 +64,7 @@ from playground.usage.statements.rollups import (
     Extremes,
     records_lock_against_writes,
     rollup_insert_select,
-    rollup_upsert_many,
+    rollups_upsert,
 )
 
 UTC = dt.UTC
@@ -186,8 +186,8 @@ def rollups_add(records: Iterable[UsageRecord]) -> None:
             first, last = spans[(table, items)]
             extremes = {"first_bucket": (first, "<"), "last_bucket": (last, ">")}
         rows.setdefault(table, []).append((dict(items), totals, extremes))
-    for table in sorted(rows, key=lambda model: model.__name__):  # every writer in the same order
-        rollup_upsert_many(table, rows[table])
+    # Every writer in the same order, all the tables' statements at once (one round trip on PostgreSQL).
+    rollups_upsert([(table, rows[table]) for table in sorted(rows, key=lambda model: model.__name__)])
 
 
 def _buckets(record: UsageRecord) -> Iterator[tuple[type[Any], dict[str, Any], dict[str, int]]]:

@@ -10,25 +10,29 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from playground.accounts.models import StoreMode
 from playground.analytics.filters import Filters, Period
 from playground.analytics.selectors.cache_breaks import cache_breaks_over_time
 from playground.catalog.seed import ENGINE_MODEL_ID
+from playground.providers.usage_normalize import NormalizedUsage
 from playground.usage.calls.context import Attribution, RequestContext
 from playground.usage.erasure import end_user_erase
 from playground.usage.insights.cache_break_selectors import team_breaks
 from playground.usage.insights.cache_break_store import kept_team_breaks
 from playground.usage.insights.cache_breaks import Cause
+from playground.usage.metering import Outcome
 from playground.usage.models import (
     TeamRetention,
     UsageCacheBreak,
     UsageCacheBreakHourly,
     UsageRecord,
+    UsageSource,
     UsageStatus,
 )
+from playground.usage.records import usage_records_create_many
 from playground.usage.retention import retention_run
 from tests.support.actors import Actors
 from tests.support.analytics import record_write
@@ -241,3 +245,39 @@ def test_an_erased_end_users_break_keeps_its_figures_but_not_the_id(actors: Acto
 def test_metadata_records_keep_their_breaks(actors: Actors) -> None:
     _session(actors, "s", Cause.TOOLS_CHANGED, store=StoreMode.METADATA)
     assert [row[2] for row in _kept()] == [Cause.TOOLS_CHANGED]
+
+
+@pytest.mark.django_db
+def test_records_settled_together_find_their_breaks_in_one_look_up(actors: Actors) -> None:
+    """A settled group (`usage_records_create_many`) reads its sessions' requests in one query
+    and keeps what the replay finds, with two records of one session in the group."""
+    for n, cause in enumerate(CASES):
+        _session(actors, f"s-{n}", cause)
+    settled = []
+    for n, (body, model, affinity) in enumerate([*CASES.values(), CASES[Cause.EVICTED]]):
+        context = RequestContext(
+            team_id=actors.team.pk,
+            user_id=actors.owner.pk,
+            connection_id=None,
+            model_id=model,
+            affinity_key=affinity,
+            attribution=Attribution(session=f"s-{n % len(CASES)}"),
+            request_body=body,
+        )
+        usage = NormalizedUsage(prompt_tokens=1100 + n, completion_tokens=5, cached_tokens=9)
+        outcome = Outcome(UsageStatus.OK, usage, UsageSource.PROVIDER, ttft_ms=100, latency_ms=300)
+        settled.append((context, outcome))
+
+    with (
+        clock(DAY + dt.timedelta(minutes=5)),
+        CaptureQueriesContext(connection) as written,
+        transaction.atomic(),
+    ):
+        usage_records_create_many(settled)
+
+    statements = [query["sql"].lower() for query in written.captured_queries]
+    assert len([sql for sql in statements if sql.startswith("select") and "usage_usagerecord" in sql]) == 1
+    kept = sorted(kept_team_breaks(team_id=actors.team.pk, since=DAY), key=lambda each: each.record_id)
+    replayed = sorted(team_breaks(team_id=actors.team.pk, since=DAY), key=lambda each: each.record_id)
+    assert len(kept) == 2 * len(CASES) + 1  # each second turn, each third, and the group's fourth
+    assert [replace(each, turn=0) for each in kept] == [replace(each, turn=0) for each in replayed]

@@ -15,7 +15,7 @@ from playground.usage.budgets.alerts import budget_alerts_check
 from playground.usage.budgets.ledger import Reservation
 from playground.usage.models import BudgetReservation, UsageRecord
 from playground.usage.pricing import ZERO
-from playground.usage.statements.settlement import ledgers_move, reservations_claim, reservations_set_actual
+from playground.usage.statements.settlement import ledgers_move, reservations_claim
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +36,14 @@ def budget_settle_many(settlements: Sequence[tuple[Reservation, Decimal]]) -> se
     """Settle each reservation not settled yet at its actual cost, in the caller's transaction;
     the ids of the team ledgers it touched (for `budget_alerts_after`, once that commits).
 
-    Claims the reservations first, with one `UPDATE ... WHERE settled_at IS NULL RETURNING ...`
-    (a reservation the sweep or another call settled meanwhile is skipped, never counted
-    twice), then moves each ledger once by the sum of its reservations: a group of requests
-    settled together (`usage.calls.settlement`) costs the same few statements as one.
+    Claims the reservations first, writing their actual costs, with one `UPDATE ... WHERE
+    settled_at IS NULL RETURNING ...` (a reservation the sweep or another call settled meanwhile
+    is skipped, never counted twice), then moves each ledger once by the sum of its reservations:
+    a group of requests settled together (`usage.calls.settlement`) costs the same few
+    statements as one.
     """
     actual_of = {reservation.id: actual for reservation, actual in settlements}
-    claimed = reservations_claim(list(actual_of), now=timezone.now())
+    claimed = reservations_claim(list(actual_of.items()), now=timezone.now())
     if not claimed:
         return set()
     moves: dict[int, tuple[Decimal, Decimal]] = {}  # ledger id: (released hold, added spend)
@@ -52,7 +53,6 @@ def budget_settle_many(settlements: Sequence[tuple[Reservation, Decimal]]) -> se
         for ledger_id in filter(None, ledger_ids):
             held, spent = moves.get(ledger_id, (ZERO, ZERO))
             moves[ledger_id] = (held + amount, spent + actual_of[pk])
-    reservations_set_actual([(pk, actual_of[pk]) for pk, *_ in claimed])
     ledgers_move([(ledger_id, *moves[ledger_id]) for ledger_id in sorted(moves)])
     return team_ledgers
 

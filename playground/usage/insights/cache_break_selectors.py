@@ -6,7 +6,7 @@ What the pages, the chart and the command read is kept by `cache_break_store`.""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any
@@ -49,27 +49,100 @@ LOOKBACK = dt.timedelta(days=1)
 RECENT = 10  # records read back from one to find the answered request before it
 
 
-def detected_break(record: UsageRecord, cards: dict[int, PriceCard] | None = None) -> CacheBreak | None:
-    """The break at `record`, if its session broke there, against the session's requests before
-    it (`cache_break_store` keeps it when the record is written). Its `turn` counts from the
-    first request read; `with_turn` counts it from the session's start. `cards`: price cards
-    already at hand, by id."""
-    if record.conversation_id is None and not record.session and record.api_key_id is not None:
-        return _inferred_record_break(record, cards)
-    session = session_key(
+def detected_breaks(
+    records: Sequence[UsageRecord], cards: dict[int, PriceCard] | None = None
+) -> list[CacheBreak]:
+    """The breaks at `records`, each where its session broke there, against the session's
+    requests before it (`cache_break_store` keeps them when the records are written), read for
+    all of them in one query: a settled group costs one look-up, not one per record. Each
+    `turn` counts from the first request read; `with_turn` counts it from the session's start.
+    `cards`: price cards already at hand, by id."""
+    looked_up = [(record, _before(record)) for record in records]
+    wanted = [(record, before) for record, before in looked_up if before is not None]
+    if not wanted:
+        return []
+    # Each record's rows by its own indexed look-up, all of them in one statement.
+    first, *others = [before for _, before in wanted]
+    read = list(
+        UsageRecord.objects.filter(pk__in=first.union(*others, all=True) if others else first)
+        .order_by("created_at", "id")
+        .only(*FIELDS, "team_id")
+        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)
+    )
+    found = []
+    for record, _ in wanted:
+        each = _break_at(record, [row for row in read if _precedes(row, record)], cards)
+        if each is not None:
+            found.append(each)
+    return found
+
+
+def _inferrable(record: UsageRecord) -> bool:
+    """Whether `record`'s session is inferred (as `INFERRABLE`): a key's request naming none."""
+    return record.conversation_id is None and not record.session and record.api_key_id is not None
+
+
+def _record_session(record: UsageRecord) -> str:
+    return session_key(
         conversation_id=record.conversation_id, session=record.session, affinity_key=record.affinity_key
     )
+
+
+def _before(record: UsageRecord) -> QuerySet[UsageRecord, int] | None:
+    """The ids of the records `_break_at` compares `record` with (None: it has no session): its
+    session's last `RECENT` up to it; an inferred one's, its key and end user's of the day before."""
+    since = record.created_at - LOOKBACK
+    if _inferrable(record):
+        return (
+            UsageRecord.objects.filter(
+                INFERRABLE,
+                team_id=record.team_id,
+                api_key_id=record.api_key_id,
+                end_user=record.end_user,
+                created_at__gte=since,
+                created_at__lte=record.created_at,
+            )
+            .exclude(created_at=record.created_at, id__gt=record.pk)
+            .values_list("pk", flat=True)
+        )
+    session = _record_session(record)
     if not session:
         return None
+    recent = _up_to(record.team_id, session, record.pk, record.created_at).filter(created_at__gte=since)
+    # Not sliced itself: a sliced query cannot be a part of a UNION on SQLite.
+    return UsageRecord.objects.filter(
+        pk__in=recent.order_by("-created_at", "-id").values("pk")[:RECENT]
+    ).values_list("pk", flat=True)
+
+
+def _precedes(row: UsageRecord, record: UsageRecord) -> bool:
+    """Whether `row` is one of `_before(record)`'s but for the `RECENT` cut, which `_break_at` makes."""
+    if row.team_id != record.team_id or (row.created_at, row.pk) > (record.created_at, record.pk):
+        return False
+    if row.created_at < record.created_at - LOOKBACK:
+        return False
+    if _inferrable(record):
+        return _inferrable(row) and (row.api_key_id, row.end_user) == (record.api_key_id, record.end_user)
+    return _record_session(row) == _record_session(record)
+
+
+def _break_at(
+    record: UsageRecord, before: list[UsageRecord], cards: dict[int, PriceCard] | None
+) -> CacheBreak | None:
+    """The break at `record` among `before`, its session's requests up to it, oldest first."""
+    if _inferrable(record):
+        for session, rows in _chained(before):
+            if rows[-1].pk == record.pk:
+                return _break_of(record, session, rows, cards)
+        return None
     # The request before it (skipping back over a few failed ones) decides.
-    recent = list(
-        _up_to(record.team_id, session, record.pk, record.created_at)
-        .filter(created_at__gte=record.created_at - LOOKBACK)
-        .order_by("-created_at", "-id")
-        .only(*FIELDS)
-        .annotate(body_if_undigested=BODY_IF_UNDIGESTED)[:RECENT]
-    )[::-1]
-    found = [b for b in session_breaks(session, _requests(recent, cards)) if b.record_id == record.pk]
+    return _break_of(record, _record_session(record), before[-RECENT:], cards)
+
+
+def _break_of(
+    record: UsageRecord, session: str, rows: list[UsageRecord], cards: dict[int, PriceCard] | None
+) -> CacheBreak | None:
+    found = [b for b in session_breaks(session, _requests(rows, cards)) if b.record_id == record.pk]
     return found[0] if found else None
 
 
@@ -123,29 +196,15 @@ def _inferred(records: QuerySet[UsageRecord]) -> list[tuple[str, list[UsageRecor
         .only(*FIELDS)
         .annotate(body_if_undigested=BODY_IF_UNDIGESTED)
     )
+    return _chained(ordered.iterator(chunk_size=2000))
+
+
+def _chained(rows: Iterable[UsageRecord]) -> list[tuple[str, list[UsageRecord]]]:
+    """`rows` (by key, end user and time) chained into inferred sessions."""
     turns = (
-        Turn(row, row.pk, (row.api_key_id or 0, row.end_user), row.created_at, _digest(row))
-        for row in ordered.iterator(chunk_size=2000)
+        Turn(row, row.pk, (row.api_key_id or 0, row.end_user), row.created_at, _digest(row)) for row in rows
     )
     return sessions_infer(turns)
-
-
-def _inferred_record_break(record: UsageRecord, cards: dict[int, PriceCard] | None) -> CacheBreak | None:
-    """The break at a record whose session is inferred: its key and end user's records of the
-    day before it, chained."""
-    recent = UsageRecord.objects.filter(
-        INFERRABLE,
-        team_id=record.team_id,
-        api_key_id=record.api_key_id,
-        end_user=record.end_user,
-        created_at__gte=record.created_at - LOOKBACK,
-        created_at__lte=record.created_at,
-    ).exclude(created_at=record.created_at, id__gt=record.pk)
-    for session, rows in _inferred(recent):
-        if rows[-1].pk == record.pk:
-            found = [b for b in session_breaks(session, _requests(rows, cards)) if b.record_id == record.pk]
-            return found[0] if found else None
-    return None
 
 
 def _up_to(team_id: int, session: str, record_id: int, at: dt.datetime) -> QuerySet[UsageRecord]:

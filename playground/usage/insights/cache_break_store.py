@@ -2,9 +2,9 @@
 
 `cache_breaks_settle(records)` runs inside the record writer's transaction (`usage.records`):
 a record that cannot break (`may_break`: not answered, no cached count, or cached within a
-cache's granularity of its whole prompt) costs nothing; for the others one indexed look-up of
-the session's requests before it (`detected_break`, the detector the replay uses) decides. A
-break is a `UsageCacheBreak` row and one upsert of its hour's sums by cause
+cache's granularity of its whole prompt) costs nothing; for the others their sessions' requests
+before them, read in one query for the group (`detected_breaks`, the detector the replay uses),
+decide. A break is a `UsageCacheBreak` row and one upsert of its hour's sums by cause
 (`UsageCacheBreakHourly`), so the dashboard's chart reads a few rows per hour, not the records.
 
 `cache_breaks_rebuild(team_id=, day=)` recomputes one team-day from the records with the replay
@@ -30,7 +30,7 @@ from playground.usage.insights.cache_break_selectors import (
     ANSWERED,
     BreakShown,
     breaks_shown,
-    detected_break,
+    detected_breaks,
     team_breaks,
     with_turn,
 )
@@ -65,11 +65,8 @@ def cache_breaks_settle(records: Sequence[UsageRecord]) -> list[CacheBreak]:
     }
     try:
         with transaction.atomic():  # a savepoint: the records stay if this fails
-            found = []
-            for record in candidates:
-                each = detected_break(record, cards)
-                if each is not None:
-                    found.append((record.team_id, each))
+            team_of = {record.pk: record.team_id for record in candidates}
+            found = [(team_of[each.record_id], each) for each in detected_breaks(candidates, cards)]
             _keep(found)
     except Exception:
         logger.exception("could not look for cache breaks at written records; run rebuild_cache_breaks")

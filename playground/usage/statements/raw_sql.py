@@ -55,6 +55,53 @@ def db_value(model: type[Model], name: str, value: Any) -> Any:
     return field.get_db_prep_save(value, connection)
 
 
+type DbValue = Callable[[type[Model], str, Any], Any]
+
+
+def db_values_once() -> DbValue:
+    """`db_value`, converting each value of a kind of field once: for the statements of a settled
+    group's rollups, which send the same team, model, user, hour and day to ten tables (their
+    conversions were two fifths of the rollups' time). Values must be hashable."""
+    database = connections[DEFAULT_DB_ALIAS]
+    converted: dict[tuple[type[Field[Any, Any]], str, Any], Any] = {}
+
+    def convert(model: type[Model], name: str, value: Any) -> Any:
+        field = _field(model, name)
+        key = (type(field), name, value)
+        if key not in converted:
+            converted[key] = field.get_db_prep_save(value, database)
+        return converted[key]
+
+    return convert
+
+
+@cache
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    return model._meta.get_field(name)  # type: ignore[return-value]
+
+
+type Statement = tuple[str, Sequence[Any]]  # its SQL, with `%s` parameters, and their values
+
+
+def execute_in_order(statements: Sequence[Statement]) -> None:
+    """Run `statements` one after the other, in the order given. On PostgreSQL they go as one
+    query string, one round trip and one call into the driver: its cursor binds the parameters
+    on the client (psycopg's `ClientCursor`, Django's default), which sends several statements
+    at once and runs them in order. Elsewhere, and with server-side binding, one at a time."""
+    if not statements:
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get(
+            "server_side_binding"
+        ):
+            cursor.execute(
+                "; ".join(sql for sql, _ in statements), [v for _, values in statements for v in values]
+            )
+            return
+        for sql, values in statements:
+            cursor.execute(sql, values)
+
+
 def select_list(model: type[Model], alias: str) -> str:
     """Every concrete column of `model` under `alias`, in `from_row`'s order."""
     return ", ".join(column(model, field.name, alias=alias) for field in model._meta.concrete_fields)

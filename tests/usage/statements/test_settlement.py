@@ -10,7 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from playground.usage.models import BudgetLedger, BudgetReservation
-from playground.usage.statements.settlement import ledgers_move, reservations_claim, reservations_set_actual
+from playground.usage.statements.settlement import ledgers_move, reservations_claim
 from tests.support.actors import Actors
 from tests.usage.statements.orm import column_values
 
@@ -42,22 +42,24 @@ def test_a_claim_returns_and_marks_what_the_orm_reads_and_skips_the_settled(acto
         for row in BudgetReservation.objects.filter(pk__in=[first.pk, second.pk]).order_by("pk")
     ]
     now = timezone.now()
+    actuals = {first.pk: Decimal("0.0000012345"), second.pk: Decimal(3), settled.pk: Decimal(1)}
 
-    claimed = reservations_claim([first.pk, second.pk, settled.pk], now=now)
+    claimed = reservations_claim(list(actuals.items()), now=now)
 
     assert sorted(claimed) == expected
     assert list(
         BudgetReservation.objects.filter(pk__in=[first.pk, second.pk]).values_list("settled_at", flat=True)
     ) == [now, now]
-    assert reservations_claim([first.pk, second.pk], now=now) == []  # once only
+    assert reservations_claim(list(actuals.items()), now=now) == []  # once only
+    assert BudgetReservation.objects.get(pk=settled.pk).actual_usd is None  # settled by someone else
 
 
 def test_actual_costs_and_ledger_moves_write_what_the_orm_writes(actors: Actors) -> None:
     ledger = _ledger(actors, 1)
     ours, theirs = _reservation(actors, ledger, "1"), _reservation(actors, ledger, "1")
-    actual = Decimal("0.0000012345")
-    reservations_set_actual([(ours.pk, actual)])
-    BudgetReservation.objects.filter(pk=theirs.pk).update(actual_usd=actual)
+    actual, now = Decimal("0.0000012345"), timezone.now()
+    reservations_claim([(ours.pk, actual)], now=now)
+    BudgetReservation.objects.filter(pk=theirs.pk).update(actual_usd=actual, settled_at=now)
     read = BudgetReservation.objects.get
     assert _without(column_values(read(pk=ours.pk)), "id", "created_at") == _without(
         column_values(read(pk=theirs.pk)), "id", "created_at"
@@ -65,12 +67,14 @@ def test_actual_costs_and_ledger_moves_write_what_the_orm_writes(actors: Actors)
 
     start = {"spent_usd": Decimal("1.5"), "reserved_usd": Decimal("2.0000000001")}
     mine, orm = _ledger(actors, 2, **start), _ledger(actors, 3, **start)
+    also_mine = _ledger(actors, 4, **start)  # moved in the same call: the statements go at once
     for held, spent in ((Decimal("0.0000000001"), Decimal("0.3333333333")), (Decimal(2), Decimal("0.25"))):
-        ledgers_move([(mine.pk, held, spent)])
+        ledgers_move([(mine.pk, held, spent), (also_mine.pk, held, spent)])
         BudgetLedger.objects.filter(pk=orm.pk).update(
             reserved_usd=F("reserved_usd") - held, spent_usd=F("spent_usd") + spent
         )
-        assert _without(column_values(BudgetLedger.objects.get(pk=mine.pk)), "id", "month") == _without(
-            column_values(BudgetLedger.objects.get(pk=orm.pk)), "id", "month"
-        )
+        for moved in (mine, also_mine):
+            assert _without(column_values(BudgetLedger.objects.get(pk=moved.pk)), "id", "month") == _without(
+                column_values(BudgetLedger.objects.get(pk=orm.pk)), "id", "month"
+            )
     assert BudgetLedger.objects.get(pk=mine.pk).reserved_usd == Decimal(0)
