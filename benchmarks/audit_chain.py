@@ -1,17 +1,23 @@
-"""What the hash chain of decision records (issue 37) adds to an audit write, and what verifying costs.
+"""What the hash chains of decision records (issue 37) cost: an audit write, and the sealer of
+routing decisions.
 
 Times `--writes` audit events written as the app writes them (`teams.services.audit.audit`:
 lock the team's chain head, hash, insert, move the head), each in its own transaction, against
 the same events inserted as before the chain (one INSERT), interleaved so both see the same
-database; then `chain_verify` over the chain. SQLite in a temporary file, or PostgreSQL in a
-database of its own (`bench_audit_chain`, dropped afterwards) on the server of `--pg`.
+database; then `chain_verify` over the chain. Then `--decisions` routed records (each with a
+routing detail as the gateway writes it, two attempts), sealed by the beat's sealer
+(`usage.routing_seals.routing_seal_sweep`) in its batches, and `routing_chain_verify` over them;
+the gateway's request path is not touched by either (the records are written before and apart).
+SQLite in a temporary file, or PostgreSQL in a database of its own (`bench_audit_chain`,
+dropped afterwards) on the server of `--pg`.
 
-    .venv/bin/python benchmarks/audit_chain.py [--writes 2000]
+    .venv/bin/python benchmarks/audit_chain.py [--writes 2000] [--decisions 20000]
     .venv/bin/python benchmarks/audit_chain.py --pg postgres://postgres@127.0.0.1:5432/postgres
     .venv/bin/python benchmarks/audit_chain.py --smoke   # seconds: the test suite runs this
 
-The last line: `audit chain <database>: +<ms> ms per audit write (p50 <ms> chained vs <ms>
-plain, p99 ...), verify <ms> ms per 1,000 entries`.
+The last lines: `audit chain <database>: +<ms> ms per audit write (p50 <ms> chained vs <ms>
+plain, p99 ...), verify <ms> ms per 1,000 entries` and `routing seals <database>: <n>
+decisions sealed per second (<n> in <s> s, batches of <n>), verify <n> decisions per second`.
 """
 
 from __future__ import annotations
@@ -36,11 +42,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--writes", type=int, default=2000)
+    parser.add_argument("--decisions", type=int, default=20000)
     parser.add_argument("--pg", help="an admin URL of a PostgreSQL server: measure there instead of SQLite")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.writes = 100
+        args.writes, args.decisions = 100, 300
     data_dir = ""
     if args.pg:
         import psycopg
@@ -59,7 +66,9 @@ def main() -> None:
     os.environ.setdefault("HTTPS", "false")
     os.environ["DJANGO_SETTINGS_MODULE"] = "playground.settings"
     try:
-        measure(args.writes, "postgresql" if args.pg else "sqlite")
+        database = "postgresql" if args.pg else "sqlite"
+        measure(args.writes, database)
+        measure_seals(args.decisions, database)
     finally:
         if args.pg:
             import psycopg
@@ -112,6 +121,57 @@ def measure(writes: int, database: str) -> None:
         f"audit chain {database}: {added:+.2f} ms per audit write (p50 {ms(chained, 0.5):.2f} ms chained vs "
         f"{ms(plain, 0.5):.2f} plain, p99 {ms(chained, 0.99):.2f} vs {ms(plain, 0.99):.2f}), "
         f"verify {verify_ms / writes * 1000:.0f} ms per 1,000 entries"
+    )
+
+
+def measure_seals(decisions: int, database: str) -> None:
+    """Seal `decisions` routed records written five minutes ago, then verify them all."""
+    import datetime as dt
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from playground.accounts.models import Team
+    from playground.usage.models import RequestPath, UsageRecord, UsageStatus
+    from playground.usage.routing_seals import routing_chain_verify, routing_seal_sweep
+
+    team = Team.objects.create(name="Routed", slug="routed")
+    detail = {
+        "rule": "cheap-first",
+        "attempt": 2,
+        "attempts": [
+            {"target": "Primary/kimi", "status": 504, "ms": 30_000, "moved_on": "upstream_timeout"},
+            {"target": "Backup/kimi", "status": None, "ms": 900, "moved_on": ""},
+        ],
+        "final": "Backup/kimi",
+        "policy_version": 3,
+    }
+    for start in range(0, decisions, 2000):
+        UsageRecord.objects.bulk_create(
+            UsageRecord(
+                team=team,
+                model_id="@cf/moonshotai/kimi-k2.5",
+                status=UsageStatus.OK,
+                path=RequestPath.GATEWAY,
+                route_rule="cheap-first",
+                route_fell_back=True,
+                routing={**detail, "attempt": index % 3},
+            )
+            for index in range(start, min(start + 2000, decisions))
+        )
+    UsageRecord.objects.filter(team=team).update(created_at=timezone.now() - dt.timedelta(minutes=5))
+    started = time.perf_counter()
+    sealed, finished = routing_seal_sweep()
+    seal_s = time.perf_counter() - started
+    assert finished and sealed == decisions, (sealed, finished)
+    started = time.perf_counter()
+    report = routing_chain_verify(team_id=team.pk)
+    verify_s = time.perf_counter() - started
+    assert report.intact and report.checked == decisions, str(report)
+    print(
+        f"routing seals {database}: {decisions / seal_s:,.0f} decisions sealed per second "
+        f"({decisions:,} in {seal_s:.2f} s, batches of {settings.ROUTING_SEAL_BATCH:,}), "
+        f"verify {decisions / verify_s:,.0f} decisions per second"
     )
 
 

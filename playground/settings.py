@@ -188,6 +188,14 @@ CELERY_BEAT_SCHEDULE["idempotent-answers-expire"] = {
     "task": "playground.gateway.tasks.idempotency_answers_expire",
     "schedule": 300.0,
 }
+# --- routing decisions sealed in a hash chain per team (issue 37, playground.usage.routing_seals) ---
+ROUTING_SEAL_SETTLE_SECONDS = env_int("ROUTING_SEAL_SETTLE_SECONDS", 60)  # a record this old is sealed
+ROUTING_SEAL_MARGIN_SECONDS = env_int("ROUTING_SEAL_MARGIN_SECONDS", 600)  # a commit this late is still found
+ROUTING_SEAL_BATCH = env_int("ROUTING_SEAL_BATCH", 1000)  # decisions per transaction
+CELERY_BEAT_SCHEDULE["routing-decisions-seal"] = {
+    "task": "playground.usage.tasks.routing_decisions_seal",
+    "schedule": 60.0,
+}
 # --- alerts (issue 41, playground.alerts): each team's rules looked at once a minute ---
 CELERY_BEAT_SCHEDULE["alerts-evaluate"] = {
     "task": "playground.alerts.tasks.alerts_evaluate_all",

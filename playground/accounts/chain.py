@@ -103,7 +103,7 @@ def chain_append[E: models.Model](entry: E, *, kind: ChainKind) -> E:
     chained: Any = entry
     team_id = chained.team_id
     with transaction.atomic():
-        length, head = _head_locked(team_id)
+        length, head = head_locked(DecisionChain, team_id)
         chained.chain_seq = length + 1
         chained.chain_prev = head or GENESIS
         chained.chain_digest = content_digest(kind.content(entry))
@@ -115,24 +115,25 @@ def chain_append[E: models.Model](entry: E, *, kind: ChainKind) -> E:
     return entry
 
 
-def _head_locked(team_id: int) -> tuple[int, str]:
+def head_locked(model: type[models.Model], team_id: int) -> tuple[int, str]:
     """The team's chain length and last hash, locked until the transaction ends (see the module
     docstring): one `SELECT ... FOR UPDATE` on PostgreSQL; on SQLite, which has no row locks, a
-    write that takes the database's write lock, then the read."""
-    heads = DecisionChain.objects.filter(team_id=team_id)
+    write that takes the database's write lock, then the read. `model` is the chain's head, a
+    row per team with `length` and `head` (`DecisionChain`, or the routing seals' own)."""
+    heads = model._default_manager.filter(team_id=team_id)
     for _ in range(2):  # a second pass after making the team's head
         if connection.features.has_select_for_update:
             found = heads.select_for_update().values_list("length", "head").first()
         else:
             found = heads.values_list("length", "head").first() if heads.update(length=F("length")) else None
         if found is not None:
-            return found
+            return int(found[0]), str(found[1])
         try:
             with transaction.atomic():
-                DecisionChain.objects.create(team_id=team_id)
+                model._default_manager.create(team_id=team_id)
         except IntegrityError:
             pass  # another writer made it first
-    raise RuntimeError(f"The decision chain of team {team_id} could not be locked.")
+    raise RuntimeError(f"The {model._meta.verbose_name} of team {team_id} could not be locked.")
 
 
 # --- verification -----------------------------------------------------------------------------

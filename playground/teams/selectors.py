@@ -18,7 +18,7 @@ from playground.catalog.selectors import price_card_for, price_card_label
 from playground.providers.models import ProviderConnection
 from playground.routing.chain import DECISION_KINDS
 from playground.usage.budgets import BudgetStatus, member_spend
-from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, BudgetLedger
+from playground.usage.models import DEFAULT_ALERT_THRESHOLDS, BudgetAlert, BudgetLedger, RoutingSealChain
 from playground.usage.money import money
 
 AUDIT_ROWS = 500
@@ -180,6 +180,12 @@ def audit_rows(*, team: Team) -> list[AuditRow]:
 def decision_chain_status(*, team: Team) -> ChainStatus:
     """Whether the team's audit events and routing policy versions are as they were written."""
     return chain_verify(team_id=team.pk, kinds=DECISION_KINDS)
+
+
+def routing_seal_head(*, team: Team) -> RoutingSealChain | None:
+    """How far the team's routing decisions are sealed (`usage.routing_seals`); None: never. The
+    page shows this row only: checking every decision is `manage.py verify_routing_chain`'s work."""
+    return RoutingSealChain.objects.filter(team_id=team.pk).first()
 
 
 # Names of detail keys where the key itself does not read well.

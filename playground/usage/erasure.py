@@ -13,8 +13,10 @@ the sums), and so are the session rollups named after the id (its gateway sessio
 affinity key, renamed in the records). Wherever else the id is written in the team's kept
 text (another record's body,
 session, tags, metadata or routing; a chat message; a batch item), it is replaced by the
-tombstone; an id shorter than `MENTION_MIN` characters is replaced only where a whole value is
-the id, so erasing "42" does not rewrite every number in the team's text.
+tombstone (a sealed routing decision so rewritten is accounted for in the team's seal chain and
+sealed again: `usage.routing_seals`); an id shorter than `MENTION_MIN` characters is replaced
+only where a whole value is the id, so erasing "42" does not rewrite every number in the team's
+text.
 
 What the features keep is theirs: each registers an `EndUserEraser` in `erasers` from its
 `AppConfig.ready()` (chat its messages, batches their items, the gateway its idempotency
@@ -39,8 +41,9 @@ from django.db.models.functions import Cast
 
 from playground.accounts.models import StoreMode
 from playground.lib.registry import Registry
-from playground.usage.models import UsageEndUserDaily, UsageEndUserHourly, UsageRecord
+from playground.usage.models import SealKind, UsageEndUserDaily, UsageEndUserHourly, UsageRecord
 from playground.usage.rollups import MEASURES_OF
+from playground.usage.routing_seals import routing_seals_of, seals_account_removed, seals_renew
 from playground.usage.session_rollups import SESSION_ROLLUPS, session_rollups_rekey
 
 MENTION_MIN = 6  # shorter ids are replaced only where a whole value is the id
@@ -199,6 +202,7 @@ def _records_erase(
     fields = [*RECORD_COLUMNS.text, *RECORD_COLUMNS.json, "tags", "store_mode", "redactions"]
     ids: set[int] = set()
     request_ids: set[str] = set()
+    rerouted: set[int] = set()  # records whose routing decision the scrub rewrote
     mentioned = 0
     for batch in _chunks(candidates.only("request_id", *fields), CHUNK):
         changed = []
@@ -208,13 +212,30 @@ def _records_erase(
                 _text_drop(record)
                 ids.add(record.pk)
                 request_ids.add(str(record.request_id))
+            routing = record.routing
             if _record_scrub(record, needle) or attributed:
                 mentioned += not attributed
                 changed.append(record)
+            if record.routing != routing:
+                rerouted.add(record.pk)
         if changed and not dry_run:
             UsageRecord.objects.bulk_update(changed, fields)
-    counts = {"records": len(ids), "records_mentioning": mentioned}
+    counts = {
+        "records": len(ids),
+        "records_mentioning": mentioned,
+        "routing_seals": _seals_renewed(team_id, rerouted, dry_run=dry_run),
+    }
     return counts, frozenset(ids), frozenset(request_ids)
+
+
+def _seals_renewed(team_id: int, record_ids: set[int], *, dry_run: bool) -> int:
+    """The sealed routing decisions the erasure rewrote (`usage.routing_seals`): named in an
+    erasure entry of the team's seal chain, their old digests made unmatchable, sealed again."""
+    if dry_run:
+        return routing_seals_of(team_id=team_id, record_ids=record_ids)
+    named = seals_account_removed(team_id=team_id, record_ids=record_ids, kind=SealKind.ERASURE)
+    seals_renew(team_id=team_id, record_ids=record_ids)
+    return named
 
 
 def _is_attributed(record: UsageRecord, needle: Needle) -> bool:

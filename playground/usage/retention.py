@@ -10,7 +10,9 @@ changes; records are deleted oldest first.
 
 Record deletion cuts at midnight UTC, the rollups' day boundary: every hour and day bucket is
 then wholly before the cut (kept, its records gone) or wholly after (its records kept), and a
-rebuild of the rollups recomputes only from `records_removed_before` on.
+rebuild of the rollups recomputes only from `records_removed_before` on. A chunk that deletes
+sealed routing decisions names them in the team's seal chain in its transaction
+(`usage.routing_seals`), so the verifier counts them as removed by retention, not tampered with.
 
 Conversation messages and batch items are left alone: they are the features' own documents,
 which people read and delete themselves (docs/guide/data-governance.md).
@@ -27,8 +29,16 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from playground.usage.models import BodyRemoved, Score, TeamRetention, UsageCacheBreak, UsageRecord
+from playground.usage.models import (
+    BodyRemoved,
+    Score,
+    SealKind,
+    TeamRetention,
+    UsageCacheBreak,
+    UsageRecord,
+)
 from playground.usage.reclaim import reclaim_freed_space
+from playground.usage.routing_seals import seals_account_removed
 
 # The text a record may hold: what `usage.storage.record_text_kept` decides about.
 HAS_TEXT = (
@@ -165,6 +175,8 @@ def _records_delete_chunk(state: TeamRetention, chunk: int) -> int:
         )
         if not ids:
             return 0
+        routed = UsageRecord.objects.filter(pk__in=ids, routing__isnull=False).values_list("pk", flat=True)
+        seals_account_removed(team_id=state.pk, record_ids=list(routed), kind=SealKind.RETENTION)
         _total, by_model = UsageRecord.objects.filter(pk__in=ids).delete()
         removed = by_model.get(UsageRecord._meta.label, 0)
         TeamRetention.objects.filter(pk=state.pk).update(

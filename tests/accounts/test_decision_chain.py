@@ -3,12 +3,10 @@ each hashed with the one before; `audit_verify` finds a changed, deleted or slip
 
 from __future__ import annotations
 
-import io
 import threading
 
 import pytest
-from django.core.management import call_command
-from django.db import connection, connections
+from django.db import connections
 from django.test import Client
 
 from playground.accounts.chain import chain_verify, content_digest
@@ -20,6 +18,7 @@ from playground.routing.services import routing_policy_save
 from playground.teams.services.audit import audit
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
+from tests.support.commands import command_exit, sql
 from tests.support.connections import WORKERS_TOKEN, workers_connection_for
 
 POLICY = {"aliases": {"smart": {"connection": "Primary", "model": "@cf/moonshotai/kimi-k2.5"}}}
@@ -44,17 +43,7 @@ def _history(actors: Actors, primary: ProviderConnection) -> list[AuditEvent]:
 
 
 def _verify(team_id: int) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("audit_verify", team=str(team_id), stdout=out, stderr=err)
-    except SystemExit as exit_:
-        return int(exit_.code or 0), err.getvalue()
-    return 0, out.getvalue()
-
-
-def _sql(statement: str, *params: str | int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+    return command_exit("audit_verify", team=str(team_id))
 
 
 @pytest.mark.django_db
@@ -76,7 +65,7 @@ def test_an_untouched_chain_verifies_with_its_length(actors: Actors, primary: Pr
 def test_a_row_changed_in_sql_is_found_at_that_row(actors: Actors, primary: ProviderConnection) -> None:
     events = _history(actors, primary)
     table = AuditEvent._meta.db_table
-    _sql(f"UPDATE {table} SET target = %s WHERE id = %s", "someone-else", events[1].pk)
+    sql(f"UPDATE {table} SET target = %s WHERE id = %s", "someone-else", events[1].pk)
 
     code, output = _verify(actors.team.pk)
 
@@ -94,7 +83,7 @@ def test_a_row_rewritten_with_a_fresh_hash_is_found_by_the_next_link(
     table = RoutingPolicy._meta.db_table
     policy.note = "never said"
     digest = content_digest(POLICY_VERSIONS.content(policy))
-    _sql(f"UPDATE {table} SET note = %s, chain_digest = %s WHERE id = %s", policy.note, digest, policy.pk)
+    sql(f"UPDATE {table} SET note = %s, chain_digest = %s WHERE id = %s", policy.note, digest, policy.pk)
 
     status = chain_verify(team_id=actors.team.pk, kinds=DECISION_KINDS)
 
@@ -109,13 +98,13 @@ def test_a_deleted_row_is_found_in_the_middle_and_at_the_end(
 ) -> None:
     events = _history(actors, primary)
     table = AuditEvent._meta.db_table
-    _sql(f"DELETE FROM {table} WHERE id = %s", events[2].pk)  # place 4
+    sql(f"DELETE FROM {table} WHERE id = %s", events[2].pk)  # place 4
 
     code, output = _verify(actors.team.pk)
     assert code == 1
     assert "broken at entry 4 (missing): deleted" in output
 
-    _sql(f"DELETE FROM {table} WHERE id = %s", events[4].pk)  # place 6, the newest
+    sql(f"DELETE FROM {table} WHERE id = %s", events[4].pk)  # place 6, the newest
     status = chain_verify(team_id=actors.team.pk, kinds=DECISION_KINDS)
     assert [(problem.what, problem.seq) for problem in status.breaks] == [("deleted", 4), ("deleted", 6)]
 
@@ -151,7 +140,7 @@ def test_the_audit_page_shows_the_chain_status(
     assert "Hash chain intact: 6 entries" in page
 
     table = AuditEvent._meta.db_table
-    _sql(f"UPDATE {table} SET detail = %s WHERE id = %s", '{"limit": "99.00"}', events[0].pk)
+    sql(f"UPDATE {table} SET detail = %s WHERE id = %s", '{"limit": "99.00"}', events[0].pk)
     page = client.get(f"/teams/{actors.team.pk}/audit/").content.decode()
     assert "Hash chain broken at entry 1" in page and "changed" in page
 

@@ -71,6 +71,7 @@ def test_the_worker_finds_the_app_and_the_batch_tasks_by_the_name_in_the_procfil
             "playground.gateway.tasks.idempotency_answers_expire",
             "playground.usage.tasks.budget_alert_email",
             "playground.usage.tasks.retention_sweep",
+            "playground.usage.tasks.routing_decisions_seal",
         ],
     ]
 
@@ -87,4 +88,5 @@ def test_the_beat_in_the_procfile_finds_every_scheduled_task(tmp_path: Path) -> 
 
     scheduled, missing = _run_with_real_settings(probe, tmp_path)
     assert isinstance(scheduled, list) and "playground.usage.tasks.retention_sweep" in scheduled
+    assert "playground.usage.tasks.routing_decisions_seal" in scheduled
     assert missing == []

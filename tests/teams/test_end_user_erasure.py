@@ -203,6 +203,7 @@ def test_an_end_user_is_gone_from_records_rollups_chats_batches_and_replays(acto
     assert counts == {
         "records": 2,  # the header's and the body's
         "records_mentioning": 2,  # the chat turn's and the batch item's prompts
+        "routing_seals": 0,  # none of them was routed (tests/usage/test_routing_seals.py)
         # the header's hour and day (the body's counts under no end user), its session's hour and total
         "rollup_rows": 4,
         "chat_messages": 2,

@@ -15,5 +15,9 @@ from playground.teams.views.page import team_page, team_view
 @team_view()
 def audit_view(request: HtmxHttpRequest, membership: Membership) -> HttpResponse:
     team = membership.team
-    context = {"events": selectors.audit_rows(team=team), "chain": selectors.decision_chain_status(team=team)}
+    context = {
+        "events": selectors.audit_rows(team=team),
+        "chain": selectors.decision_chain_status(team=team),
+        "seals": selectors.routing_seal_head(team=team),
+    }
     return team_page(request, membership, "teams/audit.html", context)

@@ -19,6 +19,7 @@ ERASE = "erase"  # the value of `step` that the confirmation posts; anything els
 COUNTED = {
     "records": "request records of this end user: their text removed, the id replaced by a tombstone",
     "records_mentioning": "other request records that hold the id in their text or labels",
+    "routing_seals": "sealed routing decisions rewritten (named in the seal chain and sealed again)",
     "rollup_rows": "hourly and daily cost rows by end user (renamed to the tombstone)",
     "chat_messages": "chat messages",
     "conversations": "conversation titles, system prompts and variables",

@@ -1,8 +1,8 @@
 """The usage floor's tables: one row per request (`records`), the rollups the charts read
 (`rollups`), the cache breaks found when records are written (`cache_breaks`), the budget
-ledgers (`budgets`), the team API keys the gateway meters (`api_keys`) and the scores people
-and applications give records (`scores`). Django finds models through this module, so it
-names them all."""
+ledgers (`budgets`), the team API keys the gateway meters (`api_keys`), the scores people
+and applications give records (`scores`) and the seals of routed records' decisions
+(`routing_seals`). Django finds models through this module, so it names them all."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ from playground.usage.models.rollups import (
     UsageTeamHourly,
     rollup_filter_indexes,
 )
+from playground.usage.models.routing_seals import RoutingSeal, RoutingSealChain, SealKind
 from playground.usage.models.scores import (
     COMMENT_MAX,
     NAME_MAX,
@@ -83,9 +84,12 @@ __all__ = [
     "CacheState",
     "NullsLastIndex",
     "RequestPath",
+    "RoutingSeal",
+    "RoutingSealChain",
     "Score",
     "ScoreKind",
     "ScoreOrigin",
+    "SealKind",
     "TeamBudget",
     "TeamRetention",
     "UsageCacheBreak",
