@@ -23,6 +23,7 @@ from playground.presets.models import PresetVersion
 from playground.providers.kinds import ConnectionKind
 from playground.providers.models import ProviderConnection
 from playground.usage.models import TeamBudget, UsageRecord
+from playground.usage.money import money
 from tests.evals.conftest import QUESTIONS, run_to_the_end
 from tests.fakes.upstream import FakeUpstream, RecordedRequest, chat_completion, computed, json_reply, usage
 from tests.support.actors import Actors
@@ -310,3 +311,35 @@ def test_the_form_offers_the_teams_runnable_connections_and_makes_a_connection_t
         (TargetKind.PRESET_VERSION, "Quiz v1"),
         (TargetKind.CONNECTION, LABEL),
     ]
+
+
+def test_the_compare_page_pairs_a_preset_version_with_a_connection_target_by_label(
+    actors: Actors,
+    quiz: Dataset,
+    two_versions: tuple[PresetVersion, PresetVersion],
+    openai_connection: ProviderConnection,
+    fake_upstream: FakeUpstream,
+) -> None:
+    fake_upstream.script(*[computed(_answer) for _ in QUESTIONS])
+    runs = [
+        experiment_create(
+            user=actors.owner, dataset_id=quiz.pk, preset_version_ids=[two_versions[1].pk], checks=CHECKS
+        ),
+        experiment_create(
+            user=actors.owner,
+            dataset_id=quiz.pk,
+            connection_targets=[_gateway(openai_connection)],
+            checks=CHECKS,
+        ),
+    ]
+    for experiment in runs:
+        experiment_start(user=actors.owner, experiment_id=experiment.pk)
+        for target in experiment.targets.select_related("batch"):
+            assert target.batch is not None
+            run_to_the_end(target.batch)
+    a, b = runs
+    page = client_for(actors.owner).get(reverse("evals:compare"), {"a": a.pk, "b": b.pk}).content.decode()
+    assert "A · Quiz v2" in page and f"B · {LABEL}" in page
+    # B's cost on the page is its records' sum.
+    cost = sum((r.total_cost for r in experiment_records(experiment=b)), Decimal(0))
+    assert cost > 0 and money(cost) in page
