@@ -17,7 +17,7 @@ from playground.celery import app as celery_app
 from playground.evals.models import CheckResult, Dataset, Experiment
 from playground.evals.results import experiment_records, experiment_rows, experiment_summaries
 from playground.evals.services.experiments import experiment_create, experiment_start
-from playground.evals.services.scoring import JUDGE_ATTEMPTS
+from playground.evals.services.scoring import JUDGE_ATTEMPTS, target_score
 from playground.presets.models import PresetVersion
 from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord
@@ -70,6 +70,7 @@ def test_answers_are_scored_once_and_the_results_page_runs_no_check(
     quiz: Dataset,
     two_versions: tuple[PresetVersion, PresetVersion],
     monkeypatch: pytest.MonkeyPatch,
+    django_assert_num_queries: Any,
 ) -> None:
     experiment = _experiment(actors, quiz, two_versions, CHECKS)
     _run(actors, experiment)
@@ -88,6 +89,14 @@ def test_answers_are_scored_once_and_the_results_page_runs_no_check(
     assert [(s.answered, s.scored, s.unscored, s.judging) for s in summaries] == [(3, 3, 0, 0)] * 2
     assert summaries[0].check_means[1] == 1.0
     assert 'id="experiment-running"' not in page.content.decode()  # all scored: the page stops polling
+
+    # Scored again after a step that answered nothing new: the target and its unscored answers
+    # are read, nothing else (no judge rows are looked for in an experiment without a judge).
+    target = experiment.targets.first()
+    assert target is not None
+    with django_assert_num_queries(2):
+        assert target_score(target_id=target.pk) is False
+    assert CheckResult.objects.filter(target__experiment=experiment).count() == 3 * 2 * 2
 
 
 def test_an_experiment_answered_before_verdicts_were_stored_is_scored_by_the_command(

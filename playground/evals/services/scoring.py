@@ -72,6 +72,8 @@ def target_score(*, target_id: int) -> bool:
         return False
     while _score_page(target):
         pass
+    if not any(is_judge(check) for check in target.experiment.checks):
+        return False  # no judge rows to look for: this runs after every step of the batch
     return run_on_one_loop(_judge_round, target)
 
 
@@ -97,7 +99,8 @@ def _claimable(target: ExperimentTarget) -> QuerySet[CheckResult]:
 
 
 def _score_page(target: ExperimentTarget) -> bool:
-    """One page of answered items without verdicts, scored; False when none was left."""
+    """One page of answered items without verdicts, scored; True when the page was full (more
+    may wait). Items answered after its query are scored after the step that answered them."""
     items = list(
         _unscored(target).order_by("index").only("pk", "index", "response", "external_reference")[:SCORE_PAGE]
     )
@@ -126,7 +129,7 @@ def _score_page(target: ExperimentTarget) -> bool:
                 )
             )
     CheckResult.objects.bulk_create(rows, ignore_conflicts=True)
-    return True
+    return len(items) == SCORE_PAGE
 
 
 def _expected(items: list[BatchItem]) -> dict[str, str]:
