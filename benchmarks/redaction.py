@@ -10,16 +10,27 @@ of one thread (MB/s per core); the added time is each body's, p50 and p99.
 Targets (issue 37): >= 20 MB/s of prompt text per core, p99 <= 2 ms for a 20 KB prompt.
 
     .venv/bin/python benchmarks/redaction.py [--prompts 400] [--seed 7]
+    .venv/bin/python benchmarks/redaction.py --against HEAD~3   # before and after, side by side
     .venv/bin/python benchmarks/redaction.py --smoke   # seconds: the test suite runs this
+
+`--against REV` also times the redactor as it was at a git revision, on the same bodies, body by
+body in turns with today's (so the machine's load falls on both), and counts the bodies whose
+redacted text differs (both with the same salt). `--cpu` times each body by the process's CPU
+time instead of the wall clock: on a loaded machine, what the redactor spends, not when it ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,24 +123,63 @@ def chat_body(text: str) -> dict[str, Any]:
     }
 
 
-def measure(bodies: list[dict[str, Any]], *, label: str) -> tuple[float, float]:
-    """Redact each body once with a fresh redaction; print and return (MB/s, p99 ms)."""
-    times = []
+Redactor = Callable[..., Any]  # `Redaction`, today's or a revision's
+
+
+def redactor_at(revision: str) -> Redactor:
+    """`Redaction` as `playground/lib/redaction.py` was at a git revision."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:playground/lib/redaction.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "redaction_at_revision.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("redaction_at_revision", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    redactor: Redactor = module.Redaction
+    return redactor
+
+
+def measure(
+    bodies: list[dict[str, Any]],
+    *,
+    label: str,
+    against: Redactor | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[float, float]:
+    """Redact each body once with a fresh redaction (and with `against`'s, in turns); print and
+    return today's (MB/s, p99 ms)."""
+    redactors: dict[str, Redactor] = {"": Redaction} | ({"before": against} if against else {})
+    times: dict[str, list[float]] = {name: [] for name in redactors}
     found = 0
-    for body in bodies:
-        redaction = Redaction()
-        started = time.perf_counter()
-        redaction.value(body)
-        times.append(time.perf_counter() - started)
-        found += sum(redaction.counts.values())
+    for i, body in enumerate(bodies):
+        for name in sorted(redactors, reverse=bool(i % 2)):  # who goes first alternates
+            redaction = redactors[name]()
+            started = clock()
+            redaction.value(body)
+            times[name].append(clock() - started)
+            found += sum(redaction.counts.values()) if not name else 0
     mb = sum(len(m["content"].encode()) for body in bodies for m in body["messages"]) / 1e6
-    rate = mb / sum(times)
-    p50, p99 = statistics.median(times) * 1000, statistics.quantiles(times, n=100)[98] * 1000
-    print(
-        f"{label:<8} {len(bodies):>5} prompts of {PROMPT_BYTES // 1024} KB: {rate:6.1f} MB/s per core, "
-        f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, {found / len(bodies):.0f} values replaced per prompt"
-    )
-    return rate, p99
+    for name in sorted(redactors, reverse=True):
+        rate = mb / sum(times[name])
+        p50 = statistics.median(times[name]) * 1000
+        p99 = statistics.quantiles(times[name], n=100)[98] * 1000
+        print(
+            f"{label:<8} {name or ('after' if against else ''):<6} {len(bodies):>5} prompts of "
+            f"{PROMPT_BYTES // 1024} KB: {rate:6.1f} MB/s per core, p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+            + ("" if name else f", {found / len(bodies):.0f} values replaced per prompt")
+        )
+    if against:
+        salt = b"same salt for both"
+        differ = sum(Redaction(salt=salt).value(body) != against(salt=salt).value(body) for body in bodies)
+        print(f"{label:<8} bodies redacted differently before and after: {differ} of {len(bodies)}")
+    return mb / sum(times[""]), statistics.quantiles(times[""], n=100)[98] * 1000
 
 
 def main() -> None:
@@ -139,12 +189,20 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=400, help="prompts per corpus")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="a few prompts: the test suite runs this")
+    parser.add_argument("--against", metavar="REV", help="also time the redactor at this git revision")
+    parser.add_argument(
+        "--cpu", action="store_true", help="time by the process's CPU time, not the wall clock"
+    )
     args = parser.parse_args()
     count = 20 if args.smoke else args.prompts
+    against = redactor_at(args.against) if args.against else None
+    timed = functools.partial(
+        measure, against=against, clock=time.process_time if args.cpu else time.perf_counter
+    )
     rng = random.Random(args.seed)
-    measure([chat_body(prompt_text(rng, dense=False)) for _ in range(5)], label="warm-up")
-    typical = measure([chat_body(prompt_text(rng, dense=False)) for _ in range(count)], label="typical")
-    dense = measure([chat_body(prompt_text(rng, dense=True)) for _ in range(count)], label="dense")
+    timed([chat_body(prompt_text(rng, dense=False)) for _ in range(5)], label="warm-up")
+    typical = timed([chat_body(prompt_text(rng, dense=False)) for _ in range(count)], label="typical")
+    dense = timed([chat_body(prompt_text(rng, dense=True)) for _ in range(count)], label="dense")
     rate, p99 = typical
     print(
         f"redaction: typical {rate:.1f} MB/s per core (target >= {TARGET_MB_S:.0f}) "

@@ -15,10 +15,15 @@ first and hundreds with a literal, so each kind is looked for from a literal or 
 pass: "@" for e-mail; provider keys at the start of each long run of key characters (the text
 mapped by `str.translate`, then `str.find`); other secrets from a literal start (found with
 `str.find`, then matched there); two colons for IPv6; and in the one scan for runs of seven or
-more digit-ish characters, cards, IPv4 addresses, phone numbers and the IBANs around them.
-Only candidates whose digit count suits the region are phone-checked, and one that reads plainly
-(`_phone_quick`) against libphonenumber's patterns for its region, without `phonenumbers.parse`
-(~50 µs a number). Imports nothing of Django: the record writer (`playground.usage.storage`) runs it.
+more digit-ish characters, cards, IPv4 addresses, phone numbers and the IBANs around them. Each
+run's digits are counted once and decide what reads it: digits alone are one card or one phone
+number whole (no regex), digits in groups of 13 to 19 one card candidate, and only a run with
+three dots is read for IPv4. Only candidates whose digit count suits the region are
+phone-checked, and one that reads plainly (`_phone_quick`) against libphonenumber's patterns for
+its region, without `phonenumbers.parse` (~50 µs a number). Per value, what remains is Python's
+own cost (a few µs each: the checks, the placeholder's keyed hash, the ordering); see
+docs/guide/data-governance.md. Imports nothing of Django: the record writer
+(`playground.usage.storage`) runs it.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ import bisect
 import functools
 import hashlib
 import ipaddress
+import itertools
 import os
 import re
+import string
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -120,7 +127,9 @@ _LOCAL_REVERSED = re.compile(r"[A-Za-z0-9._%+-]{1,64}")
 # to a digit: where cards, IPv4 addresses, phone numbers and IBANs' digits are. At most 48 at
 # once, so a long table of figures costs its length, not its square.
 _DIGIT_RUN = re.compile(r"\d[\d \t().\-/]{5,46}\d")
+_DIGIT_RUN_ASCII = re.compile(_DIGIT_RUN.pattern, re.ASCII)  # the same on ASCII text, faster
 _NOT_DIGIT = re.compile(r"\D")
+_GROUPED = re.compile(r"\d+(?:[ -]\d+)*")  # digits in groups, one space or dash between
 _CARD = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
@@ -141,17 +150,25 @@ _IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
 _IPV6_LEFT_REVERSED = re.compile(r"[0-9A-Fa-f:]{0,40}")
 _IPV6_RIGHT = re.compile(r"[0-9A-Fa-f:]*(?:\d{1,3}(?:\.\d{1,3}){3})?")
 _WORD = re.compile(r"\w")
+_SEPARATORS = b" \t().-/+"
+_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")  # 2d, or 2d - 9 from 10 on
+_IBAN_LETTERS = str.maketrans({char: str(int(char, 36)) for char in string.ascii_letters})
 
 
 def _digits(run: str) -> str:
-    """The digits of a run of `_DIGIT_RUN`'s characters and a `PHONE_LEAD` (`_NOT_DIGIT.sub`
-    at a third of its cost)."""
+    """The digits of a run of `_DIGIT_RUN`'s characters and a `PHONE_LEAD`: an ASCII run's in
+    one `bytes.translate` (a fifth of `_NOT_DIGIT.sub`'s cost), others' by `str.replace`."""
+    if run.isascii():
+        return run.encode().translate(None, _SEPARATORS).decode()
     for separator in " \t().-/+":
         run = run.replace(separator, "")
     return run
 
 
 def luhn_valid(digits: str) -> bool:
+    if digits.isascii():  # the sum of the digits, each second one from the right doubled
+        doubled = digits[-2::-2].translate(_LUHN_DOUBLED).encode()
+        return (sum(digits[-1::-2].encode()) + sum(doubled) - 48 * len(digits)) % 10 == 0
     total = 0
     for position, char in enumerate(reversed(digits)):
         digit = ord(char) - 48
@@ -187,7 +204,7 @@ def iban_valid(candidate: str) -> bool:
     compact = candidate.replace(" ", "")
     if not 15 <= len(compact) <= 34:
         return False
-    return int("".join(str(int(char, 36)) for char in compact[4:] + compact[:4])) % 97 == 1
+    return int((compact[4:] + compact[:4]).translate(_IBAN_LETTERS)) % 97 == 1
 
 
 class Found(NamedTuple):  # a tuple: made for every candidate, it is cheaper than a dataclass
@@ -241,51 +258,80 @@ def _emails(text: str, lower: str) -> Iterator[Found]:
         at = text.find("@", at + 1)
 
 
-def _numbers(text: str, lower: str, *, region: str) -> Iterator[Found]:
-    """Cards, IPv4 addresses, phone numbers and IBANs, each in or around a run of digits."""
+def _numbers(text: str, lower: str, *, region: str) -> list[Found]:
+    """Cards, IPv4 addresses, phone numbers and IBANs, each in or around a run of digits: one
+    pass over the runs, each classified by its digits and separators before any other regex
+    reads it (a run of digits alone is at most one card or one phone number, whole)."""
     lengths = _national_lengths(region)
     fewest = min(lengths)
-    for run in _DIGIT_RUN.finditer(text):
+    found: list[Found] = []
+    for run in (_DIGIT_RUN_ASCII if text.isascii() else _DIGIT_RUN).finditer(text):
         start, end = run.span()
         if start and text[start - 1] in PHONE_LEAD:
             start -= 1
         value = text[start:end]
-        digits = len(_digits(value))
-        if value.count(".") >= 3:
-            for match in _IPV4.finditer(value):
-                if _ip_valid(match.group()):
-                    yield Found(start + match.start(), start + match.end(), IP)
-        if digits >= 13:
-            yield from _cards(value, start)
-        if digits >= fewest or (value[0] == "+" and digits >= MIN_PHONE_DIGITS):
-            yield from _phones(value, start, region=region, lengths=lengths)
+        figures = _digits(value)
+        digits = len(figures)
+        if digits == len(value):
+            if 13 <= digits <= 19 and digits in _card_lengths(value[:4]) and luhn_valid(value):
+                found.append(Found(start, end, CARD))
+            elif 8 <= digits <= 12 and digits in lengths and _phone_valid(value, region):
+                found.append(Found(start, end, PHONE))
+        else:
+            if value.count(".") >= 3:
+                for match in _IPV4.finditer(value):
+                    if _ipv4_valid(match.group()):
+                        found.append(Found(start + match.start(), start + match.end(), IP))
+            if 13 <= digits <= 19 and _GROUPED.fullmatch(value):  # "4111 1111 1111 1111"
+                _card(value, start, figures, found)  # `_CARD`'s one match there: the run
+            elif digits >= 13:
+                _cards(value, start, found)
+            if digits >= fewest or (value[0] == "+" and digits >= MIN_PHONE_DIGITS):
+                _phones(value, start, found, digits, region=region, lengths=lengths)
         before = max(0, start - IBAN_BEFORE_DIGITS)
         if not text[before:start].islower():  # an IBAN starts with two capitals
             for match in _IBAN.finditer(text, before, end + 34):
-                yield from _shortened(match, 0, IBAN, iban_valid)
+                _shortened(match.group(), match.start(), IBAN, iban_valid, found)
+    return found
 
 
-def _phones(value: str, offset: int, *, region: str, lengths: frozenset[int]) -> Iterator[Found]:
+def _phones(
+    value: str, offset: int, found: list[Found], in_value: int, *, region: str, lengths: frozenset[int]
+) -> None:
+    """Phone numbers in a run (`value`, with `in_value` digits)."""
     for match in _PHONE.finditer(value):
         candidate = match.group()
-        digits = len(_digits(candidate))
+        digits = in_value if len(candidate) == len(value) else len(_digits(candidate))
         if (8 <= digits <= 15 if candidate[0] == "+" else digits in lengths) and _phone_valid(
             candidate, region
         ):
-            yield Found(offset + match.start(), offset + match.end(), PHONE)
+            found.append(Found(offset + match.start(), offset + match.end(), PHONE))
 
 
-def _cards(value: str, offset: int) -> Iterator[Found]:
-    """`card_number`'s finds, each match's network looked up once from its first four digits."""
+def _cards(value: str, offset: int, found: list[Found]) -> None:
+    """`card_number`'s finds."""
     for match in _CARD.finditer(value):
-        lengths = _card_lengths(_digits(match.group())[:4])
-        if lengths:  # else no network's numbers start so, however long
+        candidate = match.group()
+        _card(candidate, offset + match.start(), _digits(candidate), found)
 
-            def valid(candidate: str, lengths: frozenset[int] = lengths) -> bool:
-                digits = _digits(candidate)
-                return len(digits) in lengths and luhn_valid(digits)
 
-            yield from _shortened(match, offset, CARD, valid)
+def _card(candidate: str, offset: int, digits: str, found: list[Found]) -> None:
+    """A match of `_CARD` (its `digits` given), or its longest valid start in whole groups, if
+    a card: its network looked up once from its first four digits."""
+    lengths = _card_lengths(digits[:4])
+    if not lengths:  # no network's numbers start so, however long
+        return
+    if len(digits) in lengths and luhn_valid(digits):
+        found.append(Found(offset, offset + len(candidate), CARD))
+        return
+
+    def valid(start: str) -> bool:
+        digits = _digits(start)
+        return len(digits) in lengths and luhn_valid(digits)
+
+    cut = max(candidate.rfind(" "), candidate.rfind("-"))
+    if cut > 0:
+        _shortened(candidate[:cut], offset, CARD, valid, found)
 
 
 @functools.cache
@@ -294,14 +340,16 @@ def _card_lengths(first_four: str) -> frozenset[int]:
     return frozenset(n for n in range(13, 20) if _card_network(first_four + "0" * (n - 4)))
 
 
-def _shortened(match: re.Match[str], offset: int, kind: str, valid: Callable[[str], bool]) -> Iterator[Found]:
-    """The match if valid, else its longest valid start in whole groups (cut at a space or a
-    dash): a figure or word written after a card or an IBAN joins the match."""
-    candidate = match.group()
+def _shortened(
+    candidate: str, offset: int, kind: str, valid: Callable[[str], bool], found: list[Found]
+) -> None:
+    """The candidate (at `offset`) if valid, else its longest valid start in whole groups (cut at
+    a space or a dash), added to `found`: a figure or word written after a card or an IBAN joins
+    the match."""
     end = len(candidate)
     while end > 0:
         if valid(candidate[:end]):
-            yield Found(offset + match.start(), offset + match.start() + end, kind)
+            found.append(Found(offset, offset + end, kind))
             return
         end = max(candidate.rfind(" ", 0, end), candidate.rfind("-", 0, end))
 
@@ -320,13 +368,15 @@ def _national_lengths(region: str) -> frozenset[int]:
 
 # Whether a candidate is a valid number, kept by a keyed hash of it (a process keeps no phone
 # number): a conversation sends its whole history again with each turn.
-_PHONE_KEY = os.urandom(16)
+_PHONE_KEYED = hashlib.blake2b(digest_size=16, key=os.urandom(16))  # copied for each candidate
 _phones_checked: dict[bytes, bool] = {}
 PHONES_CHECKED_MAX = 8192
 
 
 def _phone_valid(candidate: str, region: str) -> bool:
-    key = hashlib.blake2b(f"{region}:{candidate}".encode(), digest_size=16, key=_PHONE_KEY).digest()
+    keyed = _PHONE_KEYED.copy()
+    keyed.update(f"{region}:{candidate}".encode())
+    key = keyed.digest()
     valid = _phones_checked.get(key)
     if valid is None:
         valid = _phone_parsed_valid(candidate, region)
@@ -454,9 +504,19 @@ def _phone_patterns(region: str) -> _PhonePatterns:
     )
 
 
-def _ip_valid(candidate: str) -> bool:
+def _ipv4_valid(candidate: str) -> bool:
+    """`ipaddress.IPv4Address`'s answer on a match of `_IPV4` (four groups of one to three
+    digits) at a sixth of its cost: ASCII digits, no leading zero, none over 255."""
+    return candidate.isascii() and all(
+        (octet[0] != "0" or len(octet) == 1) and int(octet) <= 255 for octet in candidate.split(".")
+    )
+
+
+def _ipv6_valid(candidate: str) -> bool:
+    """`ipaddress` decides; a candidate with colons is no IPv4 address, so `ip_address`'s try of
+    one first (an exception: half its cost) is skipped."""
     try:
-        ipaddress.ip_address(candidate)
+        ipaddress.IPv6Address(candidate)
     except ValueError:
         return False
     return True
@@ -474,7 +534,7 @@ def _ipv6(text: str, lower: str) -> Iterator[Found]:
         if (left and _WORD.match(text, left - 1)) or _WORD.match(text, right):
             continue  # part of a word: `std::vector`, a hash
         candidate = text[left:right]
-        if max(len(group) for group in candidate.split(":")) >= 3 and _ip_valid(candidate):
+        if max(map(len, candidate.split(":"))) >= 3 and _ipv6_valid(candidate):
             yield Found(left, right, IP)
 
 
@@ -492,7 +552,7 @@ def _lower(text: str) -> str:
     )
 
 
-Finder = Callable[[str, str], Iterator[Found]]
+Finder = Callable[[str, str], Iterable[Found]]
 
 
 def new_salt() -> bytes:
@@ -509,9 +569,11 @@ class Redaction:
     salt: bytes = field(default_factory=new_salt)
     counts: Counter[str] = field(default_factory=Counter)
     _finders: tuple[Finder, ...] = field(init=False, repr=False)
+    _keyed: hashlib.blake2b = field(init=False, repr=False)  # keyed by the salt once, then copied
 
     def __post_init__(self) -> None:
         self._finders = (_secrets, _emails, functools.partial(_numbers, region=self.phone_region), _ipv6)
+        self._keyed = hashlib.blake2b(digest_size=2, key=self.salt)
 
     def text(self, text: str) -> str:
         found = self._found(text)
@@ -522,8 +584,8 @@ class Redaction:
         for each in found:
             parts += (text[at : each.start], self._placeholder(each.kind, text[each.start : each.end]))
             at = each.end
-            self.counts[each.kind] += 1
         parts.append(text[at:])
+        self.counts.update(each.kind for each in found)
         return "".join(parts)
 
     def value(self, value: Any) -> Any:
@@ -543,6 +605,11 @@ class Redaction:
         candidates = [each for finder in self._finders for each in finder(text, lower)]
         if not candidates:
             return []
+        candidates.sort()  # by start: apart, as they mostly are, all of them are kept
+        if all(before.end <= after.start for before, after in itertools.pairwise(candidates)) and all(
+            each.start < each.end for each in candidates
+        ):
+            return candidates
         candidates.sort(key=lambda each: (RANK[each.kind], each.start, -each.end))
         starts: list[int] = []  # of `kept`, which stays in order and without overlaps
         kept: list[Found] = []
@@ -555,5 +622,6 @@ class Redaction:
         return kept
 
     def _placeholder(self, kind: str, value: str) -> str:
-        digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=2, key=self.salt)
+        digest = self._keyed.copy()
+        digest.update(value.encode("utf-8", "surrogatepass"))
         return f"<{kind}:{digest.hexdigest()}>"

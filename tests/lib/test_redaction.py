@@ -21,6 +21,7 @@ def redacted(text: str, *, region: str = "US") -> tuple[str, dict[str, int]]:
         ("call +44 20 7946 0958 after six", "phone"),
         ("call (415) 555-2671 after six", "phone"),
         ("call 415.555.2671 after six", "phone"),
+        ("call 4155552671 after six", "phone"),  # digits alone
         ("ruf an: +49 30 12345678", "phone"),
         ("card 4111 1111 1111 1111 exp 12/28", "card"),
         ("card 4111-1111-1111-1111", "card"),
@@ -200,3 +201,29 @@ def test_the_quick_phone_check_decides_as_phonenumbers_does() -> None:
                 answered += 1
                 valid += quick
     assert answered > len(candidates) * 3 and valid > 1000  # it answers most of them, many valid
+
+
+def test_the_quick_ipv4_check_decides_as_ipaddress_does() -> None:
+    """`_ipv4_valid` skips `ipaddress`: on every shape `_IPV4` matches (one to three digits,
+    leading zeros, over 255, other scripts' digits) its answer is `ipaddress`'s."""
+    import ipaddress
+    import random
+
+    from playground.lib.redaction import _ipv4_valid
+
+    def parsed_valid(candidate: str) -> bool:
+        try:
+            ipaddress.ip_address(candidate)
+        except ValueError:
+            return False
+        return True
+
+    rng = random.Random(37)
+    octets = ["0", "00", "01", "007", "9", "10", "99", "199", "255", "256", "300", "999", "\u0661", "1\u0662"]
+    candidates = [".".join(rng.choice(octets) for _ in range(4)) for _ in range(3000)]
+    candidates += [".".join(str(rng.randrange(300)) for _ in range(4)) for _ in range(3000)]
+    valid = 0
+    for candidate in candidates:
+        assert _ipv4_valid(candidate) == parsed_valid(candidate), candidate
+        valid += parsed_valid(candidate)
+    assert 500 < valid < len(candidates) - 500  # both answers, many times
