@@ -1,11 +1,12 @@
 """The rollups by session (`models.session_rollups`): written with the records, rebuilt from them.
 
 `session_rollups_add(records)` runs in the records' transaction beside `rollups.rollups_add`:
-one upsert per table, sums added and extremes kept (the largest prompt, the first and last
-record), so concurrent writers lose nothing. `session_rollups_rebuild()` recomputes both tables
-from the raw records with one `INSERT ... SELECT ... GROUP BY` each, under the same lock and
-retention horizon as the other rollups' rebuild. `session_rollups_rekey` renames the sessions an
-erased end user's id was part of, as the erasure renames it in the records.
+one upsert per table (both in one round trip on PostgreSQL), sums added and extremes kept (the
+largest prompt, the first and last record), so concurrent writers lose nothing.
+`session_rollups_rebuild()` recomputes both tables from the raw records with one `INSERT ...
+SELECT ... GROUP BY` each, under the same lock and retention horizon as the other rollups'
+rebuild. `session_rollups_rekey` renames the sessions an erased end user's id was part of, as
+the erasure renames it in the records.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from playground.usage.statements.rollups import (
     BucketRow,
     records_lock_against_writes,
     rollup_insert_select,
-    rollup_upsert_many,
+    rollups_upsert,
 )
 
 SESSION_ROLLUPS: tuple[type[Any], ...] = (UsageSessionHourly, UsageSessionTotal)
@@ -69,8 +70,8 @@ def session_rollups_add(records: Iterable[UsageRecord]) -> None:
     total: list[BucketRow] = [
         ({"team_id": team, "session_key": key}, *_split(sums)) for (team, key), sums in totals.items()
     ]
-    rollup_upsert_many(UsageSessionHourly, hourly)  # the order every writer takes
-    rollup_upsert_many(UsageSessionTotal, total)
+    # In the order every writer takes, both sent at once (one round trip on PostgreSQL).
+    rollups_upsert([(UsageSessionHourly, hourly), (UsageSessionTotal, total)])
 
 
 def _add(sums: Totals, record: UsageRecord) -> None:
