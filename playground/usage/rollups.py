@@ -261,7 +261,7 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
     """
     with transaction.atomic():
         records_lock_against_writes()
-        kept_records, rebuilt = _after_retention(team_id)
+        kept_records, rebuilt = rollups_after_retention(team_id)
         records = UsageRecord.objects.filter(kept_records)
         if team_id is not None:
             records = records.filter(team_id=team_id)
@@ -290,7 +290,7 @@ def rollups_rebuild(*, team_id: int | None = None) -> None:
         rollup_insert_select(UsageConversationTotal, totals)
 
 
-def _after_retention(team_id: int | None) -> tuple[Q, Q]:
+def rollups_after_retention(team_id: int | None) -> tuple[Q, Q]:
     """(the records, the rollup rows) a rebuild recomputes: all of them, but for a team whose
     records before a day were deleted by retention, only those from that day on."""
     horizons = TeamRetention.objects.filter(records_removed_before__isnull=False)

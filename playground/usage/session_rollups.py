@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce, TruncHour
 from playground.usage.insights.cache_break_selectors import ANSWERED
 from playground.usage.insights.sessions import AFFINITY, GATEWAY_SESSION, session_key, session_key_expression
 from playground.usage.models import UsageRecord, UsageSessionHourly, UsageSessionTotal
-from playground.usage.rollups import _after_retention, as_e10, cost_e10, hour_start
+from playground.usage.rollups import as_e10, cost_e10, hour_start, rollups_after_retention
 from playground.usage.statements.rollups import (
     BucketRow,
     records_lock_against_writes,
@@ -106,7 +106,7 @@ def session_rollups_rebuild(*, team_id: int | None = None) -> None:
     `TeamRetention.records_removed_before` on (the totals are then summed from every hour)."""
     with transaction.atomic():
         records_lock_against_writes()
-        kept_records, rebuilt = _after_retention(team_id)
+        kept_records, rebuilt = rollups_after_retention(team_id)
         records = UsageRecord.objects.filter(kept_records, COUNTED)
         hours = UsageSessionHourly.objects.all()
         totals = UsageSessionTotal.objects.all()
