@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -389,13 +390,31 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeou
     raise SystemExit(f"the {what} did not start")
 
 
-def web_command(port: int, py_spy_out: str, workers: int) -> list[str]:
-    """The Procfile's web command (with `--workers` when more than one); under py-spy when asked."""
-    command = [
+SERVERS = ("uvicorn", "granian")  # the ASGI servers the benchmarks can run the app under
+
+
+def server_command(server: str, port: int, workers: int) -> list[str]:
+    """The Procfile's web command under `server` (with its workers when more than one): uvicorn as
+    `Procfile.production` runs it, or granian as close to it as it goes (ASGI without lifespan,
+    uvloop, no access log; granian has no limit on a WebSocket message's size to set)."""
+    if server == "granian":
+        if importlib.util.find_spec("granian") is None:
+            raise SystemExit("--servers granian needs granian in the virtualenv (pip install granian)")
+        return [
+            sys.executable, "-m", "granian", "--interface", "asginl", "--loop", "uvloop",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--no-access-log",
+            "--log-level", "warning", "playground.asgi:application",
+        ]  # fmt: skip
+    return [
         sys.executable, "-m", "uvicorn", "playground.asgi:application", "--host", "127.0.0.1",
         "--port", str(port), "--no-access-log", "--lifespan", "off", "--ws-max-size", "1048576",
         "--log-level", "warning", *(["--workers", str(workers)] if workers > 1 else []),
     ]  # fmt: skip
+
+
+def web_command(port: int, py_spy_out: str, workers: int, server: str = "uvicorn") -> list[str]:
+    """The web server's command (`server_command`); under py-spy when asked."""
+    command = server_command(server, port, workers)
     if not py_spy_out:
         return command
     py_spy = os.environ.get("PY_SPY") or shutil.which("py-spy")

@@ -32,8 +32,16 @@ database is shown beside ours ("+x ms PostgreSQL"), not in it; Redis's is not co
 The machine may be busy with other work: the load average is printed before and after, and
 the figures are for comparing side by side (ratios to ours), not as absolutes.
 
+Ours can run in several variants side by side, as targets of their own (the ratios are to the
+first): with each count of web processes in `--web-processes` (one port shared by the processes,
+as a reverse proxy spreads the connections of `make run-production`'s) and under each ASGI server
+in `--servers` (uvicorn as `Procfile.production` runs it, or granian with the same settings).
+Their CPU is that of all their processes.
+
     .venv/bin/python benchmarks/gateway_peers.py [--profile embedded|services] [--sustain 15]
     .venv/bin/python benchmarks/gateway_peers.py --peers portkey --concurrency 16
+    .venv/bin/python benchmarks/gateway_peers.py --profile services --peers --web-processes 1 2
+    .venv/bin/python benchmarks/gateway_peers.py --peers --servers uvicorn granian
     .venv/bin/python benchmarks/gateway_peers.py --smoke     # seconds; installed peers only
 """
 
@@ -41,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import os
 import shutil
@@ -61,7 +70,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.gateway_harness import (  # noqa: E402  (needs the repo on sys.path)
     MODEL,
+    SERVERS,
     Connection,
+    Profile,
     Sample,
     add_upstream_arguments,
     app_environment,
@@ -420,8 +431,13 @@ def check_answers(targets: list[Target]) -> str:
 # --- figures --------------------------------------------------------------------------------------
 
 
+def is_ours(target: Target) -> bool:
+    return target.name.startswith("ours")
+
+
 def ours(targets: list[Target]) -> Target:
-    return next(t for t in targets if t.name == "ours")
+    """The first of our variants: the others' ratios are to it."""
+    return next(t for t in targets if is_ours(t))
 
 
 def ratio(value: float, base: float) -> str:
@@ -519,7 +535,7 @@ def warm_up(args: argparse.Namespace, targets: list[Target]) -> list[Sample]:
     for target in targets:
         for stream in (False, True):
             samples = uvloop.run(send_batch(target, target.request(stream=stream), 4, args.warm_up))
-            if target.name == "ours":
+            if is_ours(target):
                 ours_samples += samples
     return ours_samples
 
@@ -534,8 +550,10 @@ def measure(args: argparse.Namespace, targets: list[Target], versions: list[str]
     print(f"load average after: {load_average()}")
     print("versions: " + "; ".join(versions))
     print(answers)
-    ours_samples = [s for cell in ours(targets).cells.values() for s in cell.samples]
-    ours_samples += warmed + (ours(targets).sustained or Cell()).samples
+    ours_samples = list(warmed)
+    for target in filter(is_ours, targets):
+        ours_samples += [s for cell in target.cells.values() for s in cell.samples]
+        ours_samples += (target.sustained or Cell()).samples
     check_records([s for s in ours_samples if "x-playground-request-id" in s.headers], len(ours_samples))
 
 
@@ -545,6 +563,10 @@ def main() -> None:
     )
     parser.add_argument("--profile", choices=["embedded", "services"], default="embedded")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS), default=list(PEERS))
+    parser.add_argument(
+        "--web-processes", type=int, nargs="+", default=[1], help="ours with each count of web processes"
+    )
+    parser.add_argument("--servers", nargs="+", choices=SERVERS, default=["uvicorn"], help="ours under each")
     parser.add_argument("--no-install", action="store_true", help="skip peers not installed")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument(
@@ -568,21 +590,14 @@ def main() -> None:
     try:
         with bench_database(profile):
             secret, _ = prepare_app(f"http://127.0.0.1:{upstream_port}")
-            app_port = free_port()
-            server = subprocess.Popen(web_command(app_port, "", 1), cwd=ROOT, env=os.environ.copy())
-            processes.append(server)
-            wait_for_port(app_port, server, "app server")
-            targets = [
-                Target("direct", upstream_port, {"authorization": f"Bearer {UPSTREAM_TOKEN}"}),
-                Target(
-                    "ours",
-                    app_port,
-                    {"authorization": f"Bearer {secret}"},
-                    server.pid,
-                    database=profile.database_url.rsplit("/", 1)[-1] if profile.database_url else "",
-                ),
-            ]
-            versions = [f"ours {git_revision()} ({profile.name}, 1 web process)"]
+            targets = [Target("direct", upstream_port, {"authorization": f"Bearer {UPSTREAM_TOKEN}"})]
+            versions = [f"ours {git_revision()} ({profile.name})"]
+            ours_variants = variants(args)
+            for server_name, count in ours_variants:
+                target, process = start_ours(server_name, count, secret, profile, len(ours_variants) > 1)
+                processes.append(process)
+                targets.append(target)
+                versions.append(f"{target.name}: {server_version(server_name)}, {count} web process(es)")
             for name in peer_names:
                 target, process, version = PEERS[name].start(upstream_port, work_dir)
                 processes.append(process)
@@ -602,6 +617,29 @@ def main() -> None:
             stop(process)
         shutil.rmtree(data_dir, ignore_errors=True)
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def variants(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """Ours under each server with each count of web processes."""
+    return [(server, count) for server in args.servers for count in args.web_processes]
+
+
+def start_ours(
+    server_name: str, count: int, secret: str, profile: Profile, named: bool
+) -> tuple[Target, subprocess.Popen[bytes]]:
+    """Our app under `server_name` with `count` web processes (sharing one port, as a reverse proxy
+    in front of `make run-production`'s processes spreads the connections); `named`: its variant in
+    its name ("ours-u2": uvicorn, two processes)."""
+    port = free_port()
+    process = subprocess.Popen(web_command(port, "", count, server_name), cwd=ROOT, env=os.environ.copy())
+    wait_for_port(port, process, f"app server ({server_name})")
+    name = f"ours-{server_name[0]}{count}" if named else "ours"
+    database = profile.database_url.rsplit("/", 1)[-1] if profile.database_url else ""
+    return Target(name, port, {"authorization": f"Bearer {secret}"}, process.pid, database=database), process
+
+
+def server_version(name: str) -> str:
+    return f"{name} {importlib.metadata.version(name)}"
 
 
 def git_revision() -> str:

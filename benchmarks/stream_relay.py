@@ -17,7 +17,16 @@ per-user limits. (One user holding all 200 turns measured the per-user slot scan
 tries each of the user's slots in turn, more than the relay.) The benchmark raises only the
 per-minute turn limit (`CHAT_TURNS_PER_MINUTE`), since each user sends one turn per level.
 
+Embedded profile by default (SQLite, the in-memory channel layer); `--services` runs the
+production one: a fresh PostgreSQL database and Redis (`benchmarks.gateway_harness`). The app
+can run in several variants measured side by side, taking turns at each level (`--rounds` each):
+each count of web processes in `--workers` (one port shared by the processes) under each ASGI
+server in `--servers` (uvicorn as `Procfile.production` runs it, or granian with the same
+settings). A variant's CPU is that of all its processes; the clients share the machine's cores.
+
     .venv/bin/python benchmarks/stream_relay.py [--concurrency 1 20 100 200] [--every-ms 20] [--chunks 500]
+    .venv/bin/python benchmarks/stream_relay.py --services --workers 1 2 --concurrency 200 --rounds 2
+    .venv/bin/python benchmarks/stream_relay.py --servers uvicorn granian --concurrency 200
     .venv/bin/python benchmarks/stream_relay.py --smoke    # seconds: the test suite runs this
 """
 
@@ -27,12 +36,12 @@ import argparse
 import asyncio
 import os
 import re
-import socket
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -41,28 +50,30 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.upstream import FakeUpstream, paced  # noqa: E402  (needs the repo on sys.path)
+from benchmarks.gateway_harness import (  # noqa: E402  (needs the repo on sys.path)
+    SERVERS,
+    app_environment,
+    bench_database,
+    choose_profile,
+    free_port,
+    percentile,
+    stop,
+    tree_cpu_seconds,
+    wait_for_port,
+    web_command,
+)
+from tests.fakes.upstream import FakeUpstream, paced  # noqa: E402
 
 STAMP = re.compile(r"t=(\d+);")
 FINISHED_MARKER = 'hx-swap-oob="outerHTML:#answer-'  # the stored answer replaces the streamed one
 NOTICE = re.compile(r'class="chat-notice notice notice-error"[^>]*>([^<]*)<')  # a refused turn
 WARM_UP_CHUNKS = 10
+WARM_UP_STREAMS = 4  # per web process
 SMOKE = {"chunks": 20, "every_ms": 10.0, "concurrency": [1, 4]}
 TARGETS_MS = ((20, 2.0), (200, 10.0))  # (up to this many streams, p95 added at most)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
-def prepare_app(data_dir: str, upstream_url: str, streams: int) -> list[tuple[str, int]]:
+def prepare_app(upstream_url: str, streams: int) -> list[tuple[str, int]]:
     """Migrate a fresh database; a team, a connection to the upstream, and `streams` members,
     each signed in (a session) with a conversation of their own."""
     import django
@@ -100,6 +111,9 @@ def prepare_app(data_dir: str, upstream_url: str, streams: int) -> list[tuple[st
         client = Client()
         client.force_login(person)
         seats.append((client.cookies["sessionid"].value, conversation.pk))
+    from django.db import connections
+
+    connections.close_all()  # SQLite: no lock held by this process while the servers write
     return seats
 
 
@@ -153,30 +167,81 @@ async def run_mode(
     return [x for xs in direct for x in xs], [x for xs in relayed for x in xs]
 
 
-def wait_for_app(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit("the app server exited during start-up")
-        try:
-            httpx.get(url + "/login/", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit("the app server did not start")
+@dataclass
+class App:
+    """One variant of the app server (an ASGI server with a count of processes) and its figures."""
+
+    server: str
+    workers: int
+    process: subprocess.Popen[bytes]
+    url: str
+    cpu_s: dict[int, float] = field(default_factory=dict)  # per level: its processes' CPU seconds
+    chunks: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)  # direct, relayed
+
+    @property
+    def name(self) -> str:
+        return f"{self.server} x{self.workers}"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def start_app(server: str, workers: int) -> App:
+    port = free_port()
+    process = subprocess.Popen(web_command(port, "", workers, server), cwd=ROOT, env=os.environ.copy())
+    wait_for_port(port, process, f"app server ({server})")
+    return App(server, workers, process, f"http://127.0.0.1:{port}")
+
+
+async def warm_up(upstream: FakeUpstream, app: App, seats: list[tuple[str, int]], every_ms: float) -> None:
+    """Turns at once on a few sockets, so that each of the app's processes most likely takes some."""
+    upstream.script(*[paced(WARM_UP_CHUNKS, every_ms) for _ in seats])
+    await asyncio.gather(*[read_relayed(app.url, *seat, WARM_UP_CHUNKS) for seat in seats])
 
 
 def target_ms(concurrency: int) -> float:
     return next((limit for streams, limit in TARGETS_MS if concurrency <= streams), TARGETS_MS[-1][1])
+
+
+def measure(
+    args: argparse.Namespace, upstream: FakeUpstream, apps: list[App], seats: list[tuple[str, int]]
+) -> None:
+    """Each level: the variants take turns (`--rounds` each, each round started by the next one)."""
+    for concurrency in args.concurrency:
+        for turn in range(args.rounds):
+            shift = (turn + concurrency) % len(apps)
+            for app in apps[shift:] + apps[:shift]:
+                cpu_before = tree_cpu_seconds(app.process.pid)
+                direct, relayed = asyncio.run(
+                    run_mode(upstream, concurrency, args.chunks, args.every_ms, app.url, seats)
+                )
+                app.cpu_s[concurrency] = (
+                    app.cpu_s.get(concurrency, 0.0) + tree_cpu_seconds(app.process.pid) - cpu_before
+                )
+                before = app.chunks.get(concurrency, ([], []))
+                app.chunks[concurrency] = (before[0] + direct, before[1] + relayed)
+        for app in apps:
+            print_level(app, concurrency, named=len(apps) > 1)
+
+
+def print_level(app: App, concurrency: int, *, named: bool) -> None:
+    direct, relayed = app.chunks[concurrency]
+    cpu_per_chunk_us = app.cpu_s[concurrency] / len(relayed) * 1e6
+    label = f"{app.name:>12} " if named else ""
+    for name, values in (("direct", direct), ("relayed", relayed)):
+        print(
+            f"{label}{concurrency:>7} {name:>8} {statistics.median(values):>8.2f} "
+            f"{percentile(values, 95):>8.2f} {max(values):>8.2f}",
+            end="",
+        )
+        if name == "relayed":
+            added_p50 = statistics.median(relayed) - statistics.median(direct)
+            added_p95 = percentile(relayed, 95) - percentile(direct, 95)
+            target = target_ms(concurrency)
+            verdict = "meets" if added_p95 <= target else "MISSES"
+            print(
+                f"   {added_p50:+.2f} / {added_p95:+.2f}   {cpu_per_chunk_us:>6.0f} us"
+                f"   ({verdict} the {target:g} ms p95 target)",
+                end="",
+            )
+        print()
 
 
 def main() -> None:
@@ -186,82 +251,50 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=500)
     parser.add_argument("--every-ms", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20, 100, 200])
+    parser.add_argument("--services", action="store_true", help="production profile: PostgreSQL + Redis")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="web processes: each count a variant"
+    )
+    parser.add_argument("--servers", nargs="+", choices=SERVERS, default=["uvicorn"], help="each a variant")
+    parser.add_argument("--rounds", type=int, default=1, help="turns each variant takes per level")
     parser.add_argument("--smoke", action="store_true", help="a few chunks on 1 and 4 streams (seconds)")
     args = parser.parse_args()
     if args.smoke:
         vars(args).update(SMOKE)
 
-    data_dir = tempfile.mkdtemp(prefix="stream-relay-")
-    Path(data_dir, "staticfiles").mkdir()  # ServeStatic warns about a missing static root
-    os.environ.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "playground.settings",
-            "PLAYGROUND_DATA_DIR": data_dir,
-            "PROVIDER_HOST_ALLOWLIST": "127.0.0.1",
-            "LOG_LEVEL": "WARNING",
-            # Each user sends one turn per level (the first a warm-up turn too), within a minute.
-            "CHAT_TURNS_PER_MINUTE": str(len(args.concurrency) + 1),
-        }
-    )
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.pop("REDIS_URL", None)
+    profile = choose_profile(args.services)
+    data_dir = app_environment("stream-relay-")
+    variants = [(server, workers) for server in args.servers for workers in args.workers]
+    # Each user sends one turn per level, round and variant (and a warm-up turn each), within a minute.
+    turns = (len(args.concurrency) * args.rounds + 1) * len(variants)
+    os.environ["CHAT_TURNS_PER_MINUTE"] = str(turns)
     upstream = FakeUpstream()
     upstream.start()
-    seats = prepare_app(data_dir, upstream.url, max(args.concurrency))
-    port = free_port()
-    app_url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "playground.asgi:application",
-            "--port",
-            str(port),
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=os.environ.copy(),
-    )
+    apps: list[App] = []
     try:
-        wait_for_app(app_url, server)
-        # The app's first turn loads code and templates: one turn that is not measured does it.
-        upstream.script(paced(WARM_UP_CHUNKS, args.every_ms))
-        asyncio.run(read_relayed(app_url, *seats[0], WARM_UP_CHUNKS))
-        print(f"{args.chunks} chunks every {args.every_ms:g} ms; upstream send -> client receive, in ms")
-        print(
-            f"{'streams':>7} {'path':>8} {'p50':>8} {'p95':>8} {'max':>8}   added p50 / p95   "
-            "app CPU per chunk"
-        )
-        for concurrency in args.concurrency:
-            cpu_before = cpu_seconds(server.pid)
-            direct, relayed = asyncio.run(
-                run_mode(upstream, concurrency, args.chunks, args.every_ms, app_url, seats)
+        with bench_database(profile):
+            seats = prepare_app(upstream.url, max(args.concurrency))
+            apps = [start_app(server, workers) for server, workers in variants]
+            for app in apps:  # a process's first turn loads code and templates: turns not measured do it
+                asyncio.run(warm_up(upstream, app, seats[: WARM_UP_STREAMS * app.workers], args.every_ms))
+            print(
+                f"{profile.name}; {args.chunks} chunks every {args.every_ms:g} ms; load average "
+                f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}; upstream send -> client receive, in ms"
             )
-            cpu_per_chunk_us = (cpu_seconds(server.pid) - cpu_before) / len(relayed) * 1e6
-            for name, values in (("direct", direct), ("relayed", relayed)):
-                print(
-                    f"{concurrency:>7} {name:>8} {statistics.median(values):>8.2f} "
-                    f"{percentile(values, 95):>8.2f} {max(values):>8.2f}",
-                    end="",
-                )
-                if name == "relayed":
-                    added_p50 = statistics.median(relayed) - statistics.median(direct)
-                    added_p95 = percentile(relayed, 95) - percentile(direct, 95)
-                    target = target_ms(concurrency)
-                    verdict = "meets" if added_p95 <= target else "MISSES"
-                    print(
-                        f"   {added_p50:+.2f} / {added_p95:+.2f}   {cpu_per_chunk_us:>6.0f} us"
-                        f"   ({verdict} the {target:g} ms p95 target)",
-                        end="",
-                    )
-                print()
+            label = f"{'server':>12} " if len(apps) > 1 else ""
+            print(
+                f"{label}{'streams':>7} {'path':>8} {'p50':>8} {'p95':>8} {'max':>8}   added p50 / p95   "
+                "app CPU per chunk"
+            )
+            measure(args, upstream, apps, seats)
+            print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+            for app in apps:
+                stop(app.process)
     finally:
-        server.terminate()
-        server.wait(10)
+        for app in apps:
+            stop(app.process)
         upstream.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
