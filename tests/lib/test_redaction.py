@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from playground.lib.redaction import PLACEHOLDER, Redaction, card_number, iban_valid, luhn_valid
@@ -147,7 +149,7 @@ def test_a_large_body_is_redacted_in_bounded_time() -> None:
 def test_a_card_or_an_iban_followed_by_a_figure_is_cut_at_its_last_valid_group() -> None:
     text = "card 4111 1111 1111 1111 2028 and DE89 3704 0044 0532 0130 00 42"
     redaction = Redaction()
-    spans = [text[each.start : each.end] for each in redaction._found(text)]
+    spans = [text[start:end] for start, end, _ in redaction._found(text)]
 
     assert spans == ["4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00"]
 
@@ -211,19 +213,50 @@ def test_the_quick_ipv4_check_decides_as_ipaddress_does() -> None:
 
     from playground.lib.redaction import _ipv4_valid
 
-    def parsed_valid(candidate: str) -> bool:
-        try:
-            ipaddress.ip_address(candidate)
-        except ValueError:
-            return False
-        return True
-
     rng = random.Random(37)
     octets = ["0", "00", "01", "007", "9", "10", "99", "199", "255", "256", "300", "999", "\u0661", "1\u0662"]
     candidates = [".".join(rng.choice(octets) for _ in range(4)) for _ in range(3000)]
     candidates += [".".join(str(rng.randrange(300)) for _ in range(4)) for _ in range(3000)]
+    assert_decides_as(_ipv4_valid, ipaddress.ip_address, candidates)
+
+
+def test_the_quick_ipv6_check_decides_as_ipaddress_does() -> None:
+    """`_ipv6_valid` skips `ipaddress`: on what the finder reads as a candidate (hex groups and
+    colons, maybe a dotted IPv4 tail, other scripts' digits) its answer is `ipaddress`'s."""
+    import ipaddress
+    import random
+
+    from playground.lib.redaction import _ipv6_valid
+
+    rng = random.Random(37)
+    groups = ["", "", "0", "1", "db8", "2001", "fe80", "ffff", "12345", "0000", "abcd", "ABCD", "g"]
+    tails = ["", "", "", "1.2.3.4", "192.168.0.1", "256.1.1.1", "01.2.3.4", "1.2.3", "ab1.2.3.4"]
+    tails.append("\u0661.2.3.4")  # an Arabic-Indic one
+    candidates = []
+    for _ in range(6000):
+        parts = [rng.choice(groups) for _ in range(rng.randrange(1, 11))]
+        tail = rng.choice(tails)
+        candidates.append(":".join(parts) + (":" + tail if tail else ""))
+    for _ in range(3000):  # addresses written as `ipaddress` writes them, some with a group changed
+        hextets = [rng.choice((0, 0, rng.randrange(65536))) for _ in range(8)]
+        written = str(ipaddress.IPv6Address(sum(h << (16 * i) for i, h in enumerate(hextets))))
+        candidates += [written, written.replace(":", rng.choice(("::", ":0:", ":12345:")), 1)]
+    candidates += ["::", "::1", "1::", ":1::", "1::2:", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::1.2.3.4"]
+    assert_decides_as(_ipv6_valid, ipaddress.IPv6Address, candidates)
+
+
+def assert_decides_as(
+    quick: Callable[[str], bool], parse: Callable[[str], object], candidates: list[str]
+) -> None:
+    """`quick` says valid wherever `parse` raises no ValueError, and both answers come many times."""
     valid = 0
     for candidate in candidates:
-        assert _ipv4_valid(candidate) == parsed_valid(candidate), candidate
-        valid += parsed_valid(candidate)
-    assert 500 < valid < len(candidates) - 500  # both answers, many times
+        try:
+            parse(candidate)
+        except ValueError:
+            parsed = False
+        else:
+            parsed = True
+        assert quick(candidate) == parsed, candidate
+        valid += parsed
+    assert 500 < valid < len(candidates) - 500
