@@ -373,6 +373,9 @@ PHONES_CHECKED_MAX = 8192
 
 
 def _phone_valid(candidate: str, region: str) -> bool:
+    quick = _phone_quick(candidate, region)
+    if quick is not None:
+        return quick
     keyed = _PHONE_KEYED.copy()
     keyed.update(f"{region}:{candidate}".encode())
     key = keyed.digest()
@@ -386,9 +389,6 @@ def _phone_valid(candidate: str, region: str) -> bool:
 
 
 def _phone_parsed_valid(candidate: str, region: str) -> bool:
-    quick = _phone_quick(candidate, region)
-    if quick is not None:
-        return quick
     try:
         number = phonenumbers.parse(candidate, region)
     except phonenumbers.NumberParseException:
@@ -417,26 +417,60 @@ def _phone_quick(candidate: str, region: str) -> bool | None:
     if candidate[0] == "+":
         if digits[0] == "0":
             return None  # "+00...": phonenumbers reads an international prefix in it
-        prefix = next((digits[:n] for n in (1, 2, 3) if digits[:n] in _COUNTRY_CODES), "")
-        if not prefix:
+        reading = _international_reading(digits[:3])
+        if reading is None:
             return False  # phonenumbers: INVALID_COUNTRY_CODE
-        code, national = int(prefix), digits[len(prefix) :]
-        read_as = phonenumbers.region_code_for_country_code(code)
+        national = digits[len(reading.code) :]
     else:
-        code, national, read_as = phonenumbers.country_code_for_region(region), digits, region
-        idd = _phone_patterns(region).international_prefix
-        if digits.startswith(str(code)) or (idd is not None and idd.match(digits)):
+        reading, national = _national_reading(region), digits
+        if digits.startswith(reading.code) or (reading.idd is not None and reading.idd.match(digits)):
             return None  # parse may read a country code in it
+    if reading.patterns is None:
+        return None
+    if not 2 <= len(national) <= 17 or (reading.trunk is not None and reading.trunk.match(national)):
+        return None  # parse may strip a national prefix
+    if reading.patterns.valid(national):
+        return True
+    return False if reading.sole else None
+
+
+class _Reading(NamedTuple):
+    """How `_phone_quick` reads a number of one country code, written in one way: worked out
+    once per code and region, as each is the same for all of its numbers."""
+
+    code: str  # the country code's digits
+    idd: re.Pattern[str] | None  # the international prefix where a number is written nationally
+    trunk: re.Pattern[str] | None  # the national prefix of the region it is read in
+    patterns: _PhonePatterns | None  # the code's main region's (None: unknown or non-geographic)
+    sole: bool  # the only region of its code
+
+
+def _reading(code: int, region: str | None) -> _Reading:
+    """A number of country code `code`, written nationally in `region` or internationally (None)."""
     main = phonenumbers.region_code_for_country_code(code)
     if main in (phonenumbers.UNKNOWN_REGION, phonenumbers.REGION_CODE_FOR_NON_GEO_ENTITY):
-        return None
-    trunk = _phone_patterns(read_as).national_prefix
-    if not 2 <= len(national) <= 17 or (trunk is not None and trunk.match(national)):
-        return None  # parse may strip a national prefix
-    patterns = _phone_patterns(main)
-    if patterns.valid(national):
-        return True
-    return False if len(phonenumbers.COUNTRY_CODE_TO_REGION_CODE[code]) == 1 else None
+        return _Reading(str(code), None, None, None, sole=False)
+    read_as = _phone_patterns(region or main)
+    return _Reading(
+        str(code),
+        read_as.international_prefix if region else None,
+        read_as.national_prefix,
+        _phone_patterns(main),
+        sole=len(phonenumbers.COUNTRY_CODE_TO_REGION_CODE[code]) == 1,
+    )
+
+
+@functools.cache
+def _international_reading(start: str) -> _Reading | None:
+    """The reading of a number written "+" and these (three) digits first: its country code's
+    (codes are prefix-free); None: no country code starts so."""
+    code = next((start[:n] for n in (1, 2, 3) if start[:n] in _COUNTRY_CODES), "")
+    return _reading(int(code), None) if code else None
+
+
+@functools.cache
+def _national_reading(region: str) -> _Reading:
+    return _reading(phonenumbers.country_code_for_region(region), region)
 
 
 class _PhonePatterns(NamedTuple):
