@@ -260,3 +260,13 @@ def assert_decides_as(
         assert quick(candidate) == parsed, candidate
         valid += parsed
     assert 500 < valid < len(candidates) - 500
+
+
+def test_a_run_read_whole_as_a_card_is_read_again_when_a_secret_takes_part_of_it() -> None:
+    """A run that one card covers is not read for phone numbers (they would lose to it), unless
+    the card is not kept: here a secret's value takes its first groups, and the phone number in
+    the rest is found as if the shortcut did not exist."""
+    card_run = "4111-1111-8 415 555 2671"  # 19 digits, Luhn-valid: a card alone
+
+    assert redacted(card_run)[1] == {"card": 1}
+    assert redacted(f"token={card_run}")[1] == {"secret": 1, "phone": 1}
