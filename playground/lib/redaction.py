@@ -283,13 +283,15 @@ def _numbers(text: str, *, region: str, assumed: list[Found] | None) -> list[Fou
 
     def covered(since: int, start: int, end: int) -> bool:
         """Whether a find added from `since` on covers the run, which then needs no more checks."""
+        if assumed is None or len(found) == since:
+            return False
         for each in found[since:]:
-            if assumed is not None and each[0] <= start and end <= each[1]:
+            if each[0] <= start and end <= each[1]:
                 assumed.append(each)
                 return True
         return False
 
-    for start, end in _digit_runs(text):
+    for start, end, digits in _digit_runs(text):
         if start and text[start - 1] in PHONE_LEAD:
             start -= 1
         value = text[start:end]
@@ -300,8 +302,6 @@ def _numbers(text: str, *, region: str, assumed: list[Found] | None) -> list[Fou
                 _shortened(match.group(), match.start(), IBAN, iban_valid, found)
             if covered(since, start, end):
                 continue
-        figures = _digits(value)
-        digits = len(figures)
         if digits == len(value):
             if 13 <= digits <= 19 and digits in _card_lengths(value[:4]) and luhn_valid(value):
                 found.append((start, end, CARD))
@@ -310,25 +310,30 @@ def _numbers(text: str, *, region: str, assumed: list[Found] | None) -> list[Fou
             continue
         since = len(found)
         if 13 <= digits <= 19 and _GROUPED.fullmatch(value):  # "4111 1111 1111 1111"
-            _card(value, start, figures, found)  # `_CARD`'s one match there: the run
+            _card(value, start, _digits(value), found)  # `_CARD`'s one match there: the run
         elif digits >= 13:
             _cards(value, start, found)
         if value.count(".") >= 3:
             for match in _IPV4.finditer(value):
                 if _ipv4_valid(match.group()):
                     found.append((start + match.start(), start + match.end(), IP))
-        if covered(since, start, end):
-            continue
-        if digits >= fewest or (value[0] == "+" and digits >= MIN_PHONE_DIGITS):
-            _phones(value, start, found, figures, region=region, lengths=lengths)
+        if (digits >= fewest or (value[0] == "+" and digits >= MIN_PHONE_DIGITS)) and not covered(
+            since, start, end
+        ):
+            _phones(value, start, found, _digits(value), region=region, lengths=lengths)
     return found
 
 
-def _digit_runs(text: str) -> Iterator[tuple[int, int]]:
-    """The spans of `_DIGIT_RUN`'s matches."""
-    if text.isascii():
-        return map(re.Match.span, _DIGIT_RUN_SHAPE.finditer(text.encode().translate(_RUN_SHAPES)))
-    return map(re.Match.span, _DIGIT_RUN.finditer(text))
+def _digit_runs(text: str) -> Iterator[tuple[int, int, int]]:
+    """The spans of `_DIGIT_RUN`'s matches, and how many digits each holds."""
+    if not text.isascii():
+        for run in _DIGIT_RUN.finditer(text):
+            yield (*run.span(), len(_digits(run.group())))
+        return
+    shape = text.encode().translate(_RUN_SHAPES)
+    for shaped in _DIGIT_RUN_SHAPE.finditer(shape):
+        start, end = shaped.span()
+        yield start, end, shape.count(b"0", start, end)
 
 
 def _phones(
