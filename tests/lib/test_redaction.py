@@ -155,24 +155,15 @@ def test_a_card_or_an_iban_followed_by_a_figure_is_cut_at_its_last_valid_group()
 
 
 def test_the_quick_phone_check_decides_as_phonenumbers_does() -> None:
-    """`_phone_quick` skips `phonenumbers.parse`: wherever it answers, the answer is the one
+    """`phone_quick` skips `phonenumbers.parse`: wherever it answers, the answer is the one
     parse and `is_valid_number` give, on every region's example numbers written internationally
     and nationally, with digits changed, and on runs of digits, read in several regions."""
     import random
 
     import phonenumbers
 
-    from playground.lib.redaction import _phone_quick
-
-    def parsed_valid(candidate: str, region: str) -> bool:
-        try:
-            number = phonenumbers.parse(candidate, region)
-        except phonenumbers.NumberParseException:
-            return False
-        if number.country_code is None:
-            return False
-        main = phonenumbers.region_code_for_country_code(number.country_code)
-        return phonenumbers.is_valid_number_for_region(number, main) or phonenumbers.is_valid_number(number)
+    from playground.lib.redaction.phones import phone_parsed_valid as parsed_valid
+    from playground.lib.redaction.phones import phone_quick
 
     rng = random.Random(37)
     kinds = (phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE)
@@ -197,7 +188,7 @@ def test_the_quick_phone_check_decides_as_phonenumbers_does() -> None:
     answered = valid = 0
     for candidate in candidates:
         for region in ("US", "GB", "DE", "IN", "IT", "BR"):
-            quick = _phone_quick(candidate, region)
+            quick = phone_quick(candidate, region)
             if quick is not None:
                 assert quick == parsed_valid(candidate, region), (candidate, region)
                 answered += 1
@@ -206,27 +197,27 @@ def test_the_quick_phone_check_decides_as_phonenumbers_does() -> None:
 
 
 def test_the_quick_ipv4_check_decides_as_ipaddress_does() -> None:
-    """`_ipv4_valid` skips `ipaddress`: on every shape `_IPV4` matches (one to three digits,
+    """`ipv4_valid` skips `ipaddress`: on every shape `_IPV4` matches (one to three digits,
     leading zeros, over 255, other scripts' digits) its answer is `ipaddress`'s."""
     import ipaddress
     import random
 
-    from playground.lib.redaction import _ipv4_valid
+    from playground.lib.redaction.checks import ipv4_valid
 
     rng = random.Random(37)
     octets = ["0", "00", "01", "007", "9", "10", "99", "199", "255", "256", "300", "999", "\u0661", "1\u0662"]
     candidates = [".".join(rng.choice(octets) for _ in range(4)) for _ in range(3000)]
     candidates += [".".join(str(rng.randrange(300)) for _ in range(4)) for _ in range(3000)]
-    assert_decides_as(_ipv4_valid, ipaddress.ip_address, candidates)
+    assert_decides_as(ipv4_valid, ipaddress.ip_address, candidates)
 
 
 def test_the_quick_ipv6_check_decides_as_ipaddress_does() -> None:
-    """`_ipv6_valid` skips `ipaddress`: on what the finder reads as a candidate (hex groups and
+    """`ipv6_valid` skips `ipaddress`: on what the finder reads as a candidate (hex groups and
     colons, maybe a dotted IPv4 tail, other scripts' digits) its answer is `ipaddress`'s."""
     import ipaddress
     import random
 
-    from playground.lib.redaction import _ipv6_valid
+    from playground.lib.redaction.checks import ipv6_valid
 
     rng = random.Random(37)
     groups = ["", "", "0", "1", "db8", "2001", "fe80", "ffff", "12345", "0000", "abcd", "ABCD", "g"]
@@ -242,7 +233,7 @@ def test_the_quick_ipv6_check_decides_as_ipaddress_does() -> None:
         written = str(ipaddress.IPv6Address(sum(h << (16 * i) for i, h in enumerate(hextets))))
         candidates += [written, written.replace(":", rng.choice(("::", ":0:", ":12345:")), 1)]
     candidates += ["::", "::1", "1::", ":1::", "1::2:", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::1.2.3.4"]
-    assert_decides_as(_ipv6_valid, ipaddress.IPv6Address, candidates)
+    assert_decides_as(ipv6_valid, ipaddress.IPv6Address, candidates)
 
 
 def assert_decides_as(

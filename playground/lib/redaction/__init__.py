@@ -1,4 +1,4 @@
-"""Sensitive values in text, found and replaced by typed placeholders before anything is stored.
+r"""Sensitive values in text, found and replaced by typed placeholders before anything is stored.
 
 Six kinds (`ENTITIES`): e-mail addresses; phone numbers, which `phonenumbers` (the Python port
 of Google's libphonenumber) decides are valid for their region; payment card numbers (a card
@@ -15,33 +15,55 @@ Speed (`benchmarks/redaction.py`): Python's `re` scans about 30 MB/s with a char
 first and hundreds with a literal, so each kind is looked for from a literal or from one cheap
 pass: "@" for e-mail; provider keys at the start of each long run of key characters (the text
 mapped by `str.translate`, then `str.find`); other secrets from a literal start (found with
-`str.find`, then matched there); two colons for IPv6; and in the one scan for runs of seven or
-more digit-ish characters, cards, IPv4 addresses, phone numbers and the IBANs around them. Each
-run's digits are counted once and decide what reads it: digits alone are one card or one phone
-number whole (no regex), digits in groups of 13 to 19 one card candidate, and only a run with
-three dots is read for IPv4. Only candidates whose digit count suits the region are
-phone-checked, and one that reads plainly (`_phone_quick`) against libphonenumber's patterns for
-its region, without `phonenumbers.parse` (~50 µs a number). Per value, what remains is Python's
-own cost (a few µs each: the checks, the placeholder's keyed hash, the ordering); see
-docs/guide/data-governance.md. Imports nothing of Django: the record writer
-(`playground.usage.storage`) runs it.
+`str.find`, then matched there); two colons for IPv6; and in one scan for runs of seven or more
+digit-ish characters (in the text's shape, `_RUN_SHAPES`: a literal "0" is found faster than
+`\d`), cards, IPv4 addresses, phone numbers and the IBANs around them. Each run's digits are
+counted once and decide what reads it: digits alone are one card or one phone number whole (no
+regex), digits in groups of 13 to 19 one card candidate, and only a run with three dots is read
+for IPv4; a run that an IBAN, a card or an address covers is not read for the kinds that would
+lose to it (`_numbers`). Only candidates whose digit count suits the region are phone-checked,
+and one that reads plainly (`phones.phone_quick`) against libphonenumber's patterns for its
+region, without `phonenumbers.parse` (~50 µs a number); IPv4 and IPv6 addresses without
+`ipaddress` (`checks`). Per value, what remains is Python's own cost (2-4 µs each: the checks,
+the placeholder's keyed hash, the ordering); see docs/guide/data-governance.md. Imports nothing
+of Django: the record writer (`playground.usage.storage`) runs it.
+
+Parts: this module finds the values and replaces them; `checks` tells a card, an IBAN or an IP
+address from what only looks like one; `phones` decides phone numbers.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import operator
 import os
 import re
-import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-import phonenumbers
+from .checks import card_lengths, card_number, iban_valid, ipv4_valid, ipv6_valid, luhn_valid
+from .phones import digits_of, national_lengths, phone_valid
+
+__all__ = [
+    "CARD",
+    "EMAIL",
+    "ENTITIES",
+    "IBAN",
+    "IP",
+    "KEYS",
+    "PHONE",
+    "PLACEHOLDER",
+    "SECRET",
+    "SECRETS",
+    "Redaction",
+    "card_number",
+    "iban_valid",
+    "luhn_valid",
+    "new_salt",
+]
 
 EMAIL = "email"
 PHONE = "phone"
@@ -134,7 +156,6 @@ _RUN_SHAPES = bytes(
     b"0"[0] if char in "0123456789" else b"s"[0] if char in " \t().-/" else b"x"[0]
     for char in map(chr, range(256))
 )
-_NOT_DIGIT = re.compile(r"\D")
 _GROUPED = re.compile(r"\d+(?:[ -]\d+)*")  # digits in groups, one space or dash between
 _CARD = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
 _IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
@@ -158,64 +179,6 @@ _IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
 _IPV6_LEFT_REVERSED = re.compile(r"[0-9A-Fa-f:]{0,40}")
 _IPV6_RIGHT = re.compile(r"[0-9A-Fa-f:]*(?:\d{1,3}(?:\.\d{1,3}){3})?")
 _WORD = re.compile(r"\w")
-_SEPARATORS = b" \t().-/+"
-_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")  # 2d, or 2d - 9 from 10 on
-_IBAN_LETTERS = str.maketrans({char: str(int(char, 36)) for char in string.ascii_letters})
-
-
-def _digits(run: str) -> str:
-    """The digits of a run of `_DIGIT_RUN`'s characters and a `PHONE_LEAD`: an ASCII run's in
-    one `bytes.translate` (a fifth of `_NOT_DIGIT.sub`'s cost), others' by `str.replace`."""
-    if run.isascii():
-        return run.encode().translate(None, _SEPARATORS).decode()
-    for separator in " \t().-/+":
-        run = run.replace(separator, "")
-    return run
-
-
-def luhn_valid(digits: str) -> bool:
-    if digits.isascii():  # the sum of the digits, each second one from the right doubled
-        doubled = digits[-2::-2].translate(_LUHN_DOUBLED).encode()
-        return (sum(digits[-1::-2].encode()) + sum(doubled) - 48 * len(digits)) % 10 == 0
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        digit = ord(char) - 48
-        if position % 2:
-            digit = digit * 2 - 9 if digit > 4 else digit * 2
-        total += digit
-    return total % 10 == 0
-
-
-def _card_network(digits: str) -> bool:
-    """Whether the number has the prefix and length of a card network (Visa, Mastercard, Amex,
-    Discover, JCB, Diners, UnionPay, Maestro): a Luhn-valid run of digits alone is one in ten."""
-    n, two, three, four = len(digits), int(digits[:2]), int(digits[:3]), int(digits[:4])
-    return (
-        (digits[0] == "4" and n in (13, 16, 19))
-        or ((51 <= two <= 55 or 2221 <= four <= 2720) and n == 16)
-        or (two in (34, 37) and n == 15)
-        or ((four == 6011 or two == 65 or 644 <= three <= 649) and 16 <= n <= 19)
-        or (3528 <= four <= 3589 and 16 <= n <= 19)
-        or ((two in (36, 38, 39) or 300 <= three <= 305) and 14 <= n <= 19)
-        or (two == 62 and 16 <= n <= 19)
-        or (two in (50, 56, 57, 58, 67) and 12 <= n <= 19)
-    )
-
-
-def card_number(candidate: str) -> bool:
-    digits = _NOT_DIGIT.sub("", candidate)
-    return 13 <= len(digits) <= 19 and _card_network(digits) and luhn_valid(digits)
-
-
-def iban_valid(candidate: str) -> bool:
-    """ISO 13616: country and check digits moved to the end, letters read as 10-35, mod 97 is 1."""
-    compact = candidate.replace(" ", "")
-    if not 15 <= len(compact) <= 34:
-        return False
-    account = compact[4:]
-    if not account.isdigit():  # `translate` with letters' two digits is slow: only if needed
-        account = account.translate(_IBAN_LETTERS)
-    return int(account + compact[:2].translate(_IBAN_LETTERS) + compact[2:4]) % 97 == 1
 
 
 # A find: (start, end, kind). A plain tuple: one is made for every candidate, and a NamedTuple's
@@ -277,7 +240,7 @@ def _numbers(text: str, *, region: str, assumed: list[Found] | None) -> list[Fou
     it in `ENTITIES` (they would lose to it) if `assumed` is a list: the covering find is added
     to it, and `Redaction._found` reads the text again without this if one of them is not kept
     (a secret or an e-mail address over it)."""
-    lengths = _national_lengths(region)
+    lengths = national_lengths(region)
     fewest = min(lengths)
     found: list[Found] = []
 
@@ -303,24 +266,24 @@ def _numbers(text: str, *, region: str, assumed: list[Found] | None) -> list[Fou
             if covered(since, start, end):
                 continue
         if digits == len(value):
-            if 13 <= digits <= 19 and digits in _card_lengths(value[:4]) and luhn_valid(value):
+            if 13 <= digits <= 19 and digits in card_lengths(value[:4]) and luhn_valid(value):
                 found.append((start, end, CARD))
-            elif 8 <= digits <= 12 and digits in lengths and _phone_valid(value, region, value):
+            elif 8 <= digits <= 12 and digits in lengths and phone_valid(value, region, value):
                 found.append((start, end, PHONE))
             continue
         since = len(found)
         if 13 <= digits <= 19 and _GROUPED.fullmatch(value):  # "4111 1111 1111 1111"
-            _card(value, start, _digits(value), found)  # `_CARD`'s one match there: the run
+            _card(value, start, digits_of(value), found)  # `_CARD`'s one match there: the run
         elif digits >= 13:
             _cards(value, start, found)
         if value.count(".") >= 3:
             for match in _IPV4.finditer(value):
-                if _ipv4_valid(match.group()):
+                if ipv4_valid(match.group()):
                     found.append((start + match.start(), start + match.end(), IP))
         if (digits >= fewest or (value[0] == "+" and digits >= MIN_PHONE_DIGITS)) and not covered(
             since, start, end
         ):
-            _phones(value, start, found, _digits(value), region=region, lengths=lengths)
+            _phones(value, start, found, digits_of(value), region=region, lengths=lengths)
     return found
 
 
@@ -328,7 +291,7 @@ def _digit_runs(text: str) -> Iterator[tuple[int, int, int]]:
     """The spans of `_DIGIT_RUN`'s matches, and how many digits each holds."""
     if not text.isascii():
         for run in _DIGIT_RUN.finditer(text):
-            yield (*run.span(), len(_digits(run.group())))
+            yield (*run.span(), len(digits_of(run.group())))
         return
     shape = text.encode().translate(_RUN_SHAPES)
     for shaped in _DIGIT_RUN_SHAPE.finditer(shape):
@@ -342,8 +305,8 @@ def _phones(
     """Phone numbers in a run (`value`, its digits `figures`)."""
     for match in _PHONE.finditer(value):
         candidate = match.group()
-        digits = figures if len(candidate) == len(value) else _digits(candidate)
-        if (8 <= len(digits) <= 15 if candidate[0] == "+" else len(digits) in lengths) and _phone_valid(
+        digits = figures if len(candidate) == len(value) else digits_of(candidate)
+        if (8 <= len(digits) <= 15 if candidate[0] == "+" else len(digits) in lengths) and phone_valid(
             candidate, region, digits
         ):
             found.append((offset + match.start(), offset + match.end(), PHONE))
@@ -353,13 +316,13 @@ def _cards(value: str, offset: int, found: list[Found]) -> None:
     """`card_number`'s finds."""
     for match in _CARD.finditer(value):
         candidate = match.group()
-        _card(candidate, offset + match.start(), _digits(candidate), found)
+        _card(candidate, offset + match.start(), digits_of(candidate), found)
 
 
 def _card(candidate: str, offset: int, digits: str, found: list[Found]) -> None:
     """A match of `_CARD` (its `digits` given), or its longest valid start in whole groups, if
     a card: its network looked up once from its first four digits."""
-    lengths = _card_lengths(digits[:4])
+    lengths = card_lengths(digits[:4])
     if not lengths:  # no network's numbers start so, however long
         return
     if len(digits) in lengths and luhn_valid(digits):
@@ -367,18 +330,12 @@ def _card(candidate: str, offset: int, digits: str, found: list[Found]) -> None:
         return
 
     def valid(start: str) -> bool:
-        digits = _digits(start)
+        digits = digits_of(start)
         return len(digits) in lengths and luhn_valid(digits)
 
     cut = max(candidate.rfind(" "), candidate.rfind("-"))
     if cut > 0:
         _shortened(candidate[:cut], offset, CARD, valid, found)
-
-
-@functools.cache
-def _card_lengths(first_four: str) -> frozenset[int]:
-    """The lengths of the card numbers a network has that start with these four digits."""
-    return frozenset(n for n in range(13, 20) if _card_network(first_four + "0" * (n - 4)))
 
 
 def _shortened(
@@ -395,217 +352,6 @@ def _shortened(
         end = max(candidate.rfind(" ", 0, end), candidate.rfind("-", 0, end))
 
 
-@functools.cache
-def _national_lengths(region: str) -> frozenset[int]:
-    """How many digits a number written nationally in `region` has, with its trunk prefix or
-    without (libphonenumber's metadata: 10 and 11 in the US)."""
-    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
-    if metadata is None or metadata.general_desc is None:
-        raise ValueError(f"phonenumbers knows no region {region!r}")
-    lengths = set(metadata.general_desc.possible_length)
-    prefix = len(metadata.national_prefix or "")
-    return frozenset(lengths | {length + prefix for length in lengths})
-
-
-# Whether a candidate is a valid number, kept by a keyed hash of it (a process keeps no phone
-# number): a conversation sends its whole history again with each turn.
-_PHONE_KEYED = hashlib.blake2b(digest_size=16, key=os.urandom(16))  # copied for each candidate
-_phones_checked: dict[bytes, bool] = {}
-PHONES_CHECKED_MAX = 8192
-
-
-def _phone_valid(candidate: str, region: str, digits: str) -> bool:
-    """Whether `phonenumbers` reads the candidate (its digits given) as a valid number."""
-    quick = _phone_quick(candidate, region, digits)
-    if quick is not None:
-        return quick
-    keyed = _PHONE_KEYED.copy()
-    keyed.update(f"{region}:{candidate}".encode())
-    key = keyed.digest()
-    valid = _phones_checked.get(key)
-    if valid is None:
-        valid = _phone_parsed_valid(candidate, region)
-        if len(_phones_checked) >= PHONES_CHECKED_MAX:
-            _phones_checked.clear()
-        _phones_checked[key] = valid
-    return valid
-
-
-def _phone_parsed_valid(candidate: str, region: str) -> bool:
-    try:
-        number = phonenumbers.parse(candidate, region)
-    except phonenumbers.NumberParseException:
-        return False
-    if number.country_code is None:
-        return False
-    # The country code's main region first: one region's rules, where `is_valid_number` tries
-    # each region of the code (25 for +1).
-    main = phonenumbers.region_code_for_country_code(number.country_code)
-    return phonenumbers.is_valid_number_for_region(number, main) or phonenumbers.is_valid_number(number)
-
-
-_COUNTRY_CODES = frozenset(map(str, phonenumbers.COUNTRY_CODE_TO_REGION_CODE))
-
-
-def _phone_quick(candidate: str, region: str, digits: str | None = None) -> bool | None:
-    """`_phone_parsed_valid`'s answer without `phonenumbers.parse` (~50 µs) where the candidate
-    reads plainly (None: ask `phonenumbers`): its digits split into the country code (after "+",
-    else the region's) and the national number, which no national or international prefix
-    starts, checked against the main region's patterns as `is_valid_number_for_region` does. A
-    country code shared by several regions (+1) asks `phonenumbers` about a number invalid in
-    its main region. `digits`: the candidate's, if counted already."""
-    digits = _digits(candidate) if digits is None else digits
-    if not digits.isascii():
-        return None  # phonenumbers reads other scripts' digits too
-    if candidate[0] == "+":
-        if digits[0] == "0":
-            return None  # "+00...": phonenumbers reads an international prefix in it
-        reading = _international_reading(digits[:3])
-        if reading is None:
-            return False  # phonenumbers: INVALID_COUNTRY_CODE
-        national = digits[len(reading.code) :]
-    else:
-        reading, national = _national_reading(region), digits
-        if digits.startswith(reading.code) or (reading.idd is not None and reading.idd.match(digits)):
-            return None  # parse may read a country code in it
-    if reading.patterns is None:
-        return None
-    if not 2 <= len(national) <= 17 or (reading.trunk is not None and reading.trunk.match(national)):
-        return None  # parse may strip a national prefix
-    if reading.patterns.valid(national):
-        return True
-    return False if reading.sole else None
-
-
-class _Reading(NamedTuple):
-    """How `_phone_quick` reads a number of one country code, written in one way: worked out
-    once per code and region, as each is the same for all of its numbers."""
-
-    code: str  # the country code's digits
-    idd: re.Pattern[str] | None  # the international prefix where a number is written nationally
-    trunk: re.Pattern[str] | None  # the national prefix of the region it is read in
-    patterns: _PhonePatterns | None  # the code's main region's (None: unknown or non-geographic)
-    sole: bool  # the only region of its code
-
-
-def _reading(code: int, region: str | None) -> _Reading:
-    """A number of country code `code`, written nationally in `region` or internationally (None)."""
-    main = phonenumbers.region_code_for_country_code(code)
-    if main in (phonenumbers.UNKNOWN_REGION, phonenumbers.REGION_CODE_FOR_NON_GEO_ENTITY):
-        return _Reading(str(code), None, None, None, sole=False)
-    read_as = _phone_patterns(region or main)
-    return _Reading(
-        str(code),
-        read_as.international_prefix if region else None,
-        read_as.national_prefix,
-        _phone_patterns(main),
-        sole=len(phonenumbers.COUNTRY_CODE_TO_REGION_CODE[code]) == 1,
-    )
-
-
-@functools.cache
-def _international_reading(start: str) -> _Reading | None:
-    """The reading of a number written "+" and these (three) digits first: its country code's
-    (codes are prefix-free); None: no country code starts so."""
-    code = next((start[:n] for n in (1, 2, 3) if start[:n] in _COUNTRY_CODES), "")
-    return _reading(int(code), None) if code else None
-
-
-@functools.cache
-def _national_reading(region: str) -> _Reading:
-    return _reading(phonenumbers.country_code_for_region(region), region)
-
-
-class _PhonePatterns(NamedTuple):
-    international_prefix: re.Pattern[str] | None
-    national_prefix: re.Pattern[str] | None  # for parsing
-    # By length: the general pattern (in a lookahead) and those of each type of number, in one.
-    numbers: dict[int, re.Pattern[str]]
-
-    def valid(self, national: str) -> bool:
-        """libphonenumber's `_number_type_helper(national) != UNKNOWN`."""
-        numbers = self.numbers.get(len(national))
-        return numbers is not None and numbers.fullmatch(national) is not None
-
-
-@functools.cache
-def _phone_patterns(region: str) -> _PhonePatterns:
-    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
-    if metadata is None or metadata.general_desc is None:
-        raise ValueError(f"phonenumbers knows no region {region!r}")
-
-    def compiled(pattern: str | None) -> re.Pattern[str] | None:
-        return re.compile(pattern) if pattern else None
-
-    def desc(each: Any) -> tuple[frozenset[int], re.Pattern[str] | None]:
-        return frozenset(each.possible_length or ()), compiled(each.national_number_pattern)
-
-    kinds = [
-        metadata.premium_rate,
-        metadata.toll_free,
-        metadata.shared_cost,
-        metadata.voip,
-        metadata.personal_number,
-        metadata.pager,
-        metadata.uan,
-        metadata.voicemail,
-        metadata.fixed_line,
-    ]
-    if not metadata.same_mobile_and_fixed_line_pattern:
-        kinds.append(metadata.mobile)
-    descs = [desc(each) for each in kinds if each is not None]
-    general_lengths, general = desc(metadata.general_desc)
-    numbers = {
-        n: re.compile(
-            f"(?=(?:{general.pattern})\\Z)(?:" + "|".join(f"(?:{p.pattern})" for p in alternatives) + ")"
-        )
-        for n in range(2, 18)
-        if general is not None
-        and (not general_lengths or n in general_lengths)
-        and (alternatives := [p for lengths, p in descs if p is not None and (not lengths or n in lengths)])
-    }
-    return _PhonePatterns(
-        compiled(metadata.international_prefix), compiled(metadata.national_prefix_for_parsing), numbers
-    )
-
-
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"  # 0-255, no leading zero
-_IPV4_VALID = re.compile(rf"(?:{_OCTET}\.){{3}}{_OCTET}")
-
-
-def _ipv4_valid(candidate: str) -> bool:
-    """`ipaddress.IPv4Address`'s answer at a tenth of its cost: four dotted ASCII numbers of one
-    to three digits, none over 255, no leading zero."""
-    return _IPV4_VALID.fullmatch(candidate) is not None
-
-
-_HEXTETS = frozenset("0123456789abcdefABCDEF:")
-
-
-def _ipv6_valid(candidate: str) -> bool:
-    """`ipaddress.IPv6Address`'s answer (without a scope) at a fifth of its cost: hextets of one
-    to four hex digits, the last two maybe an IPv4 address; eight of them, or fewer and one "::"
-    standing for the rest."""
-    if "." in candidate:
-        candidate, _, ipv4 = candidate.rpartition(":")
-        if not _ipv4_valid(ipv4):
-            return False
-        candidate += ":0:0"
-    parts = candidate.split(":")
-    if not 3 <= len(parts) <= 9 or not _HEXTETS.issuperset(candidate) or max(map(len, parts)) > 4:
-        return False
-    inner = parts[1:-1]
-    if "" not in inner:
-        return len(parts) == 8 and parts[0] != "" and parts[-1] != ""
-    skip = inner.index("") + 1
-    return (
-        inner.count("") == 1
-        and (parts[0] != "" or skip == 1)
-        and (parts[-1] != "" or skip == len(parts) - 2)
-        and len(parts) - 1 - (parts[0] == "") - (parts[-1] == "") <= 7
-    )
-
-
 def _ipv6(text: str, lower: str) -> Iterator[Found]:
     """IPv6 addresses, found from two colons close together. Loopback's and a slice's few digits
     (`::1`, `x[1::2]`) are no address worth a placeholder: one needs a group of 3+ hex digits."""
@@ -618,7 +364,7 @@ def _ipv6(text: str, lower: str) -> Iterator[Found]:
         if (left and _WORD.match(text, left - 1)) or _WORD.match(text, right):
             continue  # part of a word: `std::vector`, a hash
         candidate = text[left:right]
-        if max(map(len, candidate.split(":"))) >= 3 and _ipv6_valid(candidate):
+        if max(map(len, candidate.split(":"))) >= 3 and ipv6_valid(candidate):
             yield (left, right, IP)
 
 
