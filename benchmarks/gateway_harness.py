@@ -284,10 +284,11 @@ def prepare_app(upstream_url: str, routing_policy: dict[str, Any] | None = None)
     """Migrate; a team with budgets, its connection to the upstream, a key on it and, given a
     routing policy, a key that follows it. Returns the two secrets ("" for the second without)."""
     import django
-    from django.core.management import call_command
+
+    from benchmarks.schema import database_migrated
 
     django.setup()
-    call_command("migrate", "--noinput", verbosity=0)
+    database_migrated()
     from django.contrib.auth.models import User
     from django.db import connections
 
@@ -390,13 +391,17 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeou
     raise SystemExit(f"the {what} did not start")
 
 
-SERVERS = ("uvicorn", "granian")  # the ASGI servers the benchmarks can run the app under
+# The ASGI servers the benchmarks can run the app under, each with its one-letter mark: uvicorn as
+# the Procfiles run it; uvicorn compressing WebSocket frames (permessage-deflate, its default, which
+# the Procfiles turn off: issue 40's relay); granian.
+SERVERS = {"uvicorn": "u", "uvicorn-deflate": "d", "granian": "g"}
 
 
 def server_command(server: str, port: int, workers: int) -> list[str]:
-    """The Procfile's web command under `server` (with its workers when more than one): uvicorn as
-    `Procfile.production` runs it, or granian as close to it as it goes (ASGI without lifespan,
-    uvloop, no access log; granian has no limit on a WebSocket message's size to set)."""
+    """The Procfile's web command under `server` (`SERVERS`; with its workers when more than one):
+    uvicorn as `Procfile.production` runs it, or granian as close to it as it goes (ASGI without
+    lifespan, uvloop, no access log; granian has no limit on a WebSocket message's size to set,
+    and compresses no WebSocket frame)."""
     if server == "granian":
         if importlib.util.find_spec("granian") is None:
             raise SystemExit("--servers granian needs granian in the virtualenv (pip install granian)")
@@ -408,6 +413,7 @@ def server_command(server: str, port: int, workers: int) -> list[str]:
     return [
         sys.executable, "-m", "uvicorn", "playground.asgi:application", "--host", "127.0.0.1",
         "--port", str(port), "--no-access-log", "--lifespan", "off", "--ws-max-size", "1048576",
+        *([] if server == "uvicorn-deflate" else ["--ws-per-message-deflate", "false"]),
         "--log-level", "warning", *(["--workers", str(workers)] if workers > 1 else []),
     ]  # fmt: skip
 

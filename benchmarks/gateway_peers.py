@@ -566,7 +566,9 @@ def main() -> None:
     parser.add_argument(
         "--web-processes", type=int, nargs="+", default=[1], help="ours with each count of web processes"
     )
-    parser.add_argument("--servers", nargs="+", choices=SERVERS, default=["uvicorn"], help="ours under each")
+    parser.add_argument(
+        "--servers", nargs="+", choices=list(SERVERS), default=["uvicorn"], help="ours under each"
+    )
     parser.add_argument("--no-install", action="store_true", help="skip peers not installed")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument(
@@ -633,13 +635,14 @@ def start_ours(
     port = free_port()
     process = subprocess.Popen(web_command(port, "", count, server_name), cwd=ROOT, env=os.environ.copy())
     wait_for_port(port, process, f"app server ({server_name})")
-    name = f"ours-{server_name[0]}{count}" if named else "ours"
+    name = f"ours-{SERVERS[server_name]}{count}" if named else "ours"
     database = profile.database_url.rsplit("/", 1)[-1] if profile.database_url else ""
     return Target(name, port, {"authorization": f"Bearer {secret}"}, process.pid, database=database), process
 
 
 def server_version(name: str) -> str:
-    return f"{name} {importlib.metadata.version(name)}"
+    package = name.partition("-")[0]
+    return f"{name} {importlib.metadata.version(package)}"
 
 
 def git_revision() -> str:
