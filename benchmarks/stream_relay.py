@@ -79,11 +79,10 @@ def prepare_app(upstream_url: str, streams: int) -> list[tuple[str, int]]:
     """Migrate a fresh database; a team, a connection to the upstream, and `streams` members,
     each signed in (a session) with a conversation of their own."""
     import django
-
-    from benchmarks.schema import database_migrated
+    from django.core.management import call_command
 
     django.setup()
-    database_migrated()
+    call_command("migrate", "--noinput", verbosity=0)
     from django.contrib.auth.models import User
     from django.test import Client
 
