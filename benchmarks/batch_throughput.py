@@ -67,9 +67,9 @@ def setup_django(data_dir: Path, engine_url: str = "", token: str = "") -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
+    from benchmarks.schema import database_migrated
 
-    call_command("migrate", verbosity=0)
+    database_migrated()
 
 
 def owner_and_connection() -> tuple[Any, Any]:

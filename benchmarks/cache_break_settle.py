@@ -51,13 +51,12 @@ def run(turns: int, *, smoke: bool) -> None:
     import django
 
     django.setup()
-    from django.core.management import call_command
-
+    from benchmarks.schema import database_migrated
     from playground.accounts.models import Membership, Team
     from playground.usage.models import UsageRecord
 
     if smoke:
-        call_command("migrate", verbosity=0)
+        database_migrated()
         Team.objects.create(name="Smoke", slug="smoke")
     team = Team.objects.order_by("pk").first()
     assert team is not None, "no team: run the dashboard benchmark with --keep first"

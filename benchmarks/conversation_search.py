@@ -149,12 +149,12 @@ def child(args: argparse.Namespace) -> None:
 
     warnings.filterwarnings("ignore", message="No directory at")  # static files are not served here
     django.setup()
-    from django.core.management import call_command
+    from benchmarks.schema import database_migrated
 
     database = args.child
     print(f"--- {database}: {args.conversations:,} conversations ---", flush=True)
     if not args.reuse:
-        call_command("migrate", verbosity=0)
+        database_migrated()
         user_id = fill(args.conversations)
     else:
         from django.contrib.auth.models import User

@@ -284,10 +284,11 @@ def prepare_app(upstream_url: str, routing_policy: dict[str, Any] | None = None)
     """Migrate; a team with budgets, its connection to the upstream, a key on it and, given a
     routing policy, a key that follows it. Returns the two secrets ("" for the second without)."""
     import django
-    from django.core.management import call_command
+
+    from benchmarks.schema import database_migrated
 
     django.setup()
-    call_command("migrate", "--noinput", verbosity=0)
+    database_migrated()
     from django.contrib.auth.models import User
     from django.db import connections
 

@@ -79,10 +79,11 @@ def prepare_app(upstream_url: str, streams: int) -> list[tuple[str, int]]:
     """Migrate a fresh database; a team, a connection to the upstream, and `streams` members,
     each signed in (a session) with a conversation of their own."""
     import django
-    from django.core.management import call_command
+
+    from benchmarks.schema import database_migrated
 
     django.setup()
-    call_command("migrate", "--noinput", verbosity=0)
+    database_migrated()
     from django.contrib.auth.models import User
     from django.test import Client
 

@@ -159,9 +159,9 @@ def _django() -> None:
 
 def run(args: argparse.Namespace, database_url: str) -> None:
     _django()
-    from django.core.management import call_command
+    from benchmarks.schema import database_migrated
 
-    call_command("migrate", verbosity=0)
+    database_migrated()
     if args.reuse:
         world, loaded = kept_world()
         print(f"reusing {args.db_name}: {loaded:,} usage rows ({_rollup_counts()})")

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.schema import TEMPLATE_VARIABLE
+from tests.support.schema import sqlite_schema_copy
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 240  # seconds per script: most take 5-25 s alone on two busy cores
 # cache_breaks.py takes ~100 s alone (its corpus runs on the engine's three replicas), and over
@@ -91,24 +94,42 @@ def _smoke_run(script: str, env: dict[str, str]) -> SmokeRun:
 
 
 @pytest.fixture(scope="module")
-def smoke_runs() -> Iterator[dict[str, Future[SmokeRun]]]:
+def smoke_runs(
+    request: pytest.FixtureRequest, django_db_setup: None
+) -> Iterator[dict[str, Future[SmokeRun]]]:
     """Start the benchmarks at their smoke size, as many at once as there are cores; each test
     waits for its own. All eight at once made each wait on the others' start-ups (migrations,
     app servers, the engine's replicas): beside the suite's parallel workers, the slowest
-    overran its timeout while doing nothing wrong."""
+    overran its timeout while doing nothing wrong. A benchmark that migrates a new SQLite
+    database starts from the run's migrated copy when there is one (`benchmarks/schema.py`):
+    nine of them migrated from empty, ~10 s of CPU each."""
     # The benchmarks choose their own settings and databases: not the suite's.
     env = {
         name: value
         for name, value in os.environ.items()
-        if name not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL"}
+        if name not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", TEMPLATE_VARIABLE}
     } | {"PYTHONUNBUFFERED": "1"}  # a run that overran shows how far it got
+    template = sqlite_schema_copy()
+    if template is not None:
+        env[TEMPLATE_VARIABLE] = str(template)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        runs = {script: pool.submit(_smoke_run, script, env) for script in FIGURES}
+        runs = {script: pool.submit(_smoke_run, script, env) for script in _selected(request)}
         try:
             yield runs
         finally:
             for run in runs.values():
                 run.cancel()
+
+
+def _selected(request: pytest.FixtureRequest) -> list[str]:
+    """The scripts whose tests this run holds (`-k` may pick a few), in FIGURES's order: a
+    script started for nobody held the module's teardown until it ended."""
+    chosen = {
+        item.callspec.params["script"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.module is request.module
+    }
+    return [script for script in FIGURES if script in chosen]
 
 
 @pytest.mark.timeout(max(TIMEOUTS.values()) + 60)  # waits for its run, whose own timeout counts

@@ -123,6 +123,13 @@ def databases_set_up(
     return old_config
 
 
+def sqlite_schema_copy() -> Path | None:
+    """This run's migrated SQLite copy, once a worker made it (None without workers, on
+    PostgreSQL, or before): the benchmarks' smoke runs start their databases from it."""
+    _, sqlite_template = _paths(os.getppid())
+    return sqlite_template if sqlite_template.exists() else None
+
+
 def schema_copies_remove() -> None:
     """Remove this run's copy (in the xdist controller, after its workers ended)."""
     lock_path, sqlite_template = _paths(os.getpid())
