@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +23,11 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
+from pytest_django.plugin import DjangoDbBlocker
 
 from tests.fakes.upstream import FakeUpstream, openai_chunk, sse, usage, usage_chunk
+from tests.support.schema import postgres_database_from_schema_copy, sqlite_schema_copy
 
 REPO = Path(__file__).resolve().parents[2]
 ITEMS = 40
@@ -37,7 +41,9 @@ def _python() -> str:
 
 
 @pytest.fixture
-def worker_env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+def worker_env(
+    tmp_path: Path, request: pytest.FixtureRequest, django_db_setup: None, django_db_blocker: DjangoDbBlocker
+) -> Iterator[dict[str, str]]:
     broker = request.param
     env = {
         key: value
@@ -62,7 +68,11 @@ def worker_env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[
             pytest.skip("no Redis configured (REDIS_URL): run in the services profile")
         env["REDIS_URL"] = redis_url
         if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-            env["DATABASE_URL"], dropper = _fresh_postgres_database()
+            with django_db_blocker.unblock():
+                env["DATABASE_URL"], dropper = _fresh_postgres_database()
+    sqlite_copy = sqlite_schema_copy()
+    if "DATABASE_URL" not in env and sqlite_copy is not None:  # migrated already: ~10 s of CPU less
+        shutil.copyfile(sqlite_copy, tmp_path / "playground.sqlite3")
     try:
         subprocess.run([_python(), "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
         yield env
@@ -80,8 +90,9 @@ def _fresh_postgres_database() -> tuple[str, Callable[[], None]]:
     conninfo = make_conninfo(
         host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], password=db["PASSWORD"], dbname="postgres"
     )
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    if not postgres_database_from_schema_copy(connection, name):  # migrated already, or empty
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
 
     def drop() -> None:
         with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -30,6 +30,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import setup_databases
 
 PREFIX = "playground-test-schema"
+# The run's copy this worker's database came from or was copied to, by vendor.
+_made: dict[str, str] = {}
 
 
 def _paths(run: int) -> tuple[Path, Path]:
@@ -120,14 +122,26 @@ def databases_set_up(
                 _sqlite_copy(connection.settings_dict["NAME"], template)
             else:
                 _postgres_copy(connection, connection.settings_dict["NAME"], template)
+    _made[vendor] = template
     return old_config
 
 
 def sqlite_schema_copy() -> Path | None:
-    """This run's migrated SQLite copy, once a worker made it (None without workers, on
-    PostgreSQL, or before): the benchmarks' smoke runs start their databases from it."""
+    """This run's migrated SQLite copy, once this worker's database was set up from it (None
+    without workers or on PostgreSQL): the benchmarks' smoke runs start their databases from it."""
     _, sqlite_template = _paths(os.getppid())
-    return sqlite_template if sqlite_template.exists() else None
+    return sqlite_template if _made.get("sqlite") == str(sqlite_template) else None
+
+
+def postgres_database_from_schema_copy(connection: BaseDatabaseWrapper, name: str) -> bool:
+    """Make PostgreSQL database `name` from this run's migrated copy, as a worker's own database
+    is made (no migration to run in it); False if this worker's database came from no copy."""
+    template = _made.get("postgresql")
+    if template is None:
+        return False
+    with _run_lock(os.getppid()):  # nobody may be connected to a TEMPLATE while it is copied
+        _postgres_copy(connection, template, name)
+    return True
 
 
 def schema_copies_remove() -> None:
