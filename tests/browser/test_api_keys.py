@@ -22,9 +22,9 @@ from playground.usage.models import ApiKey, UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.browser import (
-    CHROMIUM_ARGS,
     Console,
     LiveApp,
+    chromium_connected,
     fake_workers_connection,
     fits_the_width,
     log_in,
@@ -71,7 +71,7 @@ def test_an_owner_creates_a_key_copies_it_once_and_revokes_it(
     a_team_with_two_connections_and_a_key(actors, fake_upstream)
     console = Console()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_app.url)

@@ -29,7 +29,7 @@ from playground.providers.services import connection_engine_ensure
 from playground.usage.models import UsageRecord
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, LiveApp, chat_ready, fake_workers_connection, log_in
+from tests.support.browser import LiveApp, chat_ready, chromium_connected, fake_workers_connection, log_in
 from tests.support.images import SVG, jpeg_with_gps, png
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -102,7 +102,7 @@ def test_two_images_reach_a_vision_model_as_data_urls_an_svg_is_refused_and_the_
 
     vision, engine = chats["vision"], chats["engine"]
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("console", watch)

@@ -17,9 +17,9 @@ from playground.routing.services import routing_policy_save
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors
 from tests.support.browser import (
-    CHROMIUM_ARGS,
     Console,
     LiveApp,
+    chromium_connected,
     fake_workers_connection,
     fits_the_width,
     log_in,
@@ -39,7 +39,7 @@ def test_an_owner_is_refused_a_broken_policy_saves_a_valid_one_and_dry_runs_it(
     routing_policy_save(team=actors.team, document=first, user=actors.owner, note="the first")
     console = Console()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("console", console.watch)

@@ -18,7 +18,14 @@ from playground.providers.models import ProviderConnection
 from playground.usage.models import UsageRecord, UsageStatus
 from tests.fakes.upstream import FakeUpstream, json_reply
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, chat_ready, fake_workers_connection, log_in
+from tests.support.browser import (
+    Console,
+    LiveApp,
+    chat_ready,
+    chromium_connected,
+    fake_workers_connection,
+    log_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,7 +35,7 @@ def test_an_owner_invites_someone_who_joins_with_the_link(
 ) -> None:
     User.objects.create_user("newcomer", password="password-newcomer")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             owner = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
             log_in(owner, live_app.url, username="owner")
@@ -78,7 +85,7 @@ def test_an_invitee_without_an_account_signs_up_from_the_link_and_lands_in_the_t
 ) -> None:
     console = Console()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 860})
             context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_app.url)
@@ -143,7 +150,7 @@ def test_an_admin_adds_a_connection_and_tests_it_against_a_loopback_upstream(
         json_reply({"object": "list", "data": [{"id": "gpt-4.1-mini"}, {"id": "llama-3.3-70b"}]})
     )
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             log_in(page, live_app.url, username="owner")
@@ -181,7 +188,7 @@ def test_an_owner_sets_a_budget_and_a_members_request_is_refused_in_the_chat(
     catalog_seed(CatalogModel, PriceCard)  # a transactional test's flush empties the catalogue
     fake_workers_connection(actors.team, fake_upstream)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             owner = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
             log_in(owner, live_app.url, username="owner")

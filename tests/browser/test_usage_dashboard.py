@@ -29,7 +29,7 @@ from playground.usage.metering import Outcome
 from playground.usage.models import RequestPath, UsageSource, UsageStatus
 from playground.usage.records import usage_record_create
 from tests.support.actors import Actors
-from tests.support.browser import CHROMIUM_ARGS, Console, LiveApp, browser_page, log_in
+from tests.support.browser import Console, LiveApp, browser_page, chromium_connected, log_in
 from tests.support.clock import clock
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -112,7 +112,7 @@ def test_the_dashboard_draws_every_chart_and_a_filter_redraws_them(
             problems.append(message.text)
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        browser = chromium_connected(playwright, chromium_path)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("console", watch)
