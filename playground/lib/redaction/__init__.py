@@ -179,6 +179,7 @@ _IPV6_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
 _IPV6_LEFT_REVERSED = re.compile(r"[0-9A-Fa-f:]{0,40}")
 _IPV6_RIGHT = re.compile(r"[0-9A-Fa-f:]*(?:\d{1,3}(?:\.\d{1,3}){3})?")
 _WORD = re.compile(r"\w")
+_SPAN = re.Match.span
 
 
 # A find: (start, end, kind). A plain tuple: one is made for every candidate, and a NamedTuple's
@@ -287,16 +288,14 @@ def _numbers(text: str, *, region: str, assumed: list[Found] | None) -> list[Fou
     return found
 
 
-def _digit_runs(text: str) -> Iterator[tuple[int, int, int]]:
-    """The spans of `_DIGIT_RUN`'s matches, and how many digits each holds."""
+def _digit_runs(text: str) -> list[tuple[int, int, int]]:
+    """The spans of `_DIGIT_RUN`'s matches, and how many digits each holds (a list built in one
+    comprehension: a generator's resumption per run cost more)."""
     if not text.isascii():
-        for run in _DIGIT_RUN.finditer(text):
-            yield (*run.span(), len(digits_of(run.group())))
-        return
+        return [(*run.span(), len(digits_of(run.group()))) for run in _DIGIT_RUN.finditer(text)]
     shape = text.encode().translate(_RUN_SHAPES)
-    for shaped in _DIGIT_RUN_SHAPE.finditer(shape):
-        start, end = shaped.span()
-        yield start, end, shape.count(b"0", start, end)
+    spans = map(_SPAN, _DIGIT_RUN_SHAPE.finditer(shape))
+    return [(start, end, shape.count(b"0", start, end)) for start, end in spans]
 
 
 def _phones(
@@ -421,7 +420,7 @@ class Redaction:
     salt: bytes = field(default_factory=new_salt)
     counts: Counter[str] = field(default_factory=Counter)
     _keyed: hashlib.blake2b = field(init=False, repr=False)  # keyed by the salt once, then copied
-    _hashed: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _hashed: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)  # by value
 
     def __post_init__(self) -> None:
         self._keyed = hashlib.blake2b(digest_size=2, key=self.salt)
@@ -431,14 +430,20 @@ class Redaction:
         if not found:
             return text
         parts: list[str] = []
+        append = parts.append
         at = 0
-        hashed = self._hashed
+        hashed, keyed = self._hashed, self._keyed
         for start, end, kind in found:
             value = text[start:end]
-            hexed = hashed.get(value) or self._hash(value)
-            parts += (text[at:start], f"<{kind}:{hexed}>")
+            hexed = hashed.get(value)
+            if hexed is None:  # the value's keyed hash, made once per redaction (inline: ~0.2 µs less)
+                digest = keyed.copy()
+                digest.update(value.encode("utf-8", "surrogatepass"))
+                hexed = hashed[value] = digest.hexdigest()
+            append(text[at:start])
+            append(f"<{kind}:{hexed}>")
             at = end
-        parts.append(text[at:])
+        append(text[at:])
         self.counts.update(map(operator.itemgetter(2), found))
         return "".join(parts)
 
@@ -463,10 +468,3 @@ class Redaction:
         if assumed and not set(assumed).issubset(kept):
             kept = _kept(candidates + _numbers(text, region=self.phone_region, assumed=None))
         return kept
-
-    def _hash(self, value: str) -> str:
-        """The value's keyed hash in a placeholder (`<kind:xxxx>`), kept for its repeats."""
-        digest = self._keyed.copy()
-        digest.update(value.encode("utf-8", "surrogatepass"))
-        hexed = self._hashed[value] = digest.hexdigest()
-        return hexed
