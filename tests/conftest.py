@@ -25,6 +25,7 @@ from playground.usage.records import price_cards_forget
 from tests.fakes.upstream import FakeUpstream
 from tests.support.actors import Actors, actors_create
 from tests.support.connections import WORKERS_TOKEN, workers_connection_for
+from tests.support.flush import flush_by_delete
 from tests.support.schema import databases_set_up, schema_copies_remove
 
 # Fixtures that live beside the code they drive, registered once for every test package
@@ -45,6 +46,10 @@ pytest_plugins = [
 # the collection, so that nothing the services profile should check is left out with them.
 PROFILE_FREE = tuple(Path(__file__).parent / name for name in ("engine", "benchmarks"))
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    flush_by_delete()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
